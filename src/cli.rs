@@ -1,0 +1,217 @@
+//! The two command lines: `dlio-rs` (subcommands) and `dlio_benchmark` (DLIO's Hydra-style words
+//! only, so `mlpstorage --dlio-bin-path` can launch dlio-rs unchanged).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::overrides::Overrides;
+use crate::config::{workloads, Source};
+use crate::error::{Error, Result};
+use crate::run::{run, RunOptions};
+
+const EXAMPLES: &str = "\
+Examples:
+  dlio-rs workloads
+  dlio-rs run workload=unet3d_h100 ++workload.workflow.generate_data=True ++workload.workflow.train=False \\
+      ++workload.dataset.num_files_train=16 ++workload.dataset.data_folder=data/unet3d
+  dlio-rs run workload=unet3d_h100 --accelerators 4 ++workload.dataset.num_files_train=16 \\
+      ++workload.dataset.data_folder=data/unet3d ++workload.workflow.checkpoint=False ++hydra.run.dir=results/run1
+  dlio-rs config workload=resnet50_h100 ++workload.reader.read_threads=8
+  dlio-rs run --config-dir my_configs workload=mine
+
+Override words (DLIO / Hydra grammar):
+  workload=NAME            a shipped workload, or DIR/workload/NAME.yaml with --config-dir DIR
+  ++workload.a.b=VALUE     set a key (added if missing); VALUE is YAML: 8, True, [1,2], {mean: 1, stdev: 0.1}
+  workload.a.b=VALUE       change a key the workload has;  +workload.a.b=VALUE  add a key it has not
+  ~workload.a.b            delete a key
+  ++hydra.run.dir=DIR      the output folder;  ++hydra.output_subdir=NAME  where config.yaml etc. go";
+
+#[derive(Parser, Debug)]
+#[command(name = "dlio-rs", version, about = "Emulates the storage I/O of deep-learning training (DLIO-compatible)", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug)]
+struct ConfigArgs {
+    /// Read workloads from DIR/workload/NAME.yaml instead of the shipped ones
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    /// Reject unknown configuration keys instead of warning
+    #[arg(long)]
+    strict: bool,
+    /// Override words: workload=NAME, ++workload.a.b=VALUE, ~workload.a.b, ++hydra.run.dir=DIR ...
+    #[arg(value_name = "WORDS", allow_hyphen_values = false)]
+    words: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate data and/or train, as the workload's workflow says; writes DLIO's output files
+    Run {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Number of emulated accelerators (ranks) in this process
+        #[arg(short = 'n', long, default_value_t = 1, value_name = "N")]
+        accelerators: usize,
+        /// No progress and no end-of-run table (errors still print)
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Print the resolved workload configuration (after overrides) as YAML
+    Config {
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// List the workloads shipped in the binary
+    Workloads,
+}
+
+fn source(args: &ConfigArgs) -> Result<Source> {
+    Ok(Source {
+        overrides: Overrides::parse(&args.words)?,
+        config_dir: args.config_dir.clone(),
+    })
+}
+
+/// Prints an error the way both binaries do and returns the exit code.
+pub fn fail(error: &Error) -> i32 {
+    eprintln!("error: {error}");
+    error.exit_code()
+}
+
+pub fn dlio_rs_main(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let outcome = match cli.command {
+        Command::Run {
+            config,
+            accelerators,
+            quiet,
+        } => source(&config).and_then(|s| {
+            run(
+                &s,
+                &RunOptions {
+                    accelerators,
+                    quiet,
+                    strict: config.strict,
+                },
+            )
+            .map(|_| ())
+        }),
+        Command::Config { config } => source(&config).and_then(|s| {
+            let resolved = s.resolve(config.strict)?;
+            for key in &resolved.unknown_keys {
+                eprintln!("warning: unknown configuration key workload.{key}");
+            }
+            let tree =
+                crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
+            print!("{}", tree.to_yaml());
+            Ok(())
+        }),
+        Command::Workloads => {
+            for (name, text) in workloads::SHIPPED {
+                println!("{name:<20} {}", workloads::description(text));
+            }
+            Ok(())
+        }
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    }
+}
+
+const DLIO_BENCHMARK_HELP: &str = "\
+dlio_benchmark (dlio-rs) — DLIO's command line: Hydra-style words only.
+
+Usage: dlio_benchmark [--config-dir DIR] WORDS...
+
+  workload=NAME  ++workload.a.b=VALUE  workload.a.b=VALUE  +workload.a.b=VALUE  ~workload.a.b
+  ++hydra.run.dir=DIR  ++hydra.output_subdir=NAME
+
+Behaves exactly like 'dlio-rs run WORDS...'. The number of emulated accelerators comes from the
+environment variable DLIO_RS_ACCELERATORS (default 1). See 'dlio-rs --help' for examples.";
+
+/// `dlio_benchmark`: only Hydra words and `--config-dir`.
+pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
+    let mut words = Vec::new();
+    let mut config_dir = None;
+    let mut iter = args.into_iter().skip(1);
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{DLIO_BENCHMARK_HELP}");
+                return 0;
+            }
+            "--version" => {
+                println!("dlio_benchmark (dlio-rs {})", env!("CARGO_PKG_VERSION"));
+                return 0;
+            }
+            "--config-dir" | "-cd" => match iter.next() {
+                Some(dir) => config_dir = Some(PathBuf::from(dir)),
+                None => return fail(&Error::usage("--config-dir needs a folder")),
+            },
+            other => match other.strip_prefix("--config-dir=") {
+                Some(dir) => config_dir = Some(PathBuf::from(dir)),
+                None => words.push(arg),
+            },
+        }
+    }
+    let accelerators = match std::env::var("DLIO_RS_ACCELERATORS") {
+        Err(_) => 1,
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return fail(&Error::usage(format!(
+                    "DLIO_RS_ACCELERATORS = '{v}': expected a whole number ≥ 1"
+                )))
+            }
+        },
+    };
+    if let Some(size) = mpi_world_size() {
+        return fail(&Error::usage(format!(
+            "launched as one of {size} MPI processes, but this build of dlio-rs has no MPI support yet; run one process \
+             with DLIO_RS_ACCELERATORS={size} instead"
+        )));
+    }
+    let outcome = Overrides::parse(&words)
+        .map(|overrides| Source {
+            overrides,
+            config_dir,
+        })
+        .and_then(|s| {
+            run(
+                &s,
+                &RunOptions {
+                    accelerators,
+                    quiet: false,
+                    strict: false,
+                },
+            )
+        });
+    match outcome {
+        Ok(_) => 0,
+        Err(e) => fail(&e),
+    }
+}
+
+/// The world size when started by mpirun with more than one process.
+fn mpi_world_size() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok()?.parse::<usize>().ok())
+    .find(|&n| n > 1)
+}

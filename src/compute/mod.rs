@@ -1,0 +1,287 @@
+//! The emulated accelerator: time distributions in DLIO's syntax and a sleep that ends on time.
+//!
+//! DLIO draws `computation_time` (and `eval_time`, `preprocess_time`) from a distribution, takes
+//! `abs()` of the draw and sleeps that long. A plain `thread::sleep` overshoots by the kernel's timer
+//! slack (50 µs by default) plus wake-up latency, which at dlrm's 0.375 ms steps would be a 15%
+//! error; [`precise_sleep`] sleeps to just before the deadline and spins the rest.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson};
+
+use crate::config::value::Value;
+
+/// A duration in seconds, fixed or drawn from a distribution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimeSpec {
+    Fixed(f64),
+    Normal { mean: f64, stdev: f64 },
+    Uniform { min: f64, max: f64 },
+    Gamma { shape: f64, scale: f64 },
+    Exponential { scale: f64 },
+    Poisson { lam: f64 },
+}
+
+impl TimeSpec {
+    pub const ZERO: TimeSpec = TimeSpec::Fixed(0.0);
+
+    /// Reads every form DLIO accepts: a number; `{mean}`; `{mean, stdev}`; `{type: normal|uniform|
+    /// gamma|exponential|poisson, ...}`. `flat_stdev` is the old `<key>_stdev` form.
+    pub fn from_value(value: &Value, flat_stdev: Option<f64>) -> Result<TimeSpec, String> {
+        let number = |v: &Value| match v {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) if f.is_finite() => Some(*f),
+            _ => None,
+        };
+        let spec = match value {
+            Value::Null => TimeSpec::ZERO,
+            Value::Map(entries) => {
+                let field = |name: &str| -> Result<Option<f64>, String> {
+                    match entries.iter().find(|(k, _)| k == name) {
+                        None => Ok(None),
+                        Some((_, v)) => number(v)
+                            .map(Some)
+                            .ok_or_else(|| format!("'{name}' must be a number")),
+                    }
+                };
+                let need = |name: &str| -> Result<f64, String> {
+                    field(name)?.ok_or_else(|| format!("this distribution needs '{name}'"))
+                };
+                if let Some((key, _)) = entries.iter().find(|(k, _)| {
+                    ![
+                        "type", "mean", "stdev", "min", "max", "shape", "scale", "lam",
+                    ]
+                    .contains(&k.as_str())
+                }) {
+                    return Err(format!(
+                        "unknown field '{key}'; fields are type, mean, stdev, min, max, shape, scale, lam"
+                    ));
+                }
+                let kind = match entries.iter().find(|(k, _)| k == "type") {
+                    None => "normal".to_string(),
+                    Some((_, Value::Str(s))) => s.to_ascii_lowercase(),
+                    Some((_, other)) => {
+                        return Err(format!("'type' must be a name, not {}", other.kind()))
+                    }
+                };
+                match kind.as_str() {
+                    "normal" => {
+                        let mean = need("mean")?;
+                        let stdev = field("stdev")?.or(flat_stdev).unwrap_or(0.0);
+                        TimeSpec::normal(mean, stdev)
+                    }
+                    "uniform" => TimeSpec::Uniform { min: need("min")?, max: need("max")? },
+                    "gamma" => TimeSpec::Gamma { shape: need("shape")?, scale: need("scale")? },
+                    "exponential" => TimeSpec::Exponential { scale: need("scale")? },
+                    "poisson" => TimeSpec::Poisson { lam: need("lam")? },
+                    other => {
+                        return Err(format!(
+                            "unknown distribution type '{other}'; valid types are normal, uniform, gamma, \
+                             exponential, poisson"
+                        ))
+                    }
+                }
+            }
+            other => match number(other) {
+                Some(seconds) => TimeSpec::normal(seconds, flat_stdev.unwrap_or(0.0)),
+                None => return Err(
+                    "expected seconds as a number or a distribution like {mean: 0.5, stdev: 0.1}"
+                        .into(),
+                ),
+            },
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    fn normal(mean: f64, stdev: f64) -> TimeSpec {
+        if stdev == 0.0 {
+            TimeSpec::Fixed(mean)
+        } else {
+            TimeSpec::Normal { mean, stdev }
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let ok = match *self {
+            TimeSpec::Fixed(_) => true,
+            TimeSpec::Normal { stdev, .. } => stdev >= 0.0,
+            TimeSpec::Uniform { min, max } => min <= max,
+            TimeSpec::Gamma { shape, scale } => shape > 0.0 && scale > 0.0,
+            TimeSpec::Exponential { scale } => scale > 0.0,
+            TimeSpec::Poisson { lam } => lam > 0.0,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid distribution parameters {self:?} (stdev ≥ 0, min ≤ max, shape, scale, lam > 0)"))
+        }
+    }
+
+    /// The expected value of the (absolute) draw, for reporting the ideal rate.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            TimeSpec::Fixed(v) => v.abs(),
+            TimeSpec::Normal { mean, .. } => mean.abs(),
+            TimeSpec::Uniform { min, max } => ((min + max) / 2.0).abs(),
+            TimeSpec::Gamma { shape, scale } => shape * scale,
+            TimeSpec::Exponential { scale } => scale,
+            TimeSpec::Poisson { lam } => lam,
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        matches!(self, TimeSpec::Fixed(v) if *v == 0.0)
+    }
+
+    /// One draw, after abs() as DLIO applies it.
+    pub fn draw(&self, rng: &mut SmallRng) -> Duration {
+        let seconds: f64 = match *self {
+            TimeSpec::Fixed(v) => v,
+            TimeSpec::Normal { mean, stdev } => {
+                Normal::new(mean, stdev).map_or(mean, |d| d.sample(rng))
+            }
+            TimeSpec::Uniform { min, max } => {
+                if min == max {
+                    min
+                } else {
+                    rng.random_range(min..max)
+                }
+            }
+            TimeSpec::Gamma { shape, scale } => {
+                Gamma::new(shape, scale).map_or(0.0, |d| d.sample(rng))
+            }
+            TimeSpec::Exponential { scale } => Exp::new(1.0 / scale).map_or(0.0, |d| d.sample(rng)),
+            TimeSpec::Poisson { lam } => Poisson::new(lam).map_or(0.0, |d| d.sample(rng)),
+        };
+        Duration::from_secs_f64(seconds.abs().min(1e9))
+    }
+}
+
+/// A generator for draws, seeded per rank so runs repeat.
+pub fn time_rng(seed: u64, rank: usize, stream: u64) -> SmallRng {
+    SmallRng::seed_from_u64(
+        seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream.rotate_left(32),
+    )
+}
+
+/// How close to the deadline the sleeping stops and the spinning starts.
+const SPIN_WINDOW: Duration = Duration::from_micros(120);
+
+/// Asks the kernel to wake this thread on time (timer slack 1 ns instead of 50 µs). Per thread.
+pub fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread's slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+/// Sleeps until `deadline`: the kernel sleep for all but the last ~0.1 ms, then a spin.
+pub fn sleep_until(deadline: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN_WINDOW {
+            std::thread::sleep(left - SPIN_WINDOW);
+        } else {
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            return;
+        }
+    }
+}
+
+/// Sleeps for `duration` precisely; returns the time actually slept.
+pub fn precise_sleep(duration: Duration) -> Duration {
+    let start = Instant::now();
+    if !duration.is_zero() {
+        sleep_until(start + duration);
+    }
+    start.elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Result<TimeSpec, String> {
+        TimeSpec::from_value(&Value::from_yaml(yaml).unwrap(), None)
+    }
+
+    #[test]
+    fn every_dlio_syntax() {
+        assert_eq!(spec("0.5").unwrap(), TimeSpec::Fixed(0.5));
+        assert_eq!(spec("2").unwrap(), TimeSpec::Fixed(2.0));
+        assert_eq!(spec("{mean: 0.5}").unwrap(), TimeSpec::Fixed(0.5));
+        assert_eq!(
+            spec("{mean: 0.5, stdev: 0.1}").unwrap(),
+            TimeSpec::Normal {
+                mean: 0.5,
+                stdev: 0.1
+            }
+        );
+        assert_eq!(
+            spec("{type: uniform, min: 1, max: 2}").unwrap(),
+            TimeSpec::Uniform { min: 1.0, max: 2.0 }
+        );
+        assert_eq!(
+            spec("{type: gamma, shape: 2, scale: 0.5}").unwrap(),
+            TimeSpec::Gamma {
+                shape: 2.0,
+                scale: 0.5
+            }
+        );
+        assert_eq!(
+            spec("{type: exponential, scale: 0.5}").unwrap(),
+            TimeSpec::Exponential { scale: 0.5 }
+        );
+        assert_eq!(
+            spec("{type: poisson, lam: 3}").unwrap(),
+            TimeSpec::Poisson { lam: 3.0 }
+        );
+        let flat = TimeSpec::from_value(&Value::Float(1.0), Some(0.2)).unwrap();
+        assert_eq!(
+            flat,
+            TimeSpec::Normal {
+                mean: 1.0,
+                stdev: 0.2
+            }
+        );
+        assert!(spec("{type: weibull, a: 1}").is_err());
+        assert!(spec("{type: uniform, min: 2, max: 1}").is_err());
+        assert!(spec("{type: gamma, shape: 2}")
+            .unwrap_err()
+            .contains("scale"));
+        assert!(spec("fast").is_err());
+    }
+
+    #[test]
+    fn draws_are_absolute_and_follow_the_mean() {
+        let mut rng = time_rng(1, 0, 0);
+        let negative = TimeSpec::Fixed(-0.25);
+        assert_eq!(negative.draw(&mut rng), Duration::from_millis(250));
+        let normal = TimeSpec::Normal {
+            mean: 0.0,
+            stdev: 1.0,
+        };
+        let n = 20_000;
+        let mean: f64 = (0..n)
+            .map(|_| normal.draw(&mut rng).as_secs_f64())
+            .sum::<f64>()
+            / n as f64;
+        // E|N(0,1)| = sqrt(2/pi) ≈ 0.798: abs() is applied to each draw.
+        assert!((mean - 0.798).abs() < 0.02, "{mean}");
+        let uniform = TimeSpec::Uniform { min: 1.0, max: 3.0 };
+        let mean: f64 = (0..n)
+            .map(|_| uniform.draw(&mut rng).as_secs_f64())
+            .sum::<f64>()
+            / n as f64;
+        assert!((mean - 2.0).abs() < 0.03, "{mean}");
+    }
+}

@@ -1,0 +1,633 @@
+//! Configuration: DLIO's workload schema with DLIO's code defaults, read from a shipped or user
+//! workload file plus the command line's override words, validated into typed structs.
+//!
+//! Flow: [`Source`] (which workload, which words) → workload tree ([`value::Value`]) → overrides
+//! applied → [`Config`] (typed; every bad value is an error naming the key, the value and what is
+//! valid; an unknown key is a warning, or an error with `strict`).
+
+pub mod fields;
+pub mod overrides;
+pub mod value;
+pub mod workloads;
+
+use std::path::{Path, PathBuf};
+
+use crate::choice_enum;
+use crate::compute::TimeSpec;
+use crate::error::{Error, Result};
+use fields::Fields;
+use overrides::Overrides;
+use value::Value;
+
+choice_enum!(Framework { Tensorflow => "tensorflow", Pytorch => "pytorch" });
+choice_enum!(
+    /// File formats DLIO knows; which ones dlio-rs can generate and read is [`Format::is_supported`].
+    Format {
+        Tfrecord => "tfrecord", Hdf5 => "hdf5", Csv => "csv", Npz => "npz", Npy => "npy",
+        Jpeg => "jpeg", Png => "png", IndexedBinary => "indexed_binary",
+        MmapIndexedBinary => "mmap_indexed_binary", Synthetic => "synthetic", Parquet => "parquet",
+    }
+);
+choice_enum!(Compression {
+    None => "none", Gzip => "gzip", Lzf => "lzf", Bz2 => "bz2", Zip => "zip", Xz => "xz",
+});
+choice_enum!(DataLoader {
+    Pytorch => "pytorch", Tensorflow => "tensorflow", Dali => "dali", NativeDali => "native_dali",
+    Synthetic => "synthetic",
+});
+choice_enum!(
+    /// `off` keeps the natural order, `seed` shuffles with `train.seed`, `random` with fresh entropy.
+    Shuffle { Off => "off", Seed => "seed", Random => "random" }
+);
+choice_enum!(ReadType { OnDemand => "on_demand", Memory => "memory" });
+choice_enum!(StorageType {
+    LocalFs => "local_fs", ParallelFs => "parallel_fs", S3 => "s3", Aistore => "aistore",
+});
+choice_enum!(CheckpointMode { Default => "default", Subset => "subset" });
+choice_enum!(
+    /// numpy element types for `record_element_type`.
+    ElementType {
+        Uint8 => "uint8", Int8 => "int8", Uint16 => "uint16", Int16 => "int16",
+        Uint32 => "uint32", Int32 => "int32", Uint64 => "uint64", Int64 => "int64",
+        Float16 => "float16", Float32 => "float32", Float64 => "float64",
+    }
+);
+
+impl ElementType {
+    pub fn size(self) -> u64 {
+        match self {
+            ElementType::Uint8 | ElementType::Int8 => 1,
+            ElementType::Uint16 | ElementType::Int16 | ElementType::Float16 => 2,
+            ElementType::Uint32 | ElementType::Int32 | ElementType::Float32 => 4,
+            ElementType::Uint64 | ElementType::Int64 | ElementType::Float64 => 8,
+        }
+    }
+
+    /// The numpy `descr` of the type, little-endian.
+    pub fn numpy_descr(self) -> &'static str {
+        match self {
+            ElementType::Uint8 => "|u1",
+            ElementType::Int8 => "|i1",
+            ElementType::Uint16 => "<u2",
+            ElementType::Int16 => "<i2",
+            ElementType::Uint32 => "<u4",
+            ElementType::Int32 => "<i4",
+            ElementType::Uint64 => "<u8",
+            ElementType::Int64 => "<i8",
+            ElementType::Float16 => "<f2",
+            ElementType::Float32 => "<f4",
+            ElementType::Float64 => "<f8",
+        }
+    }
+}
+
+impl Format {
+    /// Formats this build can generate and read.
+    pub fn is_supported(self) -> bool {
+        matches!(self, Format::Npz | Format::Npy)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    pub name: String,
+    pub model_type: Option<String>,
+    pub model_size_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    pub generate_data: bool,
+    pub train: bool,
+    pub evaluation: bool,
+    pub checkpoint: bool,
+    pub profiling: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct StorageConfig {
+    pub storage_type: StorageType,
+    pub storage_root: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatasetConfig {
+    pub record_length_bytes: u64,
+    pub record_length_bytes_stdev: u64,
+    pub record_length_bytes_resize: u64,
+    pub num_files_train: u64,
+    pub num_files_eval: u64,
+    pub num_samples_per_file: u64,
+    pub data_folder: String,
+    pub num_subfolders_train: u64,
+    pub num_subfolders_eval: u64,
+    pub file_prefix: String,
+    pub format: Format,
+    pub compression: Compression,
+    pub compression_level: i64,
+    pub keep_files: bool,
+    pub record_dims: Vec<u64>,
+    pub record_element_type: ElementType,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReaderConfig {
+    pub data_loader: DataLoader,
+    pub batch_size: u64,
+    pub batch_size_eval: u64,
+    pub read_threads: u64,
+    pub computation_threads: u64,
+    pub prefetch_size: u64,
+    pub file_shuffle: Shuffle,
+    pub sample_shuffle: Shuffle,
+    pub shuffle_size: u64,
+    pub read_type: ReadType,
+    pub preprocess_time: TimeSpec,
+    pub odirect: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    pub epochs: u64,
+    pub computation_time: TimeSpec,
+    /// Steps per epoch are capped at this when positive.
+    pub total_training_steps: i64,
+    pub seed_change_epoch: bool,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    pub eval_time: TimeSpec,
+    pub eval_after_epoch: u64,
+    pub epochs_between_evals: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    pub folder: Option<String>,
+    pub log_file: String,
+    pub exclude_start_steps: u64,
+    pub exclude_end_steps: u64,
+}
+
+/// The resolved, validated configuration of one run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub workload_name: String,
+    pub framework: Framework,
+    pub model: ModelConfig,
+    pub workflow: Workflow,
+    pub storage: StorageConfig,
+    pub dataset: DatasetConfig,
+    pub reader: ReaderConfig,
+    pub train: TrainConfig,
+    pub evaluation: EvalConfig,
+    pub output: OutputConfig,
+    /// `metric.au`: the AU a run must reach to pass, as a fraction.
+    pub au_threshold: f64,
+    /// The workload tree after overrides: what `config.yaml` saves.
+    pub tree: Value,
+    /// Keys the tree has that dlio-rs does not know.
+    pub unknown_keys: Vec<String>,
+}
+
+/// Where a configuration comes from: the Hydra words and an optional `--config-dir`.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    pub overrides: Overrides,
+    pub config_dir: Option<PathBuf>,
+}
+
+impl Source {
+    pub fn workload_name(&self) -> &str {
+        self.overrides.workload.as_deref().unwrap_or("default")
+    }
+
+    /// Loads the workload file, applies the overrides and validates.
+    pub fn resolve(&self, strict: bool) -> Result<Config> {
+        let name = self.workload_name();
+        let text = match &self.config_dir {
+            Some(dir) => load_from_dir(dir, name)?,
+            None => workloads::find(name)
+                .ok_or_else(|| Error::usage(workloads::unknown_workload_message(name)))?
+                .to_string(),
+        };
+        let mut tree = Value::from_yaml(&text)
+            .map_err(|e| Error::usage(format!("workload '{name}' is not valid YAML: {e}")))?;
+        if !matches!(tree, Value::Map(_)) {
+            return Err(Error::usage(format!(
+                "workload '{name}' must be a mapping of sections"
+            )));
+        }
+        self.overrides.apply(&mut tree)?;
+        let config = Config::from_tree(name, tree)?;
+        if strict && !config.unknown_keys.is_empty() {
+            return Err(Error::usage(format!(
+                "unknown configuration keys (rejected by --strict): {}",
+                config
+                    .unknown_keys
+                    .iter()
+                    .map(|k| format!("workload.{k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(config)
+    }
+}
+
+fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
+    let path = dir.join("workload").join(format!("{name}.yaml"));
+    std::fs::read_to_string(&path).map_err(|e| {
+        let mut message = format!("cannot read workload '{name}' from {}: {e}", path.display());
+        if let Ok(entries) = std::fs::read_dir(dir.join("workload")) {
+            let names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_suffix(".yaml")
+                        .map(str::to_string)
+                })
+                .collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            message.push_str(&workloads::closest_names_hint(name, &refs));
+        }
+        Error::usage(message)
+    })
+}
+
+/// Renames DLIO's alias keys to their canonical names (`data_reader` → `reader`,
+/// `model.model_size` → `model.model_size_bytes`) in the tree that is read, not the one saved.
+fn canonical_tree(tree: &Value) -> Value {
+    let mut tree = tree.clone();
+    for (alias, canonical) in [
+        (&["data_reader"][..], &["reader"][..]),
+        (&["model", "model_size"], &["model", "model_size_bytes"]),
+    ] {
+        if tree.get_path(canonical).is_none() {
+            if let Some(v) = tree.get_path(alias).cloned() {
+                tree.remove_path(alias);
+                let _ = tree.set_path(canonical, v);
+            }
+        }
+    }
+    tree
+}
+
+fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
+    let flat_stdev = match f.raw(&format!("{key}_stdev")) {
+        Some(Value::Int(i)) => Some(*i as f64),
+        Some(Value::Float(x)) => Some(*x),
+        _ => None,
+    };
+    let Some(value) = f.raw(key) else {
+        return match flat_stdev {
+            Some(stdev) => {
+                TimeSpec::from_value(&Value::Float(0.0), Some(stdev)).unwrap_or(TimeSpec::ZERO)
+            }
+            None => TimeSpec::ZERO,
+        };
+    };
+    TimeSpec::from_value(value, flat_stdev).unwrap_or_else(|why| {
+        f.fail(key, value, &why);
+        TimeSpec::ZERO
+    })
+}
+
+/// Keys DLIO (or its MLPerf fork) has that dlio-rs reads but does not act on; documented in docs/.
+const ACCEPTED_SECTIONS: &[&str] = &[
+    "model.type",
+    "model.model_datatype",
+    "model.optimizer_datatype",
+    "model.num_layers",
+    "model.optimization_groups",
+    "model.layer_parameters",
+    "model.parallelism",
+    "model.transformer",
+    "storage.storage_options",
+    "dataset.record_length_bytes_resize",
+    "dataset.hdf5",
+    "dataset.parquet",
+    "dataset.skip_listing",
+    "dataset.listing_validation_interval",
+    "dataset.num_files_generated",
+    "dataset.total_disk_bytes",
+    "reader.transfer_size",
+    "reader.pin_memory",
+    "reader.multiprocessing_context",
+    "reader.transformed_record_dims",
+    "reader.transformed_record_element_type",
+    "checkpoint",
+    "profiling",
+];
+
+impl Config {
+    pub fn from_tree(workload_name: &str, tree: Value) -> Result<Config> {
+        let canonical = canonical_tree(&tree);
+        let mut f = Fields::new(&canonical);
+        for key in ACCEPTED_SECTIONS {
+            f.raw(key);
+        }
+        let framework = f.choice("framework", Framework::Tensorflow);
+        let model = ModelConfig {
+            name: f.string("model.name", "default"),
+            model_type: f.opt_string("model.type"),
+            model_size_bytes: f.count("model.model_size_bytes", 10240, 0),
+        };
+        let workflow = Workflow {
+            generate_data: f.bool("workflow.generate_data", false),
+            train: f.bool("workflow.train", true),
+            evaluation: f.bool("workflow.evaluation", false),
+            checkpoint: f.bool("workflow.checkpoint", false),
+            profiling: f.bool("workflow.profiling", false),
+        };
+        let storage = StorageConfig {
+            storage_type: f.choice("storage.storage_type", StorageType::LocalFs),
+            storage_root: f.string("storage.storage_root", "./"),
+        };
+        let dataset = DatasetConfig {
+            record_length_bytes: f.count("dataset.record_length_bytes", 65536, 0),
+            record_length_bytes_stdev: f.count("dataset.record_length_bytes_stdev", 0, 0),
+            record_length_bytes_resize: f.count("dataset.record_length_bytes_resize", 0, 0),
+            num_files_train: f.count("dataset.num_files_train", 8, 0),
+            num_files_eval: f.count("dataset.num_files_eval", 0, 0),
+            num_samples_per_file: f.count("dataset.num_samples_per_file", 1, 1),
+            data_folder: f.string("dataset.data_folder", "./data/"),
+            num_subfolders_train: f.count("dataset.num_subfolders_train", 0, 0),
+            num_subfolders_eval: f.count("dataset.num_subfolders_eval", 0, 0),
+            file_prefix: f.string("dataset.file_prefix", "img"),
+            format: f.choice("dataset.format", Format::Tfrecord),
+            compression: f.choice("dataset.compression", Compression::None),
+            compression_level: f.int("dataset.compression_level", 4),
+            keep_files: f.bool("dataset.keep_files", true),
+            record_dims: f.uint_list("dataset.record_dims"),
+            record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
+        };
+        let reader = ReaderConfig {
+            data_loader: f.choice("reader.data_loader", DataLoader::Pytorch),
+            batch_size: f.count("reader.batch_size", 1, 1),
+            batch_size_eval: f.count("reader.batch_size_eval", 1, 1),
+            read_threads: f.count("reader.read_threads", 1, 0),
+            computation_threads: f.count("reader.computation_threads", 1, 1),
+            prefetch_size: f.count("reader.prefetch_size", 2, 0),
+            file_shuffle: f.choice("reader.file_shuffle", Shuffle::Off),
+            sample_shuffle: f.choice("reader.sample_shuffle", Shuffle::Off),
+            shuffle_size: f.count("reader.shuffle_size", 1024, 1),
+            read_type: f.choice("reader.read_type", ReadType::OnDemand),
+            preprocess_time: time_spec(&mut f, "reader.preprocess_time"),
+            odirect: f.bool("reader.odirect", false),
+        };
+        let train = TrainConfig {
+            epochs: f.count("train.epochs", 1, 1),
+            computation_time: time_spec(&mut f, "train.computation_time"),
+            total_training_steps: f.int("train.total_training_steps", -1),
+            seed_change_epoch: f.bool("train.seed_change_epoch", true),
+            seed: f.count("train.seed", 123, 0),
+        };
+        let evaluation = EvalConfig {
+            eval_time: time_spec(&mut f, "evaluation.eval_time"),
+            eval_after_epoch: f.count("evaluation.eval_after_epoch", 1, 0),
+            epochs_between_evals: f.count("evaluation.epochs_between_evals", 1, 1),
+        };
+        let output = OutputConfig {
+            folder: f.opt_string("output.folder"),
+            log_file: f.string("output.log_file", "dlio.log"),
+            exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
+            exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
+        };
+        let au_threshold = f.float("metric.au", 0.90);
+        if !(au_threshold > 0.0 && au_threshold <= 1.0) {
+            f.fail(
+                "metric.au",
+                &Value::Float(au_threshold),
+                "must be a fraction in (0, 1], e.g. 0.90",
+            );
+        }
+        let (errors, unknown_keys) = f.finish();
+        if !errors.is_empty() {
+            return Err(Error::usage(format!(
+                "invalid configuration:\n  {}",
+                errors.join("\n  ")
+            )));
+        }
+        Ok(Config {
+            workload_name: workload_name.to_string(),
+            framework,
+            model,
+            workflow,
+            storage,
+            dataset,
+            reader,
+            train,
+            evaluation,
+            output,
+            au_threshold,
+            tree,
+            unknown_keys,
+        })
+    }
+
+    /// Fails with a clear message when the configuration asks for something not built yet.
+    pub fn check_supported(&self) -> Result<()> {
+        let not_yet = |what: String, fix: &str| {
+            Err(Error::usage(format!(
+                "{what} is not supported yet by dlio-rs {}; {fix}",
+                env!("CARGO_PKG_VERSION")
+            )))
+        };
+        let uses_data = self.workflow.generate_data || self.workflow.train;
+        if uses_data && !self.dataset.format.is_supported() {
+            return not_yet(
+                format!("workload.dataset.format = {}", self.dataset.format),
+                "supported formats are npz, npy",
+            );
+        }
+        if uses_data && self.dataset.compression != Compression::None {
+            return not_yet(
+                format!(
+                    "workload.dataset.compression = {}",
+                    self.dataset.compression
+                ),
+                "use ++workload.dataset.compression=none",
+            );
+        }
+        if !matches!(
+            self.storage.storage_type,
+            StorageType::LocalFs | StorageType::ParallelFs
+        ) {
+            return not_yet(
+                format!(
+                    "workload.storage.storage_type = {}",
+                    self.storage.storage_type
+                ),
+                "supported storage types are local_fs, parallel_fs",
+            );
+        }
+        if self.workflow.checkpoint {
+            return not_yet(
+                "checkpointing (workload.workflow.checkpoint = True)".into(),
+                "disable it with ++workload.workflow.checkpoint=False",
+            );
+        }
+        if self.reader.odirect {
+            return not_yet(
+                "workload.reader.odirect = True".into(),
+                "use ++workload.reader.odirect=False",
+            );
+        }
+        if matches!(
+            self.reader.data_loader,
+            DataLoader::Dali | DataLoader::NativeDali | DataLoader::Synthetic
+        ) {
+            return not_yet(
+                format!("workload.reader.data_loader = {}", self.reader.data_loader),
+                "supported loaders are pytorch, tensorflow",
+            );
+        }
+        Ok(())
+    }
+
+    /// The data folder, resolved against `storage.storage_root` as DLIO does for relative paths.
+    pub fn data_folder(&self) -> PathBuf {
+        let folder = Path::new(&self.dataset.data_folder);
+        if folder.is_absolute()
+            || self.storage.storage_root == "./"
+            || self.storage.storage_root.is_empty()
+        {
+            folder.to_path_buf()
+        } else {
+            Path::new(&self.storage.storage_root).join(folder)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(words: &[&str]) -> Result<Config> {
+        Source {
+            overrides: Overrides::parse(words)?,
+            config_dir: None,
+        }
+        .resolve(false)
+    }
+
+    #[test]
+    fn defaults_are_dlio_code_defaults() {
+        let c = Config::from_tree("t", Value::empty_map()).unwrap();
+        assert_eq!(c.framework, Framework::Tensorflow);
+        assert_eq!(c.dataset.record_length_bytes, 65536);
+        assert_eq!(c.dataset.num_files_train, 8);
+        assert_eq!(c.dataset.format, Format::Tfrecord);
+        assert_eq!(c.dataset.file_prefix, "img");
+        assert_eq!(c.reader.batch_size, 1);
+        assert_eq!(c.reader.read_threads, 1);
+        assert_eq!(c.reader.prefetch_size, 2);
+        assert_eq!(c.train.seed, 123);
+        assert_eq!(c.train.epochs, 1);
+        assert_eq!(c.output.exclude_start_steps, 1);
+        assert_eq!(c.model.model_size_bytes, 10240);
+        assert_eq!(c.au_threshold, 0.90);
+    }
+
+    #[test]
+    fn yaml_off_is_shuffle_off_and_aliases_work() {
+        let tree = Value::from_yaml(
+            "data_reader:\n  file_shuffle: off\n  sample_shuffle: seed\nmodel:\n  model_size: 499153191\n",
+        )
+        .unwrap();
+        let c = Config::from_tree("t", tree).unwrap();
+        assert_eq!(c.reader.file_shuffle, Shuffle::Off);
+        assert_eq!(c.reader.sample_shuffle, Shuffle::Seed);
+        assert_eq!(c.model.model_size_bytes, 499153191);
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+    }
+
+    #[test]
+    fn bad_values_name_key_value_and_valid_set() {
+        let tree = Value::from_yaml(
+            "dataset:\n  format: npzz\nreader:\n  batch_size: 0\n  file_shuffle: yes\n",
+        )
+        .unwrap();
+        let err = Config::from_tree("t", tree).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            text.contains("workload.dataset.format = 'npzz'") && text.contains("npz, npy"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workload.reader.batch_size = 0: must be at least 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workload.reader.file_shuffle = true")
+                && text.contains("off, seed, random"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_warn_or_fail_with_strict() {
+        let c = resolve(&[
+            "workload=default",
+            "++workload.dataset.colour=blue",
+            "++workload.extra.x=1",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.unknown_keys,
+            vec!["dataset.colour".to_string(), "extra".to_string()]
+        );
+        let source = Source {
+            overrides: Overrides::parse(&["workload=default", "++workload.dataset.colour=blue"])
+                .unwrap(),
+            config_dir: None,
+        };
+        let err = source.resolve(true).unwrap_err();
+        assert!(err.to_string().contains("workload.dataset.colour"), "{err}");
+    }
+
+    #[test]
+    fn unknown_workload_suggests_close_names() {
+        let err = resolve(&["workload=unet3d_h10"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("unet3d_h100"), "{err}");
+    }
+
+    #[test]
+    fn config_dir_workloads() {
+        let dir = std::env::temp_dir().join(format!("dlio-rs-config-dir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("workload")).unwrap();
+        std::fs::write(
+            dir.join("workload/mine.yaml"),
+            "dataset:\n  format: npy\n  num_files_train: 3\n",
+        )
+        .unwrap();
+        let source = Source {
+            overrides: Overrides::parse(&["workload=mine"]).unwrap(),
+            config_dir: Some(dir.clone()),
+        };
+        let c = source.resolve(true).unwrap();
+        assert_eq!(c.dataset.format, Format::Npy);
+        assert_eq!(c.dataset.num_files_train, 3);
+        let source = Source {
+            overrides: Overrides::parse(&["workload=mien"]).unwrap(),
+            config_dir: Some(dir.clone()),
+        };
+        let err = source.resolve(false).unwrap_err();
+        assert!(err.to_string().contains("mine"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn not_supported_yet_is_clear() {
+        let c = resolve(&["workload=default", "++workload.dataset.format=hdf5"]).unwrap();
+        let err = c.check_supported().unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("not supported yet"), "{err}");
+    }
+}

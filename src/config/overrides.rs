@@ -1,0 +1,285 @@
+//! The Hydra-style words of DLIO's command line: `workload=NAME`, `++workload.a.b=v` (set or add),
+//! `workload.a.b=v` (override an existing key), `+workload.a.b=v` (add a new key), `~workload.a.b`
+//! (delete), and the `hydra.run.dir` / `hydra.output_subdir` settings.
+
+use super::value::Value;
+use crate::error::Error;
+
+/// How an edit treats a key that exists (or not) in the loaded workload, as Hydra does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    /// `++key=v`: set, whether or not the key exists.
+    Upsert,
+    /// `key=v`: the key must exist.
+    Override,
+    /// `+key=v`: the key must not exist.
+    Append,
+    /// `~key`: remove the key.
+    Delete,
+}
+
+/// One edit of the workload tree, with the word it came from (for error messages).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Edit {
+    pub kind: EditKind,
+    /// Path below `workload.`.
+    pub path: Vec<String>,
+    pub value: Value,
+    pub word: String,
+}
+
+/// Everything the Hydra-style words say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub workload: Option<String>,
+    pub edits: Vec<Edit>,
+    pub hydra_run_dir: Option<String>,
+    pub hydra_output_subdir: Option<String>,
+    /// Words that Hydra would accept but that do not reach the benchmark (other `hydra.*` keys).
+    pub ignored: Vec<String>,
+    /// Every word, in order, as `overrides.yaml` records them.
+    pub words: Vec<String>,
+}
+
+impl Overrides {
+    pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Overrides, Error> {
+        let mut out = Overrides::default();
+        for word in words {
+            out.add(word.as_ref())?;
+        }
+        Ok(out)
+    }
+
+    fn add(&mut self, word: &str) -> Result<(), Error> {
+        let bad = |why: &str| {
+            Error::usage(format!(
+                "malformed override '{word}': {why}\n  valid forms: workload=NAME, ++workload.a.b=VALUE, \
+                 workload.a.b=VALUE, +workload.a.b=VALUE, ~workload.a.b, ++hydra.run.dir=DIR"
+            ))
+        };
+        let (kind, rest) = if let Some(r) = word.strip_prefix("++") {
+            (EditKind::Upsert, r)
+        } else if let Some(r) = word.strip_prefix('+') {
+            (EditKind::Append, r)
+        } else if let Some(r) = word.strip_prefix('~') {
+            (EditKind::Delete, r)
+        } else if word.starts_with('-') {
+            return Err(bad(
+                "options start with '--' and go before the override words",
+            ));
+        } else {
+            (EditKind::Override, word)
+        };
+        let (key, value_text) = match rest.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None if kind == EditKind::Delete => (rest, None),
+            None => return Err(bad("expected KEY=VALUE")),
+        };
+        if key.is_empty() {
+            return Err(bad("the key is empty"));
+        }
+        let segments: Vec<&str> = key.split('.').collect();
+        if let Some(empty) = segments.iter().position(|s| s.trim().is_empty()) {
+            return Err(bad(&format!("key segment {} is empty", empty + 1)));
+        }
+        if let Some(seg) = segments.iter().find(|s| {
+            !s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/'))
+        }) {
+            return Err(bad(&format!(
+                "key segment '{seg}' has a character that is not allowed"
+            )));
+        }
+        let value = match value_text {
+            Some(text) => Value::from_yaml_scalar_text(text)
+                .map_err(|e| bad(&format!("value '{text}' is not valid YAML: {e}")))?,
+            None => Value::Null,
+        };
+        self.words.push(word.to_string());
+        match segments.as_slice() {
+            ["workload"] => {
+                if kind == EditKind::Delete {
+                    return Err(bad("the workload itself cannot be deleted"));
+                }
+                match value {
+                    Value::Str(name) if !name.is_empty() => self.workload = Some(name),
+                    _ => return Err(bad("workload=NAME needs a workload name")),
+                }
+            }
+            ["workload", path @ ..] => self.edits.push(Edit {
+                kind,
+                path: path.iter().map(|s| s.to_string()).collect(),
+                value,
+                word: word.to_string(),
+            }),
+            ["hydra", "run", "dir"] => self.hydra_run_dir = Some(scalar_text(&value, word)?),
+            ["hydra", "output_subdir"] => {
+                self.hydra_output_subdir = Some(scalar_text(&value, word)?)
+            }
+            ["hydra", ..] => self.ignored.push(word.to_string()),
+            _ => {
+                return Err(bad(&format!(
+                    "'{}' is not a configuration group; keys start with 'workload.' or 'hydra.'",
+                    segments[0]
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the edits to a workload tree with Hydra's rules for existing and missing keys.
+    pub fn apply(&self, tree: &mut Value) -> Result<(), Error> {
+        for edit in &self.edits {
+            let path: Vec<&str> = edit.path.iter().map(String::as_str).collect();
+            let dotted = format!("workload.{}", edit.path.join("."));
+            let exists = tree.get_path(&path).is_some();
+            match edit.kind {
+                EditKind::Override if !exists => {
+                    return Err(Error::usage(format!(
+                        "could not override '{dotted}' (in '{}'): the key is not in the workload; \
+                         to add it use '++{dotted}=...' or '+{dotted}=...'",
+                        edit.word
+                    )))
+                }
+                EditKind::Append if exists => {
+                    return Err(Error::usage(format!(
+                        "could not add '{dotted}' (in '{}'): the key is already in the workload; \
+                         to change it use '++{dotted}=...'",
+                        edit.word
+                    )))
+                }
+                EditKind::Delete => {
+                    if !tree.remove_path(&path) {
+                        return Err(Error::usage(format!(
+                            "could not delete '{dotted}' (in '{}'): the key is not in the workload",
+                            edit.word
+                        )));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            tree.set_path(&path, edit.value.clone()).map_err(|parent| {
+                Error::usage(format!(
+                    "could not set '{dotted}' (in '{}'): 'workload.{parent}' is a value, not a section",
+                    edit.word
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn scalar_text(value: &Value, word: &str) -> Result<String, Error> {
+    match value {
+        Value::Str(s) => Ok(s.clone()),
+        Value::Int(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => Err(Error::usage(format!(
+            "malformed override '{word}': expected a path"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Result<Overrides, Error> {
+        Overrides::parse(words)
+    }
+
+    #[test]
+    fn all_word_forms() {
+        let o = parse(&[
+            "workload=unet3d_h100",
+            "++workload.reader.read_threads=8",
+            "workload.train.epochs=2",
+            "+workload.dataset.record_dims=[1,2]",
+            "~workload.checkpoint",
+            "++workload.train.computation_time={mean: 1, stdev: 0.1}",
+            "++hydra.run.dir=results/run1",
+            "++hydra.output_subdir=dlio_config",
+            "hydra.job.chdir=False",
+        ])
+        .unwrap();
+        assert_eq!(o.workload.as_deref(), Some("unet3d_h100"));
+        assert_eq!(o.hydra_run_dir.as_deref(), Some("results/run1"));
+        assert_eq!(o.hydra_output_subdir.as_deref(), Some("dlio_config"));
+        assert_eq!(o.ignored, vec!["hydra.job.chdir=False".to_string()]);
+        assert_eq!(o.words.len(), 9);
+        let kinds: Vec<EditKind> = o.edits.iter().map(|e| e.kind).collect();
+        use EditKind::*;
+        assert_eq!(kinds, vec![Upsert, Override, Append, Delete, Upsert]);
+        assert_eq!(o.edits[0].path, vec!["reader", "read_threads"]);
+        assert_eq!(o.edits[0].value, Value::Int(8));
+        assert_eq!(
+            o.edits[2].value,
+            Value::List(vec![Value::Int(1), Value::Int(2)])
+        );
+        assert_eq!(
+            o.edits[4].value,
+            Value::Map(vec![
+                ("mean".into(), Value::Int(1)),
+                ("stdev".into(), Value::Float(0.1))
+            ])
+        );
+    }
+
+    #[test]
+    fn malformed_words_name_the_word() {
+        for word in [
+            "++workload.dataset",
+            "workload..x=1",
+            "++workload.=1",
+            "=3",
+            "dataset.format=npz",
+            "--strict",
+            "++workload.a b=1",
+            "workload=",
+            "++workload.x=[1,",
+        ] {
+            let err = parse(&[word]).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{word}");
+            assert!(err.to_string().contains(word), "{word}: {err}");
+        }
+    }
+
+    #[test]
+    fn hydra_existence_rules() {
+        let mut tree = Value::from_yaml("train:\n  epochs: 1\n").unwrap();
+        parse(&["workload.train.epochs=3"])
+            .unwrap()
+            .apply(&mut tree)
+            .unwrap();
+        assert_eq!(tree.get_path(&["train", "epochs"]), Some(&Value::Int(3)));
+        assert!(parse(&["workload.train.seed=3"])
+            .unwrap()
+            .apply(&mut tree)
+            .is_err());
+        assert!(parse(&["+workload.train.epochs=3"])
+            .unwrap()
+            .apply(&mut tree)
+            .is_err());
+        parse(&["+workload.train.seed=7"])
+            .unwrap()
+            .apply(&mut tree)
+            .unwrap();
+        assert_eq!(tree.get_path(&["train", "seed"]), Some(&Value::Int(7)));
+        parse(&["~workload.train.seed"])
+            .unwrap()
+            .apply(&mut tree)
+            .unwrap();
+        assert_eq!(tree.get_path(&["train", "seed"]), None);
+        assert!(parse(&["~workload.train.seed"])
+            .unwrap()
+            .apply(&mut tree)
+            .is_err());
+        let err = parse(&["++workload.train.epochs.x=1"])
+            .unwrap()
+            .apply(&mut tree)
+            .unwrap_err();
+        assert!(err.to_string().contains("workload.train.epochs"), "{err}");
+    }
+}

@@ -1,0 +1,45 @@
+//! numpy's `.npz` as `np.savez(path, x=records, y=labels)` writes it: a stored zip holding `x.npy`
+//! (the samples, sample axis last) and `y.npy` (int64 labels, one per sample). DLIO's reader calls
+//! `np.load(file)['x']`: the whole member is read and its CRC checked for every sample.
+
+use rand::rngs::SmallRng;
+
+use super::npy::{check_array, write_header, write_random_array};
+use super::zip::{stored_member, ZipWriter};
+use super::{corrupt, read_whole, FileFormat, ReadBuffer, SampleRead};
+use crate::dataset::FileShape;
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+pub struct Npz;
+
+impl FileFormat for Npz {
+    fn encode(&self, shape: &FileShape, rng: &mut SmallRng, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let samples = *shape.dims.last().unwrap_or(&1);
+        let mut zip = ZipWriter::new();
+        zip.member(out, "x.npy", |o| write_random_array(o, shape, rng))
+            .map_err(Error::run)?;
+        zip.member(out, "y.npy", |o| {
+            write_header(o, "<i8", &[samples]);
+            o.resize(o.len() + 8 * samples as usize, 0);
+        })
+        .map_err(Error::run)?;
+        zip.finish(out).map_err(Error::run)
+    }
+
+    fn read_sample(
+        &self,
+        storage: &dyn Storage,
+        key: &str,
+        sample: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<SampleRead> {
+        let len = read_whole(storage, key, buf)?;
+        let member =
+            stored_member(&buf.bytes[..len], "x.npy").map_err(|why| corrupt(storage, key, why))?;
+        check_array(member, sample)
+            .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
+        Ok(SampleRead { bytes: len as u64 })
+    }
+}

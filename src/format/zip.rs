@@ -1,0 +1,248 @@
+//! The subset of ZIP that numpy's `.npz` uses: stored (uncompressed) members, with zip64 extra
+//! fields read where numpy writes them (`force_zip64` local headers) and where sizes need them.
+
+const LOCAL_HEADER: u32 = 0x0403_4b50;
+const CENTRAL_HEADER: u32 = 0x0201_4b50;
+const END_OF_CENTRAL: u32 = 0x0605_4b50;
+const ZIP64_EXTRA: u16 = 0x0001;
+/// 1980-01-01 00:00, the earliest DOS date: files have no meaningful time.
+const DOS_DATE: u16 = 0x0021;
+
+struct Member {
+    name: String,
+    header_offset: u32,
+    crc: u32,
+    size: u32,
+}
+
+/// Writes a stored zip: members are appended with [`ZipWriter::member`] straight into `out`.
+pub struct ZipWriter {
+    members: Vec<Member>,
+}
+
+fn u16le(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32le(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn u64le(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+impl ZipWriter {
+    pub fn new() -> ZipWriter {
+        ZipWriter {
+            members: Vec::new(),
+        }
+    }
+
+    /// Appends a member whose contents `fill` appends to `out`.
+    pub fn member(
+        &mut self,
+        out: &mut Vec<u8>,
+        name: &str,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), String> {
+        let header_offset = out.len();
+        out.extend_from_slice(&LOCAL_HEADER.to_le_bytes());
+        out.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0]); // version, flags, method = stored, time
+        out.extend_from_slice(&DOS_DATE.to_le_bytes());
+        out.extend_from_slice(&[0; 12]); // crc, sizes: patched below
+        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        let data_start = out.len();
+        fill(out);
+        let size = out.len() - data_start;
+        if size >= u32::MAX as usize || header_offset >= u32::MAX as usize {
+            return Err(format!(
+                "member {name} of {size} bytes needs zip64, which dlio-rs does not write"
+            ));
+        }
+        let crc = crc32fast::hash(&out[data_start..]);
+        let fields = header_offset + 14;
+        out[fields..fields + 4].copy_from_slice(&crc.to_le_bytes());
+        out[fields + 4..fields + 8].copy_from_slice(&(size as u32).to_le_bytes());
+        out[fields + 8..fields + 12].copy_from_slice(&(size as u32).to_le_bytes());
+        self.members.push(Member {
+            name: name.to_string(),
+            header_offset: header_offset as u32,
+            crc,
+            size: size as u32,
+        });
+        Ok(())
+    }
+
+    /// Appends the central directory and its end record.
+    pub fn finish(self, out: &mut Vec<u8>) -> Result<(), String> {
+        let directory_start = out.len();
+        for m in &self.members {
+            out.extend_from_slice(&CENTRAL_HEADER.to_le_bytes());
+            out.extend_from_slice(&[20, 0, 20, 0, 0, 0, 0, 0, 0, 0]); // made by, needed, flags, method, time
+            out.extend_from_slice(&DOS_DATE.to_le_bytes());
+            out.extend_from_slice(&m.crc.to_le_bytes());
+            out.extend_from_slice(&m.size.to_le_bytes());
+            out.extend_from_slice(&m.size.to_le_bytes());
+            out.extend_from_slice(&(m.name.len() as u16).to_le_bytes());
+            out.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
+            out.extend_from_slice(&m.header_offset.to_le_bytes());
+            out.extend_from_slice(m.name.as_bytes());
+        }
+        let directory_size = out.len() - directory_start;
+        if directory_start >= u32::MAX as usize {
+            return Err("the archive needs zip64, which dlio-rs does not write".into());
+        }
+        out.extend_from_slice(&END_OF_CENTRAL.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        let count = (self.members.len() as u16).to_le_bytes();
+        out.extend_from_slice(&count);
+        out.extend_from_slice(&count);
+        out.extend_from_slice(&(directory_size as u32).to_le_bytes());
+        out.extend_from_slice(&(directory_start as u32).to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        Ok(())
+    }
+}
+
+/// Finds member `name` in a whole zip archive and returns its bytes after checking its CRC,
+/// as Python's zipfile does when numpy reads the member.
+pub fn stored_member<'a>(archive: &'a [u8], name: &str) -> Result<&'a [u8], String> {
+    let truncated =
+        || "truncated or not a zip archive (no end-of-central-directory record)".to_string();
+    if archive.len() < 22 {
+        return Err(truncated());
+    }
+    let search_from = archive.len().saturating_sub(22 + 65535);
+    let end = (search_from..=archive.len() - 22)
+        .rev()
+        .find(|&at| u32le(archive, at) == END_OF_CENTRAL)
+        .ok_or_else(truncated)?;
+    let count = u16le(archive, end + 10) as usize;
+    let mut at = u32le(archive, end + 16) as usize;
+    if at == u32::MAX as usize {
+        at = zip64_directory_offset(archive, end)?;
+    }
+    for _ in 0..count {
+        let header = archive
+            .get(at..at + 46)
+            .ok_or("the central directory is truncated")?;
+        if u32le(header, 0) != CENTRAL_HEADER {
+            return Err(format!("bad central directory entry at byte {at}"));
+        }
+        let method = u16le(header, 10);
+        let crc = u32le(header, 16);
+        let mut size = u32le(header, 24) as u64;
+        let name_len = u16le(header, 28) as usize;
+        let extra_len = u16le(header, 30) as usize;
+        let comment_len = u16le(header, 32) as usize;
+        let mut local = u32le(header, 42) as u64;
+        let entry_name = archive
+            .get(at + 46..at + 46 + name_len)
+            .ok_or("the central directory is truncated")?;
+        let extra = archive
+            .get(at + 46 + name_len..at + 46 + name_len + extra_len)
+            .ok_or("the central directory is truncated")?;
+        if entry_name == name.as_bytes() {
+            read_zip64_extra(extra, &mut size, &mut local, u32le(header, 20) == u32::MAX);
+            if method != 0 {
+                return Err(format!("member {name} is compressed (method {method}); only stored npz files are supported yet"));
+            }
+            let local = local as usize;
+            let local_header = archive
+                .get(local..local + 30)
+                .ok_or("a local header is past the end: truncated")?;
+            if u32le(local_header, 0) != LOCAL_HEADER {
+                return Err(format!("bad local header for member {name}"));
+            }
+            let start =
+                local + 30 + u16le(local_header, 26) as usize + u16le(local_header, 28) as usize;
+            let data = archive
+                .get(start..start + size as usize)
+                .ok_or_else(|| format!("member {name} is truncated: {size} bytes expected"))?;
+            let actual = crc32fast::hash(data);
+            if actual != crc {
+                return Err(format!(
+                    "member {name} fails its CRC check ({actual:08x} != {crc:08x})"
+                ));
+            }
+            return Ok(data);
+        }
+        at += 46 + name_len + extra_len + comment_len;
+    }
+    Err(format!("the archive has no member {name}"))
+}
+
+/// Applies a zip64 extended-information field: the 64-bit values appear only for the fields that
+/// are saturated in the fixed header, in the order uncompressed size, compressed size, offset.
+fn read_zip64_extra(extra: &[u8], size: &mut u64, offset: &mut u64, compressed_saturated: bool) {
+    let mut at = 0;
+    while at + 4 <= extra.len() {
+        let (id, len) = (u16le(extra, at), u16le(extra, at + 2) as usize);
+        let body = &extra[(at + 4).min(extra.len())..(at + 4 + len).min(extra.len())];
+        if id == ZIP64_EXTRA {
+            let mut field = 0;
+            let mut next = |body: &[u8]| {
+                let v = (field + 8 <= body.len()).then(|| u64le(body, field));
+                field += 8;
+                v
+            };
+            if *size == u32::MAX as u64 {
+                *size = next(body).unwrap_or(*size);
+            }
+            if compressed_saturated {
+                next(body);
+            }
+            if *offset == u32::MAX as u64 {
+                *offset = next(body).unwrap_or(*offset);
+            }
+        }
+        at += 4 + len;
+    }
+}
+
+fn zip64_directory_offset(archive: &[u8], end: usize) -> Result<usize, String> {
+    let locator = end.checked_sub(20).ok_or("bad zip64 locator")?;
+    if u32le(archive, locator) != 0x0706_4b50 {
+        return Err("bad zip64 end-of-central-directory locator".into());
+    }
+    let record = u64le(archive, locator + 8) as usize;
+    let record_bytes = archive
+        .get(record..record + 56)
+        .ok_or("the zip64 directory record is truncated")?;
+    if u32le(record_bytes, 0) != 0x0606_4b50 {
+        return Err("bad zip64 end-of-central-directory record".into());
+    }
+    Ok(u64le(record_bytes, 48) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let mut out = Vec::new();
+        let mut zip = ZipWriter::new();
+        zip.member(&mut out, "x.npy", |o| o.extend_from_slice(b"hello world"))
+            .unwrap();
+        zip.member(&mut out, "y.npy", |o| o.extend_from_slice(b"labels"))
+            .unwrap();
+        zip.finish(&mut out).unwrap();
+        assert_eq!(stored_member(&out, "x.npy").unwrap(), b"hello world");
+        assert_eq!(stored_member(&out, "y.npy").unwrap(), b"labels");
+        assert!(stored_member(&out, "z.npy")
+            .unwrap_err()
+            .contains("no member"));
+        assert!(stored_member(&out[..out.len() - 5], "x.npy")
+            .unwrap_err()
+            .contains("truncated"));
+        let mut flipped = out.clone();
+        flipped[32 + 5] ^= 0xFF; // a byte of x's data
+        assert!(stored_member(&flipped, "x.npy")
+            .unwrap_err()
+            .contains("CRC"));
+    }
+}

@@ -1,0 +1,24 @@
+//! dlio-rs: emulates the storage I/O of deep-learning training, compatible with the DLIO benchmark.
+//!
+//! The flow of a run, one module per step: [`config`] (workload + overrides, validated) →
+//! [`dataset`] (names, sizes) → [`generate`] (format writers through [`storage`]) or training:
+//! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
+//! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`].
+
+pub mod cli;
+pub mod comm;
+pub mod compute;
+pub mod config;
+pub mod dataset;
+pub mod error;
+pub mod format;
+pub mod generate;
+pub mod loader;
+pub mod plan;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod storage;
+pub mod system;
+pub mod trainer;

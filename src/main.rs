@@ -1,0 +1,5 @@
+//! `dlio-rs`: the subcommand command line.
+
+fn main() {
+    std::process::exit(dlio_rs::cli::dlio_rs_main(std::env::args().collect()));
+}

@@ -1,0 +1,111 @@
+//! The files Hydra saves for every DLIO run, in `<output>/<hydra.output_subdir>/`: the resolved
+//! configuration (`config.yaml`, root `workload:`), the override words (`overrides.yaml`, which
+//! mlpstorage reads to classify a run as CLOSED or OPEN) and Hydra's own settings (`hydra.yaml`).
+
+use std::path::Path;
+
+use super::write_atomic;
+use crate::config::value::Value;
+use crate::config::Source;
+use crate::error::{Error, Result};
+
+fn map(entries: Vec<(&str, Value)>) -> Value {
+    Value::Map(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+fn strings(items: &[String]) -> Value {
+    Value::List(items.iter().map(|s| Value::Str(s.clone())).collect())
+}
+
+pub fn write_all(
+    dir: &Path,
+    source: &Source,
+    workload_tree: &Value,
+    output_dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    let task: Vec<String> = source
+        .overrides
+        .words
+        .iter()
+        .filter(|w| !w.trim_start_matches(['+', '~']).starts_with("hydra."))
+        .cloned()
+        .collect();
+    let hydra_words: Vec<String> = source
+        .overrides
+        .words
+        .iter()
+        .filter(|w| w.trim_start_matches(['+', '~']).starts_with("hydra."))
+        .cloned()
+        .collect();
+    let config = map(vec![("workload", workload_tree.clone())]);
+    write_atomic(&dir.join("config.yaml"), config.to_yaml().as_bytes())?;
+    write_atomic(
+        &dir.join("overrides.yaml"),
+        strings(&task).to_yaml().as_bytes(),
+    )?;
+    let mut sorted = task.clone();
+    sorted.sort();
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let hydra = map(vec![(
+        "hydra",
+        map(vec![
+            (
+                "run",
+                map(vec![("dir", Value::Str(output_dir.display().to_string()))]),
+            ),
+            ("mode", Value::Str("RUN".into())),
+            (
+                "output_subdir",
+                Value::Str(
+                    dir.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+            ),
+            (
+                "overrides",
+                map(vec![
+                    ("hydra", strings(&hydra_words)),
+                    ("task", strings(&task)),
+                ]),
+            ),
+            (
+                "job",
+                map(vec![
+                    ("name", Value::Str("dlio_benchmark".into())),
+                    ("chdir", Value::Null),
+                    ("override_dirname", Value::Str(sorted.join(","))),
+                    ("config_name", Value::Str("config".into())),
+                ]),
+            ),
+            (
+                "runtime",
+                map(vec![
+                    (
+                        "version",
+                        Value::Str(format!("dlio-rs {}", env!("CARGO_PKG_VERSION"))),
+                    ),
+                    ("cwd", Value::Str(cwd)),
+                    ("output_dir", Value::Str(output_dir.display().to_string())),
+                    (
+                        "choices",
+                        map(vec![(
+                            "workload",
+                            Value::Str(source.workload_name().to_string()),
+                        )]),
+                    ),
+                ]),
+            ),
+            ("verbose", Value::Bool(false)),
+        ]),
+    )]);
+    write_atomic(&dir.join("hydra.yaml"), hydra.to_yaml().as_bytes())
+}

@@ -1,0 +1,216 @@
+//! From the ranks' timings to what users read: the per-epoch results of all ranks together, and
+//! one exporter per output (DLIO's JSON files and log, Hydra's YAML files, our report.json, the
+//! terminal table).
+
+pub mod dlio;
+pub mod hydra;
+pub mod log;
+pub mod ours;
+pub mod terminal;
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::plan::{EpochPlan, Phase, PlanSpec};
+use crate::stats::{
+    across_ranks, mean_stdev, phase_rates, Histogram, PhaseRecord, RankRecord, Rates,
+};
+use crate::trainer::metric_window;
+
+/// One phase of one epoch, all ranks together.
+#[derive(Debug, Clone)]
+pub struct PhaseResult {
+    pub rates: Rates,
+    pub per_rank: Vec<Rates>,
+    pub steps: usize,
+    pub samples_read: u64,
+    pub bytes_read: u64,
+    /// From the first rank's start to the last rank's end.
+    pub wall: f64,
+    pub read_latency: Histogram,
+}
+
+impl PhaseResult {
+    /// MiB/s of bytes actually read by all ranks over the phase's wall time.
+    pub fn measured_mib_per_second(&self) -> f64 {
+        if self.wall > 0.0 {
+            self.bytes_read as f64 / self.wall / 1048576.0
+        } else {
+            0.0
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EpochResult {
+    pub epoch: u64,
+    pub train: PhaseResult,
+    pub eval: Option<PhaseResult>,
+}
+
+/// A metric over epochs: the per-epoch values, their mean and population stdev.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub values: Vec<f64>,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+impl Series {
+    pub fn new(values: Vec<f64>) -> Series {
+        let (mean, stdev) = mean_stdev(&values);
+        Series {
+            values,
+            mean,
+            stdev,
+        }
+    }
+}
+
+/// AU, samples/s and nominal MiB/s of one phase over the epochs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseMetrics {
+    pub au_percent: Series,
+    pub samples_per_second: Series,
+    pub io_mib_per_second: Series,
+    pub meets_expectation: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Results {
+    pub epochs: Vec<EpochResult>,
+    pub train: PhaseMetrics,
+    pub eval: Option<PhaseMetrics>,
+    /// Samples per epoch the plan does not read (the remainder, or past total_training_steps).
+    pub train_samples_not_read: u64,
+    pub world: usize,
+}
+
+fn phase_result(config: &Config, phase: Phase, records: &[&PhaseRecord]) -> PhaseResult {
+    let window = metric_window(config);
+    let per_rank: Vec<Rates> = records
+        .iter()
+        .map(|r| match phase {
+            Phase::Train => phase_rates(r, |b| window.train_block(b, config.reader.batch_size)),
+            Phase::Eval => phase_rates(r, |b| window.eval_block(b, config.reader.batch_size_eval)),
+        })
+        .collect();
+    let mut read_latency = Histogram::default();
+    for r in records {
+        read_latency.merge(&r.read_latency);
+    }
+    let start = records
+        .iter()
+        .map(|r| r.start)
+        .fold(f64::INFINITY, f64::min);
+    let end = records
+        .iter()
+        .map(|r| r.end)
+        .fold(f64::NEG_INFINITY, f64::max);
+    PhaseResult {
+        rates: across_ranks(&per_rank),
+        per_rank,
+        steps: records.first().map_or(0, |r| r.steps()),
+        samples_read: records.iter().map(|r| r.samples_read).sum(),
+        bytes_read: records.iter().map(|r| r.bytes_read).sum(),
+        wall: if end > start { end - start } else { 0.0 },
+        read_latency,
+    }
+}
+
+fn phase_metrics(config: &Config, results: &[&PhaseResult]) -> PhaseMetrics {
+    let au = Series::new(results.iter().map(|r| r.rates.au_percent).collect());
+    let throughput: Vec<f64> = results.iter().map(|r| r.rates.samples_per_second).collect();
+    let record_mib = config.dataset.record_length_bytes as f64 / 1048576.0;
+    PhaseMetrics {
+        meets_expectation: au.mean >= config.au_threshold * 100.0,
+        au_percent: au,
+        io_mib_per_second: Series::new(throughput.iter().map(|t| t * record_mib).collect()),
+        samples_per_second: Series::new(throughput),
+    }
+}
+
+impl Results {
+    pub fn from_ranks(config: &Config, ranks: &[RankRecord]) -> Results {
+        let epochs: Vec<EpochResult> = (0..ranks.first().map_or(0, |r| r.epochs.len()))
+            .map(|e| {
+                let train: Vec<&PhaseRecord> = ranks.iter().map(|r| &r.epochs[e].train).collect();
+                let eval: Vec<&PhaseRecord> = ranks
+                    .iter()
+                    .filter_map(|r| r.epochs[e].eval.as_ref())
+                    .collect();
+                EpochResult {
+                    epoch: ranks[0].epochs[e].epoch,
+                    train: phase_result(config, Phase::Train, &train),
+                    eval: (!eval.is_empty()).then(|| phase_result(config, Phase::Eval, &eval)),
+                }
+            })
+            .collect();
+        let train: Vec<&PhaseResult> = epochs.iter().map(|e| &e.train).collect();
+        let eval: Vec<&PhaseResult> = epochs.iter().filter_map(|e| e.eval.as_ref()).collect();
+        let plan = EpochPlan::new(
+            PlanSpec::for_phase(config, Phase::Train, ranks.len() as u64, 0),
+            1,
+        );
+        Results {
+            train: phase_metrics(config, &train),
+            eval: (!eval.is_empty()).then(|| phase_metrics(config, &eval)),
+            train_samples_not_read: plan.samples_not_read(),
+            world: ranks.len(),
+            epochs,
+        }
+    }
+}
+
+/// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.
+pub fn timestamp(time: SystemTime) -> String {
+    let since_epoch = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seconds = since_epoch.as_secs() as libc::time_t;
+    // SAFETY: localtime_r writes only into the tm we pass; both pointers are valid for the call.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&seconds, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since_epoch.subsec_micros()
+    )
+}
+
+/// Writes a file under a temporary name, then renames it: readers never see half a file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let temporary = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::write(&temporary, contents)
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temporary);
+            Error::io("cannot write", path, e)
+        })
+}
+
+/// JSON as Python's `json.dump(obj, f, indent=4)` lays it out.
+pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    serde::Serialize::serialize(value, &mut serializer)
+        .map_err(|e| Error::run(format!("cannot encode {}: {e}", path.display())))?;
+    write_atomic(path, &out)
+}

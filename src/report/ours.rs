@@ -1,0 +1,68 @@
+//! `report.json`: dlio-rs's own results, richer than DLIO's: per epoch the AU and samples/s of
+//! DLIO's formulas, the bytes really read and the MiB/s they make, read latency percentiles, and
+//! the configuration that produced them. Field definitions: docs/metrics.md.
+
+use serde_json::{json, Value};
+
+use super::dlio::RunTimes;
+use super::{timestamp, PhaseResult, Results};
+use crate::config::Config;
+
+fn latency(p: &PhaseResult, q: f64) -> Value {
+    json!(p.read_latency.quantile_us(q))
+}
+
+fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
+    json!({
+        "au_percent": p.rates.au_percent,
+        "samples_per_second": p.rates.samples_per_second,
+        "nominal_mib_per_second": p.rates.samples_per_second * config.dataset.record_length_bytes as f64 / 1048576.0,
+        "steps": p.steps,
+        "batch_size": batch,
+        "samples_read": p.samples_read,
+        "bytes_read": p.bytes_read,
+        "duration_seconds": p.wall,
+        "measured_mib_per_second": p.measured_mib_per_second(),
+        "reads": p.read_latency.count(),
+        "p50_us": latency(p, 0.5),
+        "p99_us": latency(p, 0.99),
+        "p999_us": latency(p, 0.999),
+        "per_rank_au_percent": p.per_rank.iter().map(|r| r.au_percent).collect::<Vec<_>>(),
+        "per_rank_samples_per_second": p.per_rank.iter().map(|r| r.samples_per_second).collect::<Vec<_>>(),
+    })
+}
+
+pub fn report(config: &Config, results: &Results, times: RunTimes) -> Value {
+    let epochs: Vec<Value> = results
+        .epochs
+        .iter()
+        .map(|e| {
+            let mut v = phase(config, &e.train, config.reader.batch_size);
+            v["epoch"] = json!(e.epoch);
+            v["samples_not_read"] = json!(results.train_samples_not_read);
+            if let Some(eval) = &e.eval {
+                v["eval"] = phase(config, eval, config.reader.batch_size_eval);
+            }
+            v
+        })
+        .collect();
+    let t = &results.train;
+    json!({
+        "tool": "dlio-rs",
+        "version": env!("CARGO_PKG_VERSION"),
+        "workload": config.workload_name,
+        "start": timestamp(times.start),
+        "end": timestamp(times.end),
+        "num_accelerators": results.world,
+        "epochs": epochs,
+        "train": {
+            "au_mean_percent": t.au_percent.mean,
+            "au_stdev_percent": t.au_percent.stdev,
+            "au_threshold_percent": config.au_threshold * 100.0,
+            "passed": t.meets_expectation,
+            "samples_per_second_mean": t.samples_per_second.mean,
+            "nominal_mib_per_second_mean": t.io_mib_per_second.mean,
+        },
+        "configuration": config.tree.to_json(),
+    })
+}

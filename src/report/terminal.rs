@@ -1,0 +1,90 @@
+//! The end-of-run table on standard output.
+
+use std::fmt::Write;
+
+use super::Results;
+use crate::config::Config;
+
+fn us(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}
+
+pub fn render(config: &Config, results: &Results, output_folder: &std::path::Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{} · {} accelerator(s) · {} epoch(s) · batch {} · {} read thread(s) per accelerator",
+        config.workload_name,
+        results.world,
+        results.epochs.len(),
+        config.reader.batch_size,
+        config.reader.read_threads
+    );
+    let _ = writeln!(
+        out,
+        "{:<7}{:>9}{:>14}{:>13}{:>13}{:>10}{:>10}{:>10}",
+        "epoch", "AU %", "samples/s", "MiB/s nom.", "MiB/s read", "p50 µs", "p99 µs", "p99.9 µs"
+    );
+    let record_mib = config.dataset.record_length_bytes as f64 / 1048576.0;
+    for e in &results.epochs {
+        let t = &e.train;
+        let _ = writeln!(
+            out,
+            "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>10}{:>10}{:>10}",
+            e.epoch,
+            t.rates.au_percent,
+            t.rates.samples_per_second,
+            t.rates.samples_per_second * record_mib,
+            t.measured_mib_per_second(),
+            us(t.read_latency.quantile_us(0.5)),
+            us(t.read_latency.quantile_us(0.99)),
+            us(t.read_latency.quantile_us(0.999)),
+        );
+        if let Some(v) = &e.eval {
+            let _ = writeln!(
+                out,
+                "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>10}{:>10}{:>10}",
+                " eval",
+                v.rates.au_percent,
+                v.rates.samples_per_second,
+                v.rates.samples_per_second * record_mib,
+                v.measured_mib_per_second(),
+                us(v.read_latency.quantile_us(0.5)),
+                us(v.read_latency.quantile_us(0.99)),
+                us(v.read_latency.quantile_us(0.999)),
+            );
+        }
+    }
+    let t = &results.train;
+    let _ = writeln!(
+        out,
+        "{:<7}{:>9.2}{:>14.1}{:>13.1}   (± {:.2} AU, ± {:.1} samples/s)",
+        "mean",
+        t.au_percent.mean,
+        t.samples_per_second.mean,
+        t.io_mib_per_second.mean,
+        t.au_percent.stdev,
+        t.samples_per_second.stdev
+    );
+    let _ = writeln!(
+        out,
+        "\nTraining AU {:.2}% {} the {:.0}% threshold: {}",
+        t.au_percent.mean,
+        if t.meets_expectation {
+            "meets"
+        } else {
+            "is below"
+        },
+        config.au_threshold * 100.0,
+        if t.meets_expectation { "PASS" } else { "FAIL" }
+    );
+    if results.train_samples_not_read > 0 {
+        let _ = writeln!(
+            out,
+            "Not read each epoch: {} sample(s) (the remainder that does not fill a batch on every accelerator, or past total_training_steps)",
+            results.train_samples_not_read
+        );
+    }
+    let _ = writeln!(out, "Outputs: {}", output_folder.display());
+    out
+}

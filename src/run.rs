@@ -1,0 +1,401 @@
+//! A whole run, as `dlio-rs run` and `dlio_benchmark` perform it: resolve the configuration, set
+//! up the output folder, generate data if asked, train on every rank, and write the reports.
+
+use std::path::{Path, PathBuf};
+
+use rand::{RngCore, SeedableRng};
+
+use crate::comm::{Comm, ThreadGroup};
+use crate::config::{Config, Source};
+use crate::dataset::{Dataset, SplitLayout};
+use crate::error::{Error, Result};
+use crate::format::{self, FileFormat};
+use crate::generate::{self, Generated, Share};
+use crate::plan::{Phase, PlanSpec};
+use crate::progress::{Display, EpochProgress};
+use crate::report::dlio::{self as dlio_report, RunTimes};
+use crate::report::log::DlioLog;
+use crate::report::{self, hydra, ours, terminal, write_json, Results};
+use crate::stats::{Clock, RankRecord};
+use crate::storage::{LocalFs, Storage};
+use crate::trainer::{self, RunContext};
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Emulated accelerators (ranks), each a set of threads in this process.
+    pub accelerators: usize,
+    pub quiet: bool,
+    pub strict: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            accelerators: 1,
+            quiet: false,
+            strict: false,
+        }
+    }
+}
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct Outcome {
+    pub output_folder: PathBuf,
+    pub generated: Option<Generated>,
+    pub results: Option<Results>,
+}
+
+pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
+    let config = source.resolve(options.strict)?;
+    let display = Display::for_stderr(options.quiet);
+    for key in &config.unknown_keys {
+        display.line(&format!(
+            "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
+        ));
+    }
+    config.check_supported()?;
+    if options.accelerators == 0 {
+        return Err(Error::usage("--accelerators must be at least 1"));
+    }
+    let world = options.accelerators as u64;
+    let start = std::time::SystemTime::now();
+
+    let output_folder = output_folder(&config, source, start);
+    std::fs::create_dir_all(&output_folder)
+        .map_err(|e| Error::io("cannot create output folder", &output_folder, e))?;
+    let hydra_dir = output_folder.join(
+        source
+            .overrides
+            .hydra_output_subdir
+            .as_deref()
+            .unwrap_or(".hydra"),
+    );
+    hydra::write_all(&hydra_dir, source, &config.tree, &output_folder)?;
+    let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
+    log.output(&format!(
+        "Running DLIO [{}] with {world} process(es)",
+        modes(&config).join(" & ")
+    ));
+    for key in &config.unknown_keys {
+        log.warning(&format!("unknown configuration key workload.{key} ignored"));
+    }
+
+    let dataset = Dataset::from_config(&config);
+    let format = format::for_format(config.dataset.format)?;
+    let storage = LocalFs::new(config.data_folder());
+
+    let generated = if config.workflow.generate_data {
+        log.output("Starting data generation");
+        let share = Share {
+            local_ranks: 0..world,
+            world,
+        };
+        let threads = crate::system::cpu_count().max(options.accelerators);
+        let generated = generate::generate(
+            &dataset,
+            format.as_ref(),
+            &storage,
+            &share,
+            threads,
+            display,
+        )?;
+        log.output("Generation done");
+        Some(generated)
+    } else {
+        None
+    };
+    if !config.workflow.train {
+        // DLIO writes no result files for a generate-only run.
+        return Ok(Outcome {
+            output_folder,
+            generated,
+            results: None,
+        });
+    }
+
+    let steps = check_steps(&config, world)?;
+    let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
+    check_dataset(&config, source, &dataset, &storage, with_eval)?;
+    log.output(&format!(
+        "Max steps per epoch: {steps} = {} * {} / {} / {world} (samples per file * num files / batch size / comm size)",
+        config.dataset.num_samples_per_file, config.dataset.num_files_train, config.reader.batch_size
+    ));
+
+    let clock = Clock::start();
+    let ranks = train_all_ranks(
+        &config,
+        &dataset,
+        format.as_ref(),
+        &storage,
+        world,
+        &clock,
+        display,
+    )?;
+    let end = std::time::SystemTime::now();
+    let results = Results::from_ranks(&config, &ranks);
+    let times = RunTimes { start, end };
+
+    log_epochs(&log, &config, &ranks[0], world, &clock);
+    dlio_report::write_all(&output_folder, &config, &results, &ranks, &clock, times)?;
+    write_json(
+        &output_folder.join("report.json"),
+        &ours::report(&config, &results, times),
+    )?;
+    log.output(&format!("Saved outputs in {}", output_folder.display()));
+    log.metric_block(&dlio_report::metric_block(&results));
+    if !options.quiet {
+        print!("{}", terminal::render(&config, &results, &output_folder));
+    }
+    Ok(Outcome {
+        output_folder,
+        generated,
+        results: Some(results),
+    })
+}
+
+fn modes(config: &Config) -> Vec<&'static str> {
+    let w = &config.workflow;
+    [
+        (w.generate_data, "Generating data"),
+        (w.train, "Training"),
+        (w.evaluation, "Evaluation"),
+        (w.checkpoint, "Checkpointing"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
+}
+
+/// `workload.output.folder`, else `hydra.run.dir`, else Hydra's default for DLIO:
+/// `hydra_log/<model name>/<date>-<time>`.
+fn output_folder(config: &Config, source: &Source, start: std::time::SystemTime) -> PathBuf {
+    if let Some(folder) = &config.output.folder {
+        return PathBuf::from(folder);
+    }
+    if let Some(dir) = &source.overrides.hydra_run_dir {
+        return PathBuf::from(dir);
+    }
+    let stamp = report::timestamp(start);
+    let (date, time) = stamp.split_once('T').unwrap_or((&stamp, ""));
+    let time = time.split('.').next().unwrap_or("").replace(':', "-");
+    Path::new("hydra_log")
+        .join(&config.model.name)
+        .join(format!("{date}-{time}"))
+}
+
+fn check_steps(config: &Config, world: u64) -> Result<u64> {
+    let spec = PlanSpec::for_phase(config, Phase::Train, world, 0);
+    let available = PlanSpec {
+        max_steps: 0,
+        ..spec.clone()
+    }
+    .steps();
+    if available == 0 {
+        return Err(Error::usage(format!(
+            "the training set has {} samples ({} files × {} samples per file), fewer than one batch for every accelerator \
+             ({} × {world}); raise workload.dataset.num_files_train or lower workload.reader.batch_size or --accelerators",
+            spec.total_samples(),
+            spec.files,
+            spec.samples_per_file,
+            spec.batch
+        )));
+    }
+    if config.train.total_training_steps > available as i64 {
+        return Err(Error::usage(format!(
+            "workload.train.total_training_steps = {}: the dataset has enough samples for only {available} steps per epoch \
+             with {world} accelerator(s)",
+            config.train.total_training_steps
+        )));
+    }
+    Ok(spec.steps())
+}
+
+/// Checks that the files the plan will read are there, without listing the folder: the first and
+/// last file of each split read. Only when one is missing is the folder listed, to say how many
+/// files it holds.
+fn check_dataset(
+    config: &Config,
+    source: &Source,
+    dataset: &Dataset,
+    storage: &LocalFs,
+    with_eval: bool,
+) -> Result<()> {
+    let root = storage.root();
+    if !root.is_dir() {
+        return Err(Error::usage(format!(
+            "the data folder {} does not exist; {}",
+            root.display(),
+            generate_hint(config, source)
+        )));
+    }
+    let mut splits: Vec<&SplitLayout> = vec![&dataset.train];
+    if with_eval {
+        splits.push(&dataset.eval);
+    }
+    for split in splits {
+        if split.files == 0 {
+            continue;
+        }
+        for index in [0, split.files - 1] {
+            let key = dataset.file_key(split, index);
+            let present = storage
+                .exists(&key)
+                .map_err(|e| Error::run(format!("cannot check {}: {e}", storage.describe(&key))))?;
+            if !present {
+                let extension = format!(".{}", dataset.format);
+                let found = storage.list(split.folder).map_or(0, |keys| {
+                    keys.iter().filter(|k| k.ends_with(&extension)).count()
+                });
+                return Err(Error::usage(format!(
+                    "the data folder {} has {found} {} file(s) in {}/, the workload expects {} (missing: {}); {}",
+                    root.display(),
+                    dataset.format,
+                    split.folder,
+                    split.files,
+                    key,
+                    generate_hint(config, source)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn generate_hint(config: &Config, source: &Source) -> String {
+    let mut words: Vec<String> = vec![format!("workload={}", config.workload_name)];
+    words.extend(
+        source
+            .overrides
+            .words
+            .iter()
+            .filter(|w| !w.starts_with("workload=") && !w.contains("workflow."))
+            .cloned(),
+    );
+    words.push("++workload.workflow.generate_data=True".into());
+    words.push("++workload.workflow.train=False".into());
+    format!("generate the dataset with: dlio-rs run {}", words.join(" "))
+}
+
+fn train_all_ranks(
+    config: &Config,
+    dataset: &Dataset,
+    format: &dyn FileFormat,
+    storage: &dyn Storage,
+    world: u64,
+    clock: &Clock,
+    display: Display,
+) -> Result<Vec<RankRecord>> {
+    let comm = ThreadGroup::new(world as usize);
+    let progress = EpochProgress::new(display, config.train.epochs);
+    let ctx = RunContext {
+        config,
+        dataset,
+        format,
+        storage,
+        comm: &comm,
+        clock,
+        run_entropy: rand::rngs::SmallRng::from_os_rng().next_u64(),
+        progress: Some(&progress),
+    };
+    let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {
+        let ranks: Vec<_> = (0..world as usize)
+            .map(|rank| {
+                let ctx = &ctx;
+                std::thread::Builder::new()
+                    .name(format!("rank-{rank}"))
+                    .spawn_scoped(scope, move || {
+                        let outcome =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                trainer::train_rank(ctx, rank)
+                            }))
+                            .unwrap_or_else(|_| {
+                                Err(Error::run(format!(
+                                    "rank {rank} failed unexpectedly (a bug in dlio-rs)"
+                                )))
+                            });
+                        if let Err(e) = &outcome {
+                            ctx.comm.abort(&e.prefixed(&format!("rank {rank}: ")));
+                        }
+                        outcome
+                    })
+                    .expect("spawning a rank thread")
+            })
+            .collect();
+        ranks
+            .into_iter()
+            .map(|r| {
+                r.join()
+                    .unwrap_or_else(|_| Err(Error::run("a rank thread panicked")))
+            })
+            .collect()
+    });
+    if let Some(first) = comm.aborted() {
+        return Err(first);
+    }
+    outcomes.into_iter().collect()
+}
+
+/// Lines DLIO logs per epoch, from rank 0's timings.
+/// DLIO prints rank 0's block throughput times the number of ranks.
+fn log_epochs(log: &DlioLog, config: &Config, rank0: &RankRecord, world: u64, clock: &Clock) {
+    let window = trainer::metric_window(config);
+    for e in &rank0.epochs {
+        let steps = e.train.steps();
+        log.output_at(
+            clock.wall(e.start),
+            &format!("Starting epoch {}: {steps} steps expected", e.epoch),
+        );
+        for (i, block) in e.train.blocks.iter().enumerate() {
+            let b = i + 1;
+            log.output_at(clock.wall(block.start), &format!("Starting block {b}"));
+            let at = clock.wall(block.end);
+            log.output_at(
+                at,
+                &format!(
+                    "Ending block {b} - {} steps completed in {:.2} s",
+                    block.steps.len(),
+                    block.end - block.start
+                ),
+            );
+            let rates = window.train_block(block, config.reader.batch_size);
+            log.output_at(
+                at,
+                &format!(
+                    "Epoch {} - Block {b} [Training] Accelerator Utilization [AU] (%): {:.4}",
+                    e.epoch, rates.au_percent
+                ),
+            );
+            log.output_at(
+                at,
+                &format!(
+                    "Epoch {} - Block {b} [Training] Throughput (samples/second): {:.4}",
+                    e.epoch,
+                    rates.samples_per_second * world as f64
+                ),
+            );
+        }
+        log.output_at(
+            clock.wall(e.train.end),
+            &format!(
+                "Ending epoch {} - {steps} steps completed in {:.2} s",
+                e.epoch,
+                e.train.end - e.start
+            ),
+        );
+        if let Some(eval) = &e.eval {
+            log.output_at(
+                clock.wall(eval.start),
+                &format!("Starting eval - {} steps expected", eval.steps()),
+            );
+            log.output_at(
+                clock.wall(eval.end),
+                &format!(
+                    "Ending eval - {} steps completed in {:.2} s",
+                    eval.steps(),
+                    eval.wall()
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Local and parallel file systems through the kernel's page cache.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Storage;
+
+#[derive(Debug, Clone)]
+pub struct LocalFs {
+    root: PathBuf,
+}
+
+impl LocalFs {
+    pub fn new(root: impl Into<PathBuf>) -> LocalFs {
+        LocalFs { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+}
+
+/// A name no other writer (thread, rank or process) uses at the same time.
+fn temporary_name(target: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.{}.{unique}.tmp", std::process::id()))
+}
+
+impl Storage for LocalFs {
+    fn describe(&self, key: &str) -> String {
+        self.path(key).display().to_string()
+    }
+
+    fn read_all(&self, key: &str, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let mut file = File::open(self.path(key))?;
+        let len = file.metadata()?.len() as usize;
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        file.read_exact(&mut buf[..len])?;
+        Ok(len)
+    }
+
+    fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        let target = self.path(key);
+        if let Some(parent) = target.parent() {
+            // Tolerates a concurrent creator: ranks of a shared file system race here.
+            fs::create_dir_all(parent)?;
+        }
+        let temporary = temporary_name(&target);
+        let written = File::create(&temporary).and_then(|mut f| f.write_all(data));
+        match written.and_then(|()| fs::rename(&temporary, &target)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = fs::remove_file(&temporary);
+                Err(e)
+            }
+        }
+    }
+
+    fn exists(&self, key: &str) -> io::Result<bool> {
+        match fs::metadata(self.path(key)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
+        let mut keys = Vec::new();
+        let mut pending = vec![prefix.trim_end_matches('/').to_string()];
+        while let Some(dir) = pending.pop() {
+            for entry in fs::read_dir(self.path(&dir))? {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let key = if dir.is_empty() {
+                    name
+                } else {
+                    format!("{dir}/{name}")
+                };
+                if entry.file_type()?.is_dir() {
+                    pending.push(key);
+                } else {
+                    keys.push(key);
+                }
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_is_atomic_and_read_all_reads_it_back() {
+        let dir = std::env::temp_dir().join(format!("dlio-rs-local-{}", std::process::id()));
+        let storage = LocalFs::new(&dir);
+        storage.put("a/b/c.bin", b"hello").unwrap();
+        storage.put("a/d.bin", b"hi").unwrap();
+        let mut buf = vec![7u8; 2];
+        assert_eq!(storage.read_all("a/b/c.bin", &mut buf).unwrap(), 5);
+        assert_eq!(&buf[..5], b"hello");
+        assert_eq!(
+            storage.list("a").unwrap(),
+            vec!["a/b/c.bin".to_string(), "a/d.bin".to_string()]
+        );
+        assert!(storage.exists("a/d.bin").unwrap());
+        assert!(!storage.exists("a/e.bin").unwrap());
+        assert!(storage.read_all("a/e.bin", &mut buf).is_err());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,165 @@
+//! One rank's training, as DLIO's main loop runs it: per step, wait for the next batch (`load`),
+//! sleep the emulated compute (`compute`), then meet every other rank at a barrier (the gradient
+//! all-reduce). Evaluation follows the epochs it is due after, without barriers.
+
+use crate::comm::Comm;
+use crate::compute::{precise_sleep, tighten_timer_slack, time_rng, TimeSpec};
+use crate::config::Config;
+use crate::dataset::Dataset;
+use crate::error::Result;
+use crate::format::FileFormat;
+use crate::loader::{prefetch_factor, BatchSource, Loader};
+use crate::plan::{EpochPlan, Phase, PlanSpec};
+use crate::progress::EpochProgress;
+use crate::stats::{
+    phase_rates, Block, Clock, EpochRecord, MetricWindow, PhaseRecord, RankRecord, StepTiming,
+};
+use crate::storage::Storage;
+
+/// What every rank of the run shares, read-only.
+pub struct RunContext<'a> {
+    pub config: &'a Config,
+    pub dataset: &'a Dataset,
+    pub format: &'a dyn FileFormat,
+    pub storage: &'a dyn Storage,
+    pub comm: &'a dyn Comm,
+    pub clock: &'a Clock,
+    /// Entropy for `random` shuffles, drawn once so every rank plans the same order.
+    pub run_entropy: u64,
+    /// Live progress, shown by rank 0 only.
+    pub progress: Option<&'a EpochProgress>,
+}
+
+/// Whether evaluation runs after `epoch` (1-based).
+pub fn eval_due(config: &Config, epoch: u64) -> bool {
+    let e = &config.evaluation;
+    config.workflow.evaluation
+        && config.dataset.num_files_eval > 0
+        && epoch >= e.eval_after_epoch
+        && (epoch - e.eval_after_epoch) % e.epochs_between_evals == 0
+}
+
+pub fn metric_window(config: &Config) -> MetricWindow {
+    MetricWindow {
+        exclude_start: config.output.exclude_start_steps as usize,
+        exclude_end: config.output.exclude_end_steps as usize,
+    }
+}
+
+pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
+    tighten_timer_slack();
+    let config = ctx.config;
+    let mut record = RankRecord {
+        rank,
+        epochs: Vec::new(),
+    };
+    for epoch in 1..=config.train.epochs {
+        let start = ctx.clock.now();
+        let train = run_phase(ctx, rank, epoch, Phase::Train)?;
+        // DLIO ends each training phase with a barrier, so evaluation starts together.
+        ctx.comm.barrier()?;
+        let eval = if eval_due(config, epoch) {
+            Some(run_phase(ctx, rank, epoch, Phase::Eval)?)
+        } else {
+            None
+        };
+        record.epochs.push(EpochRecord {
+            epoch,
+            start,
+            end: ctx.clock.now(),
+            train,
+            eval,
+        });
+    }
+    Ok(record)
+}
+
+fn run_phase(ctx: &RunContext, rank: usize, epoch: u64, phase: Phase) -> Result<PhaseRecord> {
+    let config = ctx.config;
+    let world = ctx.comm.world() as u64;
+    let plan = EpochPlan::new(
+        PlanSpec::for_phase(config, phase, world, ctx.run_entropy),
+        epoch,
+    );
+    let compute_time: &TimeSpec = match phase {
+        Phase::Train => &config.train.computation_time,
+        Phase::Eval => &config.evaluation.eval_time,
+    };
+    let source = BatchSource {
+        plan: &plan,
+        rank: rank as u64,
+        dataset: ctx.dataset,
+        split: ctx.dataset.split(phase),
+        format: ctx.format,
+        storage: ctx.storage,
+        preprocess_time: &config.reader.preprocess_time,
+        comm: ctx.comm,
+        seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
+    };
+    let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
+    let threads = config.reader.read_threads;
+    let prefetch = prefetch_factor(threads, config.reader.prefetch_size);
+    let progress = ctx.progress.filter(|_| rank == 0);
+    if let Some(p) = progress {
+        p.begin(epoch, phase, plan.steps());
+    }
+
+    let mut record = PhaseRecord {
+        start: ctx.clock.now(),
+        ..PhaseRecord::default()
+    };
+    let mut block = Block {
+        start: record.start,
+        steps: Vec::with_capacity(plan.steps() as usize),
+        ..Block::default()
+    };
+    let outcome: Result<()> = std::thread::scope(|scope| {
+        let mut loader = Loader::start(scope, &source, threads, prefetch);
+        let result = (|| {
+            for step in 0..plan.steps() {
+                let t0 = ctx.clock.now();
+                let batch = loader.next_batch()?;
+                let loaded = ctx.clock.now();
+                precise_sleep(compute_time.draw(&mut compute_rng));
+                let done = ctx.clock.now();
+                block.steps.push(StepTiming {
+                    load: loaded - t0,
+                    compute: done - loaded,
+                    proc: done - t0,
+                });
+                record.samples_read += batch.samples;
+                record.bytes_read += batch.bytes;
+                if phase == Phase::Train {
+                    ctx.comm.barrier()?;
+                }
+                if let Some(p) = progress {
+                    p.step(
+                        step + 1,
+                        record.samples_read * world,
+                        ctx.clock.now() - record.start,
+                    );
+                }
+            }
+            Ok(())
+        })();
+        record.read_latency = loader.finish();
+        result
+    });
+    outcome?;
+    record.end = ctx.clock.now();
+    block.end = record.end;
+    record.blocks.push(block);
+    if let Some(p) = progress {
+        let window = metric_window(config);
+        let rates = match phase {
+            Phase::Train => {
+                phase_rates(&record, |b| window.train_block(b, config.reader.batch_size))
+            }
+            Phase::Eval => phase_rates(&record, |b| {
+                window.eval_block(b, config.reader.batch_size_eval)
+            }),
+        };
+        p.phase_done(epoch, phase, rates, world, &record);
+    }
+    Ok(record)
+}

@@ -59,6 +59,9 @@ enum Command {
         /// No progress and no end-of-run table (errors still print)
         #[arg(short, long)]
         quiet: bool,
+        /// Verify the checksum of every sample read (npz CRC-32, as numpy does); costs CPU, not I/O
+        #[arg(long)]
+        verify: bool,
     },
     /// Print the resolved workload configuration (after overrides) as YAML
     Config {
@@ -95,6 +98,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             config,
             accelerators,
             quiet,
+            verify,
         } => source(&config).and_then(|s| {
             run(
                 &s,
@@ -102,6 +106,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     accelerators,
                     quiet,
                     strict: config.strict,
+                    verify,
                 },
             )
             .map(|_| ())
@@ -194,6 +199,7 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
                     accelerators,
                     quiet: false,
                     strict: false,
+                    verify: false,
                 },
             )
         });

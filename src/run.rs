@@ -26,6 +26,8 @@ pub struct RunOptions {
     pub accelerators: usize,
     pub quiet: bool,
     pub strict: bool,
+    /// Check data checksums on every read (CPU work DLIO's numpy readers do).
+    pub verify: bool,
 }
 
 impl Default for RunOptions {
@@ -34,6 +36,7 @@ impl Default for RunOptions {
             accelerators: 1,
             quiet: false,
             strict: false,
+            verify: false,
         }
     }
 }
@@ -82,7 +85,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
 
     let dataset = Dataset::from_config(&config);
-    let format = format::for_format(config.dataset.format)?;
+    let format = format::for_format(config.dataset.format, options.verify)?;
     let storage = LocalFs::new(config.data_folder());
 
     let generated = if config.workflow.generate_data {

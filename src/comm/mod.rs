@@ -4,6 +4,7 @@
 //! A rank that fails aborts the group: every rank waiting in (or arriving at) a barrier returns
 //! the reason instead of waiting forever, so a failure can never become a hang.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::error::Error;
@@ -31,6 +32,8 @@ struct BarrierState {
 /// All ranks as threads of this process.
 pub struct ThreadGroup {
     world: usize,
+    /// Set with the abort; checked on every sample read, so it must not take the lock.
+    aborting: AtomicBool,
     state: Mutex<BarrierState>,
     released: Condvar,
 }
@@ -40,6 +43,7 @@ impl ThreadGroup {
         assert!(world >= 1);
         ThreadGroup {
             world,
+            aborting: AtomicBool::new(false),
             state: Mutex::new(BarrierState {
                 arrived: 0,
                 generation: 0,
@@ -87,10 +91,14 @@ impl Comm for ThreadGroup {
         if state.abort.is_none() {
             state.abort = Some(reason.clone());
         }
+        self.aborting.store(true, Ordering::Release);
         self.released.notify_all();
     }
 
     fn aborted(&self) -> Option<Error> {
+        if !self.aborting.load(Ordering::Acquire) {
+            return None;
+        }
         self.lock().abort.clone()
     }
 }

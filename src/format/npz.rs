@@ -1,6 +1,7 @@
 //! numpy's `.npz` as `np.savez(path, x=records, y=labels)` writes it: a stored zip holding `x.npy`
 //! (the samples, sample axis last) and `y.npy` (int64 labels, one per sample). DLIO's reader calls
-//! `np.load(file)['x']`: the whole member is read and its CRC checked for every sample.
+//! `np.load(file)['x']`: the whole file is read for every sample (and, with `verify`, the
+//! member's CRC checked, as Python's zipfile does).
 
 use rand::rngs::SmallRng;
 
@@ -11,7 +12,10 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
-pub struct Npz;
+pub struct Npz {
+    /// Check the CRC-32 of the `x` member on every read (numpy does; it costs CPU, not I/O).
+    pub verify: bool,
+}
 
 impl FileFormat for Npz {
     fn encode(&self, shape: &FileShape, rng: &mut SmallRng, out: &mut Vec<u8>) -> Result<()> {
@@ -37,7 +41,7 @@ impl FileFormat for Npz {
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
         let member =
-            stored_member(&buf.bytes[..len], "x.npy").map_err(|why| corrupt(storage, key, why))?;
+            stored_member(&buf.bytes[..len], "x.npy", self.verify).map_err(|why| corrupt(storage, key, why))?;
         check_array(member, sample)
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
         Ok(SampleRead { bytes: len as u64 })

@@ -107,9 +107,9 @@ impl ZipWriter {
     }
 }
 
-/// Finds member `name` in a whole zip archive and returns its bytes after checking its CRC,
-/// as Python's zipfile does when numpy reads the member.
-pub fn stored_member<'a>(archive: &'a [u8], name: &str) -> Result<&'a [u8], String> {
+/// Finds member `name` in a whole zip archive and returns its bytes; with `verify`, after checking
+/// its CRC as Python's zipfile does when numpy reads the member.
+pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<&'a [u8], String> {
     let truncated =
         || "truncated or not a zip archive (no end-of-central-directory record)".to_string();
     if archive.len() < 22 {
@@ -162,7 +162,7 @@ pub fn stored_member<'a>(archive: &'a [u8], name: &str) -> Result<&'a [u8], Stri
             let data = archive
                 .get(start..start + size as usize)
                 .ok_or_else(|| format!("member {name} is truncated: {size} bytes expected"))?;
-            let actual = crc32fast::hash(data);
+            let actual = if verify { crc32fast::hash(data) } else { crc };
             if actual != crc {
                 return Err(format!(
                     "member {name} fails its CRC check ({actual:08x} != {crc:08x})"
@@ -231,17 +231,17 @@ mod tests {
         zip.member(&mut out, "y.npy", |o| o.extend_from_slice(b"labels"))
             .unwrap();
         zip.finish(&mut out).unwrap();
-        assert_eq!(stored_member(&out, "x.npy").unwrap(), b"hello world");
-        assert_eq!(stored_member(&out, "y.npy").unwrap(), b"labels");
-        assert!(stored_member(&out, "z.npy")
+        assert_eq!(stored_member(&out, "x.npy", true).unwrap(), b"hello world");
+        assert_eq!(stored_member(&out, "y.npy", true).unwrap(), b"labels");
+        assert!(stored_member(&out, "z.npy", true)
             .unwrap_err()
             .contains("no member"));
-        assert!(stored_member(&out[..out.len() - 5], "x.npy")
+        assert!(stored_member(&out[..out.len() - 5], "x.npy", true)
             .unwrap_err()
             .contains("truncated"));
         let mut flipped = out.clone();
         flipped[32 + 5] ^= 0xFF; // a byte of x's data
-        assert!(stored_member(&flipped, "x.npy")
+        assert!(stored_member(&flipped, "x.npy", true)
             .unwrap_err()
             .contains("CRC"));
     }

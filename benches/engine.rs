@@ -1,0 +1,273 @@
+//! Performance targets of the core engine, each measured side by side with its baseline in one
+//! invocation (the machine is shared and noisy: ratios of interleaved runs, not absolute times).
+//!
+//!   cargo bench --bench engine              # all of p1 p2 p3 p4
+//!   cargo bench --bench engine -- p1 p3     # some
+//!
+//! Datasets go to $DLIO_BENCH_DIR (default target/bench-data) and are reused between runs.
+//! Exit status 1 when a target is missed.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
+const MIB: f64 = 1048576.0;
+const ROUNDS: usize = 3;
+
+fn dlio(words: &[String]) -> (serde_json::Value, Rusage) {
+    let status_and_usage = spawn_measured(Command::new(DLIO_RS).arg("run").arg("-q").args(words));
+    let out = words
+        .iter()
+        .find_map(|w| w.strip_prefix("++hydra.run.dir="))
+        .map(PathBuf::from)
+        .expect("benchmarks set hydra.run.dir");
+    let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    (serde_json::from_str(&report).expect("report.json is JSON"), status_and_usage)
+}
+
+/// Peak RSS and wall time of a child process.
+struct Rusage {
+    max_rss_kib: u64,
+    wall: f64,
+}
+
+fn spawn_measured(command: &mut Command) -> Rusage {
+    let started = Instant::now();
+    let child = command.spawn().expect("starting dlio-rs");
+    let mut status = 0;
+    // SAFETY: wait4 on our own child's pid with valid out-pointers.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        usage
+    };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "dlio-rs failed: {command:?}");
+    Rusage { max_rss_kib: usage.ru_maxrss as u64, wall: started.elapsed().as_secs_f64() }
+}
+
+fn words(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Generates a dataset once (kept between benchmark runs when its marker is present).
+fn dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
+    let folder = dir.join(name);
+    let marker = folder.join(".complete");
+    if !marker.exists() {
+        eprintln!("generating {}", folder.display());
+        let mut w = words(&["workload=default", "++workload.workflow.generate_data=True", "++workload.workflow.train=False"]);
+        w.extend(settings.iter().cloned());
+        w.push(format!("++workload.dataset.data_folder={}", folder.display()));
+        let status = Command::new(DLIO_RS).arg("run").arg("-q").args(&w).status().expect("dlio-rs");
+        assert!(status.success());
+        std::fs::write(&marker, b"").unwrap();
+    }
+    folder
+}
+
+fn files_of(folder: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder.join("train"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "npz"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The raw baseline: `threads` threads open, read whole and close each file, `epochs` times.
+/// Returns (files per second, bytes per second).
+fn raw_read(files: &[PathBuf], threads: usize, epochs: usize) -> (f64, f64) {
+    let next = AtomicUsize::new(0);
+    let total = files.len() * epochs;
+    let started = Instant::now();
+    let bytes: u64 = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut buffer = Vec::new();
+                    let mut bytes = 0u64;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= total {
+                            return bytes;
+                        }
+                        let mut f = File::open(&files[i % files.len()]).unwrap();
+                        let len = f.metadata().unwrap().len() as usize;
+                        if buffer.len() < len {
+                            buffer.resize(len, 0);
+                        }
+                        f.read_exact(&mut buffer[..len]).unwrap();
+                        bytes += len as u64;
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    let secs = started.elapsed().as_secs_f64();
+    (total as f64 / secs, bytes as f64 / secs)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn mean_of(report: &serde_json::Value, field: &str) -> f64 {
+    let epochs = report["epochs"].as_array().unwrap();
+    epochs.iter().map(|e| e[field].as_f64().unwrap()).sum::<f64>() / epochs.len() as f64
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}
+
+fn p1(dir: &Path) -> bool {
+    let settings = words(&[
+        "++workload.dataset.num_files_train=4096",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=65536",
+    ]);
+    let data = dataset(dir, "p1", &settings);
+    let files = files_of(&data);
+    raw_read(&files, 2, 1); // warm the page cache
+    let (mut raw, mut engine) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        raw.push(raw_read(&files, 2, 3).0);
+        let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=64"]);
+        w.extend(settings.iter().cloned());
+        w.extend(words(&[
+            "++workload.reader.read_threads=2",
+            "++workload.train.computation_time=0",
+            "++workload.train.epochs=3",
+        ]));
+        w.push(format!("++workload.dataset.data_folder={}", data.display()));
+        w.push(format!("++hydra.run.dir={}", dir.join(format!("p1-out-{round}")).display()));
+        let (report, _) = dlio(&w);
+        engine.push(mean_of(&report, "samples_per_second"));
+    }
+    let (raw, engine) = (median(raw), median(engine));
+    let ratio = engine / raw;
+    println!("P1 small samples (4096 × 64 KiB npz, batch 64, 2 read threads, 3 epochs, page-cached)");
+    println!("   raw open/read/close, 2 threads : {raw:>10.0} samples/s (median of {ROUNDS})");
+    println!("   dlio-rs                        : {engine:>10.0} samples/s (median of {ROUNDS})");
+    println!("   ratio {:.1}% (target ≥ 90%)  {}", ratio * 100.0, verdict(ratio >= 0.9));
+    ratio >= 0.9
+}
+
+fn p2(dir: &Path) -> bool {
+    let settings = words(&[
+        "++workload.dataset.num_files_train=16",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=134217728",
+    ]);
+    let data = dataset(dir, "p2", &settings);
+    let files = files_of(&data);
+    raw_read(&files, 4, 1);
+    let (mut raw, mut engine) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        raw.push(raw_read(&files, 4, 3).1 / MIB);
+        let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=1"]);
+        w.extend(settings.iter().cloned());
+        w.extend(words(&[
+            "++workload.reader.read_threads=4",
+            "++workload.train.computation_time=0",
+            "++workload.train.epochs=3",
+        ]));
+        w.push(format!("++workload.dataset.data_folder={}", data.display()));
+        w.push(format!("++hydra.run.dir={}", dir.join(format!("p2-out-{round}")).display()));
+        let (report, _) = dlio(&w);
+        engine.push(mean_of(&report, "measured_mib_per_second"));
+    }
+    let (raw, engine) = (median(raw), median(engine));
+    let ratio = engine / raw;
+    println!("P2 large samples (16 × 128 MiB npz, batch 1, 4 read threads, 3 epochs, page-cached)");
+    println!("   raw open/read/close, 4 threads : {raw:>10.0} MiB/s (median of {ROUNDS})");
+    println!("   dlio-rs (bytes read / wall)    : {engine:>10.0} MiB/s (median of {ROUNDS})");
+    println!("   ratio {:.1}% (target ≥ 90%)  {}", ratio * 100.0, verdict(ratio >= 0.9));
+    ratio >= 0.9
+}
+
+fn p3(dir: &Path) -> bool {
+    let settings = words(&[
+        "++workload.dataset.num_files_train=1000",
+        "++workload.dataset.num_samples_per_file=8",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=1024",
+    ]);
+    let data = dataset(dir, "p3", &settings);
+    let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=1"]);
+    w.extend(settings.iter().cloned());
+    w.extend(words(&["++workload.reader.read_threads=1", "++workload.train.computation_time=0.005", "++workload.train.epochs=1"]));
+    w.push(format!("++workload.dataset.data_folder={}", data.display()));
+    w.push(format!("++hydra.run.dir={}", dir.join("p3-out").display()));
+    w.push("--accelerators=4".into());
+    let (report, usage) = dlio(&w);
+    let epoch = &report["epochs"][0];
+    let steps = epoch["steps"].as_u64().unwrap();
+    let au = epoch["au_percent"].as_f64().unwrap();
+    let wall = epoch["duration_seconds"].as_f64().unwrap();
+    let ideal = steps as f64 * 0.005;
+    let over = wall / ideal - 1.0;
+    let ok = steps == 2000 && au >= 99.0 && over <= 0.02;
+    println!("P3 compute emulation (4 accelerators, 2000 steps × 5 ms, tiny page-cached files)");
+    println!("   reported AU {au:.3}% (target ≥ 99%)");
+    println!(
+        "   training wall {wall:.3} s vs ideal {ideal:.3} s: {:+.2}% (target ≤ 2%); process wall {:.3} s  {}",
+        over * 100.0,
+        usage.wall,
+        verdict(ok)
+    );
+    ok
+}
+
+fn p4(dir: &Path) -> bool {
+    let settings = words(&[
+        "++workload.dataset.num_files_train=4096",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=65536",
+    ]);
+    let data = dataset(dir, "p1", &settings);
+    let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=64"]);
+    w.extend(settings.iter().cloned());
+    w.extend(words(&["++workload.reader.read_threads=4", "++workload.train.computation_time=0", "++workload.train.epochs=3"]));
+    w.push(format!("++workload.dataset.data_folder={}", data.display()));
+    w.push(format!("++hydra.run.dir={}", dir.join("p4-out").display()));
+    w.push("--accelerators=8".into());
+    let (_, usage) = dlio(&w);
+    // Configured buffers: one read buffer (the largest file) per reader thread.
+    let largest = files_of(&data).iter().map(|f| f.metadata().unwrap().len()).max().unwrap();
+    let buffers = 8.0 * 4.0 * largest as f64 / MIB;
+    let rss = usage.max_rss_kib as f64 / 1024.0;
+    let ok = rss < 64.0 + buffers;
+    println!("P4 memory (8 accelerators × 4 read threads, P1's dataset)");
+    println!("   peak RSS {rss:.1} MiB; limit 64 MiB + buffers {buffers:.1} MiB = {:.1} MiB  {}", 64.0 + buffers, verdict(ok));
+    ok
+}
+
+fn main() {
+    let selected: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let dir = PathBuf::from(std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let all: [(&str, fn(&Path) -> bool); 4] = [("p1", p1), ("p2", p2), ("p3", p3), ("p4", p4)];
+    let mut ok = true;
+    for (name, bench) in all {
+        if selected.is_empty() || selected.iter().any(|s| s == name) {
+            ok &= bench(&dir);
+        }
+    }
+    std::process::exit(if ok { 0 } else { 1 });
+}

@@ -26,7 +26,10 @@ fn dlio(words: &[String]) -> (serde_json::Value, Rusage) {
         .map(PathBuf::from)
         .expect("benchmarks set hydra.run.dir");
     let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    (serde_json::from_str(&report).expect("report.json is JSON"), status_and_usage)
+    (
+        serde_json::from_str(&report).expect("report.json is JSON"),
+        status_and_usage,
+    )
 }
 
 /// Peak RSS and wall time of a child process.
@@ -35,6 +38,8 @@ struct Rusage {
     wall: f64,
 }
 
+// wait4 reaps the child: std's wait() cannot report the child's own peak RSS.
+#[allow(clippy::zombie_processes)]
 fn spawn_measured(command: &mut Command) -> Rusage {
     let started = Instant::now();
     let child = command.spawn().expect("starting dlio-rs");
@@ -45,8 +50,14 @@ fn spawn_measured(command: &mut Command) -> Rusage {
         libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
         usage
     };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "dlio-rs failed: {command:?}");
-    Rusage { max_rss_kib: usage.ru_maxrss as u64, wall: started.elapsed().as_secs_f64() }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "dlio-rs failed: {command:?}"
+    );
+    Rusage {
+        max_rss_kib: usage.ru_maxrss as u64,
+        wall: started.elapsed().as_secs_f64(),
+    }
 }
 
 fn words(list: &[&str]) -> Vec<String> {
@@ -59,10 +70,22 @@ fn dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
     let marker = folder.join(".complete");
     if !marker.exists() {
         eprintln!("generating {}", folder.display());
-        let mut w = words(&["workload=default", "++workload.workflow.generate_data=True", "++workload.workflow.train=False"]);
+        let mut w = words(&[
+            "workload=default",
+            "++workload.workflow.generate_data=True",
+            "++workload.workflow.train=False",
+        ]);
         w.extend(settings.iter().cloned());
-        w.push(format!("++workload.dataset.data_folder={}", folder.display()));
-        let status = Command::new(DLIO_RS).arg("run").arg("-q").args(&w).status().expect("dlio-rs");
+        w.push(format!(
+            "++workload.dataset.data_folder={}",
+            folder.display()
+        ));
+        let status = Command::new(DLIO_RS)
+            .arg("run")
+            .arg("-q")
+            .args(&w)
+            .status()
+            .expect("dlio-rs");
         assert!(status.success());
         std::fs::write(&marker, b"").unwrap();
     }
@@ -120,7 +143,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn mean_of(report: &serde_json::Value, field: &str) -> f64 {
     let epochs = report["epochs"].as_array().unwrap();
-    epochs.iter().map(|e| e[field].as_f64().unwrap()).sum::<f64>() / epochs.len() as f64
+    epochs
+        .iter()
+        .map(|e| e[field].as_f64().unwrap())
+        .sum::<f64>()
+        / epochs.len() as f64
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -144,7 +171,11 @@ fn p1(dir: &Path) -> bool {
     let (mut raw, mut engine) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         raw.push(raw_read(&files, 2, 3).0);
-        let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=64"]);
+        let mut w = words(&[
+            "workload=default",
+            "++workload.workflow.evaluation=False",
+            "++workload.reader.batch_size=64",
+        ]);
         w.extend(settings.iter().cloned());
         w.extend(words(&[
             "++workload.reader.read_threads=2",
@@ -152,16 +183,25 @@ fn p1(dir: &Path) -> bool {
             "++workload.train.epochs=3",
         ]));
         w.push(format!("++workload.dataset.data_folder={}", data.display()));
-        w.push(format!("++hydra.run.dir={}", dir.join(format!("p1-out-{round}")).display()));
+        w.push(format!(
+            "++hydra.run.dir={}",
+            dir.join(format!("p1-out-{round}")).display()
+        ));
         let (report, _) = dlio(&w);
         engine.push(mean_of(&report, "samples_per_second"));
     }
     let (raw, engine) = (median(raw), median(engine));
     let ratio = engine / raw;
-    println!("P1 small samples (4096 × 64 KiB npz, batch 64, 2 read threads, 3 epochs, page-cached)");
+    println!(
+        "P1 small samples (4096 × 64 KiB npz, batch 64, 2 read threads, 3 epochs, page-cached)"
+    );
     println!("   raw open/read/close, 2 threads : {raw:>10.0} samples/s (median of {ROUNDS})");
     println!("   dlio-rs                        : {engine:>10.0} samples/s (median of {ROUNDS})");
-    println!("   ratio {:.1}% (target ≥ 90%)  {}", ratio * 100.0, verdict(ratio >= 0.9));
+    println!(
+        "   ratio {:.1}% (target ≥ 90%)  {}",
+        ratio * 100.0,
+        verdict(ratio >= 0.9)
+    );
     ratio >= 0.9
 }
 
@@ -178,7 +218,11 @@ fn p2(dir: &Path) -> bool {
     let (mut raw, mut engine) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         raw.push(raw_read(&files, 4, 3).1 / MIB);
-        let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=1"]);
+        let mut w = words(&[
+            "workload=default",
+            "++workload.workflow.evaluation=False",
+            "++workload.reader.batch_size=1",
+        ]);
         w.extend(settings.iter().cloned());
         w.extend(words(&[
             "++workload.reader.read_threads=4",
@@ -186,7 +230,10 @@ fn p2(dir: &Path) -> bool {
             "++workload.train.epochs=3",
         ]));
         w.push(format!("++workload.dataset.data_folder={}", data.display()));
-        w.push(format!("++hydra.run.dir={}", dir.join(format!("p2-out-{round}")).display()));
+        w.push(format!(
+            "++hydra.run.dir={}",
+            dir.join(format!("p2-out-{round}")).display()
+        ));
         let (report, _) = dlio(&w);
         engine.push(mean_of(&report, "measured_mib_per_second"));
     }
@@ -195,7 +242,11 @@ fn p2(dir: &Path) -> bool {
     println!("P2 large samples (16 × 128 MiB npz, batch 1, 4 read threads, 3 epochs, page-cached)");
     println!("   raw open/read/close, 4 threads : {raw:>10.0} MiB/s (median of {ROUNDS})");
     println!("   dlio-rs (bytes read / wall)    : {engine:>10.0} MiB/s (median of {ROUNDS})");
-    println!("   ratio {:.1}% (target ≥ 90%)  {}", ratio * 100.0, verdict(ratio >= 0.9));
+    println!(
+        "   ratio {:.1}% (target ≥ 90%)  {}",
+        ratio * 100.0,
+        verdict(ratio >= 0.9)
+    );
     ratio >= 0.9
 }
 
@@ -208,9 +259,17 @@ fn p3(dir: &Path) -> bool {
         "++workload.dataset.record_length_bytes=1024",
     ]);
     let data = dataset(dir, "p3", &settings);
-    let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=1"]);
+    let mut w = words(&[
+        "workload=default",
+        "++workload.workflow.evaluation=False",
+        "++workload.reader.batch_size=1",
+    ]);
     w.extend(settings.iter().cloned());
-    w.extend(words(&["++workload.reader.read_threads=1", "++workload.train.computation_time=0.005", "++workload.train.epochs=1"]));
+    w.extend(words(&[
+        "++workload.reader.read_threads=1",
+        "++workload.train.computation_time=0.005",
+        "++workload.train.epochs=1",
+    ]));
     w.push(format!("++workload.dataset.data_folder={}", data.display()));
     w.push(format!("++hydra.run.dir={}", dir.join("p3-out").display()));
     w.push("--accelerators=4".into());
@@ -241,28 +300,50 @@ fn p4(dir: &Path) -> bool {
         "++workload.dataset.record_length_bytes=65536",
     ]);
     let data = dataset(dir, "p1", &settings);
-    let mut w = words(&["workload=default", "++workload.workflow.evaluation=False", "++workload.reader.batch_size=64"]);
+    let mut w = words(&[
+        "workload=default",
+        "++workload.workflow.evaluation=False",
+        "++workload.reader.batch_size=64",
+    ]);
     w.extend(settings.iter().cloned());
-    w.extend(words(&["++workload.reader.read_threads=4", "++workload.train.computation_time=0", "++workload.train.epochs=3"]));
+    w.extend(words(&[
+        "++workload.reader.read_threads=4",
+        "++workload.train.computation_time=0",
+        "++workload.train.epochs=3",
+    ]));
     w.push(format!("++workload.dataset.data_folder={}", data.display()));
     w.push(format!("++hydra.run.dir={}", dir.join("p4-out").display()));
     w.push("--accelerators=8".into());
     let (_, usage) = dlio(&w);
     // Configured buffers: one read buffer (the largest file) per reader thread.
-    let largest = files_of(&data).iter().map(|f| f.metadata().unwrap().len()).max().unwrap();
+    let largest = files_of(&data)
+        .iter()
+        .map(|f| f.metadata().unwrap().len())
+        .max()
+        .unwrap();
     let buffers = 8.0 * 4.0 * largest as f64 / MIB;
     let rss = usage.max_rss_kib as f64 / 1024.0;
     let ok = rss < 64.0 + buffers;
     println!("P4 memory (8 accelerators × 4 read threads, P1's dataset)");
-    println!("   peak RSS {rss:.1} MiB; limit 64 MiB + buffers {buffers:.1} MiB = {:.1} MiB  {}", 64.0 + buffers, verdict(ok));
+    println!(
+        "   peak RSS {rss:.1} MiB; limit 64 MiB + buffers {buffers:.1} MiB = {:.1} MiB  {}",
+        64.0 + buffers,
+        verdict(ok)
+    );
     ok
 }
 
 fn main() {
-    let selected: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let dir = PathBuf::from(std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()));
+    let selected: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let dir = PathBuf::from(
+        std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()),
+    );
     std::fs::create_dir_all(&dir).unwrap();
-    let all: [(&str, fn(&Path) -> bool); 4] = [("p1", p1), ("p2", p2), ("p3", p3), ("p4", p4)];
+    type Bench = fn(&Path) -> bool;
+    let all: [(&str, Bench); 4] = [("p1", p1), ("p2", p2), ("p3", p3), ("p4", p4)];
     let mut ok = true;
     for (name, bench) in all {
         if selected.is_empty() || selected.iter().any(|s| s == name) {

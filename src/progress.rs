@@ -41,11 +41,9 @@ impl Display {
 
 fn bar(done: u64, total: u64) -> String {
     const WIDTH: u64 = 24;
-    let filled = if total == 0 {
-        WIDTH
-    } else {
-        (done.min(total) * WIDTH) / total
-    };
+    let filled = (done.min(total) * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH);
     format!(
         "[{}{}]",
         "#".repeat(filled as usize),

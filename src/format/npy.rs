@@ -22,15 +22,16 @@ pub(crate) fn write_header(out: &mut Vec<u8>, descr: &str, shape: &[u64]) {
     };
     let mut dict =
         format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}");
-    // numpy pads with spaces and a newline so the data starts on a 64-byte boundary.
-    let prefix_v1 = MAGIC.len() + 2 + 2;
-    let (version, prefix) = if prefix_v1 + dict.len() + 1 <= 65535 + prefix_v1 {
-        (1u8, prefix_v1)
+    // numpy pads with spaces and a newline so the data starts on a 64-byte boundary; the header
+    // length is a u16 in version 1.0 and a u32 in 2.0, for dicts too long for 1.0.
+    let padded = |prefix: usize| (prefix + dict.len() + 1).div_ceil(64) * 64 - prefix;
+    let (version, prefix) = if padded(10) <= u16::MAX as usize {
+        (1u8, 10)
     } else {
-        (2u8, prefix_v1 + 2)
+        (2u8, 12)
     };
-    let total = (prefix + dict.len() + 1).div_ceil(64) * 64;
-    dict.push_str(&" ".repeat(total - prefix - dict.len() - 1));
+    let padding = padded(prefix) - dict.len() - 1;
+    dict.push_str(&" ".repeat(padding));
     dict.push('\n');
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[version, 0]);

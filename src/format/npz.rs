@@ -40,8 +40,8 @@ impl FileFormat for Npz {
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
-        let member =
-            stored_member(&buf.bytes[..len], "x.npy", self.verify).map_err(|why| corrupt(storage, key, why))?;
+        let member = stored_member(&buf.bytes[..len], "x.npy", self.verify)
+            .map_err(|why| corrupt(storage, key, why))?;
         check_array(member, sample)
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
         Ok(SampleRead { bytes: len as u64 })

@@ -3,7 +3,7 @@
 //! all-reduce). Evaluation follows the epochs it is due after, without barriers.
 
 use crate::comm::Comm;
-use crate::compute::{precise_sleep, tighten_timer_slack, time_rng, TimeSpec};
+use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
 use crate::dataset::Dataset;
 use crate::error::Result;
@@ -48,6 +48,8 @@ pub fn metric_window(config: &Config) -> MetricWindow {
 
 pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     tighten_timer_slack();
+    // The sleeper's calibration is about this thread and machine, not about an epoch.
+    let mut sleeper = Sleeper::default();
     let config = ctx.config;
     let mut record = RankRecord {
         rank,
@@ -55,11 +57,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     };
     for epoch in 1..=config.train.epochs {
         let start = ctx.clock.now();
-        let train = run_phase(ctx, rank, epoch, Phase::Train)?;
+        let train = run_phase(ctx, rank, epoch, Phase::Train, &mut sleeper)?;
         // DLIO ends each training phase with a barrier, so evaluation starts together.
         ctx.comm.barrier()?;
         let eval = if eval_due(config, epoch) {
-            Some(run_phase(ctx, rank, epoch, Phase::Eval)?)
+            Some(run_phase(ctx, rank, epoch, Phase::Eval, &mut sleeper)?)
         } else {
             None
         };
@@ -74,7 +76,13 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     Ok(record)
 }
 
-fn run_phase(ctx: &RunContext, rank: usize, epoch: u64, phase: Phase) -> Result<PhaseRecord> {
+fn run_phase(
+    ctx: &RunContext,
+    rank: usize,
+    epoch: u64,
+    phase: Phase,
+    sleeper: &mut Sleeper,
+) -> Result<PhaseRecord> {
     let config = ctx.config;
     let world = ctx.comm.world() as u64;
     let plan = EpochPlan::new(
@@ -120,7 +128,7 @@ fn run_phase(ctx: &RunContext, rank: usize, epoch: u64, phase: Phase) -> Result<
                 let t0 = ctx.clock.now();
                 let batch = loader.next_batch()?;
                 let loaded = ctx.clock.now();
-                precise_sleep(compute_time.draw(&mut compute_rng));
+                sleeper.sleep(compute_time.draw(&mut compute_rng));
                 let done = ctx.clock.now();
                 block.steps.push(StepTiming {
                     load: loaded - t0,

@@ -3,7 +3,7 @@
 //! DLIO draws `computation_time` (and `eval_time`, `preprocess_time`) from a distribution, takes
 //! `abs()` of the draw and sleeps that long. A plain `thread::sleep` overshoots by the kernel's timer
 //! slack (50 µs by default) plus wake-up latency, which at dlrm's 0.375 ms steps would be a 15%
-//! error; [`precise_sleep`] sleeps to just before the deadline and spins the rest.
+//! error; [`Sleeper`] learns that lateness and wakes early by as much.
 
 use std::time::{Duration, Instant};
 
@@ -167,9 +167,6 @@ pub fn time_rng(seed: u64, rank: usize, stream: u64) -> SmallRng {
     )
 }
 
-/// How close to the deadline the sleeping stops and the spinning starts.
-const SPIN_WINDOW: Duration = Duration::from_micros(120);
-
 /// Asks the kernel to wake this thread on time (timer slack 1 ns instead of 50 µs). Per thread.
 pub fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread's slack.
@@ -178,32 +175,40 @@ pub fn tighten_timer_slack() {
     }
 }
 
-/// Sleeps until `deadline`: the kernel sleep for all but the last ~0.1 ms, then a spin.
-pub fn sleep_until(deadline: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN_WINDOW {
-            std::thread::sleep(left - SPIN_WINDOW);
-        } else {
-            while Instant::now() < deadline {
-                std::hint::spin_loop();
-            }
-            return;
-        }
-    }
+/// The longest early wake-up the sleeper will learn: beyond this the machine is overloaded and
+/// spinning would only take the core from someone else.
+const MAX_LEAD: Duration = Duration::from_micros(200);
+
+/// A sleep that ends on time without burning a core. The kernel wakes a sleeping thread late by
+/// a fairly steady amount (about 40 µs on small VMs, even with 1 ns timer slack); the sleeper
+/// learns that lateness per thread, asks to be woken that much early, and spins only for what
+/// is left, usually a few µs. Spinning the whole lateness instead would, with more ranks than
+/// cores, get spinners preempted for entire scheduler slices (milliseconds).
+#[derive(Debug, Clone, Default)]
+pub struct Sleeper {
+    /// Moving average of how late the kernel wakes this thread, in seconds.
+    lateness: f64,
 }
 
-/// Sleeps for `duration` precisely; returns the time actually slept.
-pub fn precise_sleep(duration: Duration) -> Duration {
-    let start = Instant::now();
-    if !duration.is_zero() {
-        sleep_until(start + duration);
+impl Sleeper {
+    /// Sleeps for `duration`; returns the time actually slept.
+    pub fn sleep(&mut self, duration: Duration) -> Duration {
+        let start = Instant::now();
+        if duration.is_zero() {
+            return start.elapsed();
+        }
+        let deadline = start + duration;
+        let lead = Duration::from_secs_f64(self.lateness).min(MAX_LEAD);
+        if let Some(kernel_part) = duration.checked_sub(lead).filter(|d| !d.is_zero()) {
+            std::thread::sleep(kernel_part);
+            let late = start.elapsed().as_secs_f64() - kernel_part.as_secs_f64();
+            self.lateness = 0.9 * self.lateness + 0.1 * late.clamp(0.0, MAX_LEAD.as_secs_f64());
+        }
+        while Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        start.elapsed()
     }
-    start.elapsed()
 }
 
 #[cfg(test)]
@@ -259,6 +264,18 @@ mod tests {
             .unwrap_err()
             .contains("scale"));
         assert!(spec("fast").is_err());
+    }
+
+    #[test]
+    fn the_sleeper_never_wakes_early() {
+        tighten_timer_slack();
+        let mut sleeper = Sleeper::default();
+        for micros in [0u64, 1, 50, 300, 1000, 2000].iter().cycle().take(60) {
+            let asked = Duration::from_micros(*micros);
+            let slept = sleeper.sleep(asked);
+            assert!(slept >= asked, "asked {asked:?}, slept {slept:?}");
+        }
+        assert!(sleeper.lateness <= MAX_LEAD.as_secs_f64());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Instant;
 
 use crate::comm::Comm;
-use crate::compute::{precise_sleep, time_rng, TimeSpec};
+use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, ReadBuffer};
@@ -46,6 +46,7 @@ struct ReaderState {
     buffer: ReadBuffer,
     latency: Histogram,
     rng: rand::rngs::SmallRng,
+    sleeper: Sleeper,
 }
 
 impl BatchSource<'_> {
@@ -54,6 +55,7 @@ impl BatchSource<'_> {
             buffer: ReadBuffer::default(),
             latency: Histogram::default(),
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
+            sleeper: Sleeper::default(),
         }
     }
 
@@ -72,7 +74,9 @@ impl BatchSource<'_> {
             loaded.samples += 1;
             loaded.bytes += read.bytes;
             if !self.preprocess_time.is_zero() {
-                precise_sleep(self.preprocess_time.draw(&mut state.rng));
+                state
+                    .sleeper
+                    .sleep(self.preprocess_time.draw(&mut state.rng));
             }
         }
         Ok(loaded)
@@ -131,6 +135,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
             let (sender, receiver) = sync_channel(prefetch_factor as usize - 1);
             queues.push(receiver);
             readers.push(scope.spawn(move || {
+                tighten_timer_slack();
                 let mut state = source.reader_state(thread);
                 for step in (thread as u64..steps).step_by(threads) {
                     let batch = source.read_batch(step, &mut state);

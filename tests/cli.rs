@@ -455,27 +455,32 @@ fn check_rank_lists(
         throughput > 0.0,
         "epoch {epoch} {block}: throughput {throughput}"
     );
-    if block == "block1" {
-        // The window formula, with s = exclude_start_steps and e = steps − 1 − exclude_end_steps:
-        // AU = 100·Σcompute[s..=e] / T and samples/s = (e − s + 1)·batch / T with the same T,
-        // which must hold at least the proc of the counted steps.
-        let (exclude_start, exclude_end) = window;
-        let last = steps - 1 - exclude_end;
-        let counted = (last + 1 - exclude_start) as f64;
-        let window_compute: f64 = compute[exclude_start..=last].iter().sum();
-        let window_proc: f64 = proc[exclude_start..=last].iter().sum();
-        let t_from_au = 100.0 * window_compute / au;
-        let t_from_throughput = counted * batch as f64 / throughput;
-        assert_close(
-            t_from_au,
-            t_from_throughput,
-            &format!("epoch {epoch}: the time behind AU and behind throughput"),
-        );
-        assert!(
-            t_from_au >= window_proc - 1e-9,
-            "epoch {epoch}: counted time {t_from_au} < Σ proc of counted steps {window_proc}"
-        );
-    }
+    // The window formula, with s = exclude_start_steps and e = steps − 1 − exclude_end_steps:
+    // AU = 100·Σcompute[s..=e] / T, T = block wall − Σproc outside [s..=e], which must hold at
+    // least the proc of the counted steps. Training samples/s = (e − s + 1)·batch / T; eval
+    // samples/s = steps·batch / block wall (as DLIO).
+    let (exclude_start, exclude_end) = window;
+    let last = steps - 1 - exclude_end;
+    let window_compute: f64 = compute[exclude_start..=last].iter().sum();
+    let window_proc: f64 = proc[exclude_start..=last].iter().sum();
+    let outside_proc: f64 = proc.iter().sum::<f64>() - window_proc;
+    let t_from_au = 100.0 * window_compute / au;
+    assert!(
+        t_from_au >= window_proc - 1e-9,
+        "epoch {epoch} {block}: counted time {t_from_au} < Σ proc of counted steps {window_proc}"
+    );
+    let (samples, t_from_throughput, t_expected) = if block == "eval" {
+        let samples = steps as f64 * batch as f64;
+        (samples, samples / throughput, t_from_au + outside_proc)
+    } else {
+        let samples = (last + 1 - exclude_start) as f64 * batch as f64;
+        (samples, samples / throughput, t_from_au)
+    };
+    assert!(
+        (t_from_throughput - t_expected).abs() <= 1e-9 * t_expected.max(1e-3),
+        "epoch {epoch} {block}: {samples} samples / throughput {throughput} = {t_from_throughput} s, \
+         but AU {au} implies {t_expected} s"
+    );
     (au, throughput)
 }
 

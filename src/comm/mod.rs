@@ -4,8 +4,9 @@
 //! A rank that fails aborts the group: every rank waiting in (or arriving at) a barrier returns
 //! the reason instead of waiting forever, so a failure can never become a hang.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
@@ -23,6 +24,9 @@ pub trait Comm: Send + Sync {
     fn aborted(&self) -> Option<Error>;
 }
 
+/// How long a rank waiting at a barrier spins before it sleeps.
+const BARRIER_SPIN: Duration = Duration::from_micros(200);
+
 struct BarrierState {
     arrived: usize,
     generation: u64,
@@ -34,6 +38,8 @@ pub struct ThreadGroup {
     world: usize,
     /// Set with the abort; checked on every sample read, so it must not take the lock.
     aborting: AtomicBool,
+    /// The barrier generation, published for waiters that spin instead of sleeping.
+    released_generation: AtomicU64,
     state: Mutex<BarrierState>,
     released: Condvar,
 }
@@ -44,6 +50,7 @@ impl ThreadGroup {
         ThreadGroup {
             world,
             aborting: AtomicBool::new(false),
+            released_generation: AtomicU64::new(0),
             state: Mutex::new(BarrierState {
                 arrived: 0,
                 generation: 0,
@@ -73,10 +80,23 @@ impl Comm for ThreadGroup {
         if state.arrived == self.world {
             state.arrived = 0;
             state.generation += 1;
+            self.released_generation
+                .store(state.generation, Ordering::Release);
             self.released.notify_all();
             return Ok(());
         }
         let generation = state.generation;
+        drop(state);
+        // Waking sleepers costs tens of µs each on small VMs, and the last one woken starts its
+        // next step late; ranks that spin (yielding the core to anyone runnable) leave at once.
+        let spin_until = Instant::now() + BARRIER_SPIN;
+        while self.released_generation.load(Ordering::Acquire) == generation
+            && !self.aborting.load(Ordering::Acquire)
+            && Instant::now() < spin_until
+        {
+            std::thread::yield_now();
+        }
+        let mut state = self.lock();
         while state.generation == generation && state.abort.is_none() {
             state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
         }

@@ -259,9 +259,17 @@ fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
 }
 
 /// Renames DLIO's alias keys to their canonical names (`data_reader` → `reader`,
-/// `model.model_size` → `model.model_size_bytes`) in the tree that is read, not the one saved.
+/// `model.model_size` → `model.model_size_bytes`, `model: NAME` → `model.name`) in the tree that
+/// is read, not the one saved.
 fn canonical_tree(tree: &Value) -> Value {
     let mut tree = tree.clone();
+    // DLIO 2.0's shipped workloads name the model with a plain string: `model: unet3d`.
+    if let Some(Value::Str(name)) = tree.get("model").cloned() {
+        let _ = tree.set_path(
+            &["model"],
+            Value::Map(vec![("name".into(), Value::Str(name))]),
+        );
+    }
     for (alias, canonical) in [
         (&["data_reader"][..], &["reader"][..]),
         (&["model", "model_size"], &["model", "model_size_bytes"]),
@@ -539,6 +547,9 @@ mod tests {
             "data_reader:\n  file_shuffle: off\n  sample_shuffle: seed\nmodel:\n  model_size: 499153191\n",
         )
         .unwrap();
+        let short = Config::from_tree("t", Value::from_yaml("model: unet3d\n").unwrap()).unwrap();
+        assert_eq!(short.model.name, "unet3d");
+        assert!(short.unknown_keys.is_empty());
         let c = Config::from_tree("t", tree).unwrap();
         assert_eq!(c.reader.file_shuffle, Shuffle::Off);
         assert_eq!(c.reader.sample_shuffle, Shuffle::Seed);

@@ -53,15 +53,28 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let config = source.resolve(options.strict)?;
     let display = Display::for_stderr(options.quiet);
     for key in &config.unknown_keys {
-        display.line(&format!(
+        eprintln!(
             "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
-        ));
+        );
     }
     config.check_supported()?;
     if options.accelerators == 0 {
         return Err(Error::usage("--accelerators must be at least 1"));
     }
     let world = options.accelerators as u64;
+    let dataset = Dataset::from_config(&config);
+    let format = format::for_format(config.dataset.format, options.verify)?;
+    let storage = LocalFs::new(config.data_folder());
+    let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
+    // Bad input is reported before anything is written.
+    let steps = if config.workflow.train {
+        check_steps(&config, world)?
+    } else {
+        0
+    };
+    if config.workflow.train && !config.workflow.generate_data {
+        check_dataset(&config, source, &dataset, &storage, with_eval)?;
+    }
     let start = std::time::SystemTime::now();
 
     let output_folder = output_folder(&config, source, start);
@@ -83,10 +96,6 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     for key in &config.unknown_keys {
         log.warning(&format!("unknown configuration key workload.{key} ignored"));
     }
-
-    let dataset = Dataset::from_config(&config);
-    let format = format::for_format(config.dataset.format, options.verify)?;
-    let storage = LocalFs::new(config.data_folder());
 
     let generated = if config.workflow.generate_data {
         log.output("Starting data generation");
@@ -117,9 +126,9 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         });
     }
 
-    let steps = check_steps(&config, world)?;
-    let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
-    check_dataset(&config, source, &dataset, &storage, with_eval)?;
+    if config.workflow.generate_data {
+        check_dataset(&config, source, &dataset, &storage, with_eval)?;
+    }
     log.output(&format!(
         "Max steps per epoch: {steps} = {} * {} / {} / {world} (samples per file * num files / batch size / comm size)",
         config.dataset.num_samples_per_file, config.dataset.num_files_train, config.reader.batch_size
@@ -265,19 +274,48 @@ fn check_dataset(
     Ok(())
 }
 
+/// A command that generates the missing dataset: the same workload and overrides (not the output
+/// settings), as words a shell passes through unchanged.
 fn generate_hint(config: &Config, source: &Source) -> String {
-    let mut words: Vec<String> = vec![format!("workload={}", config.workload_name)];
+    let mut words: Vec<String> = Vec::new();
+    if let Some(dir) = &source.config_dir {
+        words.push("--config-dir".into());
+        words.push(dir.display().to_string());
+    }
+    words.push(format!("workload={}", config.workload_name));
     words.extend(
         source
             .overrides
             .words
             .iter()
-            .filter(|w| !w.starts_with("workload=") && !w.contains("workflow."))
+            .filter(|w| {
+                let key = w.trim_start_matches(['+', '~']);
+                !key.starts_with("workload=")
+                    && !key.starts_with("workload.workflow.")
+                    && !key.starts_with("hydra.")
+            })
             .cloned(),
     );
     words.push("++workload.workflow.generate_data=True".into());
     words.push("++workload.workflow.train=False".into());
-    format!("generate the dataset with: dlio-rs run {}", words.join(" "))
+    let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+    format!(
+        "generate the dataset with: dlio-rs run {}",
+        quoted.join(" ")
+    )
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-+=./:,@%~".contains(c))
+        && !word.starts_with('~');
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 fn train_all_ranks(

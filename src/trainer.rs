@@ -8,7 +8,8 @@ use crate::config::Config;
 use crate::dataset::Dataset;
 use crate::error::Result;
 use crate::format::FileFormat;
-use crate::loader::{prefetch_factor, BatchSource, Loader};
+use crate::format::ReadBuffer;
+use crate::loader::{BatchSource, Loader, LoaderSettings};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::progress::EpochProgress;
 use crate::stats::{
@@ -30,6 +31,14 @@ pub struct RunContext<'a> {
     pub progress: Option<&'a EpochProgress>,
 }
 
+/// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
+/// and machine, never anything about what an epoch read.
+#[derive(Default)]
+struct RankResources {
+    sleeper: Sleeper,
+    buffers: Vec<ReadBuffer>,
+}
+
 /// Whether evaluation runs after `epoch` (1-based).
 pub fn eval_due(config: &Config, epoch: u64) -> bool {
     let e = &config.evaluation;
@@ -48,8 +57,7 @@ pub fn metric_window(config: &Config) -> MetricWindow {
 
 pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     tighten_timer_slack();
-    // The sleeper's calibration is about this thread and machine, not about an epoch.
-    let mut sleeper = Sleeper::default();
+    let mut resources = RankResources::default();
     let config = ctx.config;
     let mut record = RankRecord {
         rank,
@@ -57,11 +65,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     };
     for epoch in 1..=config.train.epochs {
         let start = ctx.clock.now();
-        let train = run_phase(ctx, rank, epoch, Phase::Train, &mut sleeper)?;
+        let train = run_phase(ctx, rank, epoch, Phase::Train, &mut resources)?;
         // DLIO ends each training phase with a barrier, so evaluation starts together.
         ctx.comm.barrier()?;
         let eval = if eval_due(config, epoch) {
-            Some(run_phase(ctx, rank, epoch, Phase::Eval, &mut sleeper)?)
+            Some(run_phase(ctx, rank, epoch, Phase::Eval, &mut resources)?)
         } else {
             None
         };
@@ -81,7 +89,7 @@ fn run_phase(
     rank: usize,
     epoch: u64,
     phase: Phase,
-    sleeper: &mut Sleeper,
+    resources: &mut RankResources,
 ) -> Result<PhaseRecord> {
     let config = ctx.config;
     let world = ctx.comm.world() as u64;
@@ -105,8 +113,7 @@ fn run_phase(
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
-    let threads = config.reader.read_threads;
-    let prefetch = prefetch_factor(threads, config.reader.prefetch_size);
+    let settings = LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size);
     let progress = ctx.progress.filter(|_| rank == 0);
     if let Some(p) = progress {
         p.begin(epoch, phase, plan.steps());
@@ -121,8 +128,10 @@ fn run_phase(
         steps: Vec::with_capacity(plan.steps() as usize),
         ..Block::default()
     };
-    let outcome: Result<()> = std::thread::scope(|scope| {
-        let mut loader = Loader::start(scope, &source, threads, prefetch);
+    let sleeper = &mut resources.sleeper;
+    let buffers = std::mem::take(&mut resources.buffers);
+    let (outcome, latency, buffers) = std::thread::scope(|scope| {
+        let mut loader = Loader::start(scope, &source, settings, buffers);
         let result = (|| {
             for step in 0..plan.steps() {
                 let t0 = ctx.clock.now();
@@ -150,9 +159,11 @@ fn run_phase(
             }
             Ok(())
         })();
-        record.read_latency = loader.finish();
-        result
+        let (latency, buffers) = loader.finish();
+        (result, latency, buffers)
     });
+    resources.buffers = buffers;
+    record.read_latency = latency;
     outcome?;
     record.end = ctx.clock.now();
     block.end = record.end;

@@ -4,13 +4,15 @@
 //! `prefetch_factor` batches ahead (`ceil(prefetch_size / read_threads)`, 2 when that is 0).
 //! With `read_threads = 0` the training loop reads each batch itself.
 //!
-//! The threads live for one epoch only: nothing an epoch learns can leak into the next. Each
-//! thread owns one reusable read buffer; memory is `read_threads × largest file`, whatever the
-//! dataset's size.
+//! The threads live for one epoch only: nothing an epoch learns can leak into the next. Only
+//! their read buffers are handed on (memory, not state): memory is `read_threads × largest
+//! file`, whatever the dataset's size.
 
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::comm::Comm;
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
@@ -50,9 +52,9 @@ struct ReaderState {
 }
 
 impl BatchSource<'_> {
-    fn reader_state(&self, thread: usize) -> ReaderState {
+    fn reader_state(&self, thread: usize, buffer: ReadBuffer) -> ReaderState {
         ReaderState {
-            buffer: ReadBuffer::default(),
+            buffer,
             latency: Histogram::default(),
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
             sleeper: Sleeper::default(),
@@ -83,6 +85,22 @@ impl BatchSource<'_> {
     }
 }
 
+/// How a rank loads: its reader threads and how far ahead each may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoaderSettings {
+    pub read_threads: u64,
+    pub prefetch_factor: u64,
+}
+
+impl LoaderSettings {
+    pub fn new(read_threads: u64, prefetch_size: u64) -> LoaderSettings {
+        LoaderSettings {
+            read_threads,
+            prefetch_factor: prefetch_factor(read_threads, prefetch_size),
+        }
+    }
+}
+
 /// PyTorch's rule for outstanding batches per reader thread.
 pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
     let factor = if read_threads >= 1 {
@@ -97,11 +115,82 @@ pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
     }
 }
 
+/// How long a waiting side spins (yielding its core) before it sleeps: long enough to cover the
+/// usual wait for the other side, short enough not to starve anyone when cores are scarce.
+const HANDOFF_SPIN: Duration = Duration::from_micros(100);
+
+/// Finished batches of one reader thread, and the counts that enforce PyTorch's rule: a reader
+/// may start its `j`-th batch only while fewer than `prefetch_factor` of its batches are
+/// outstanding (built or being built, and not yet taken by the trainer).
+struct Handoff {
+    ready: Mutex<VecDeque<Result<LoadedBatch>>>,
+    delivered: AtomicU64,
+    taken: AtomicU64,
+    closed: AtomicBool,
+    changed: Condvar,
+}
+
+impl Handoff {
+    fn new() -> Handoff {
+        Handoff {
+            ready: Mutex::new(VecDeque::new()),
+            delivered: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Result<LoadedBatch>>> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `done()`; spins first, as the other side usually answers within microseconds,
+    /// and a sleeping thread is woken tens of microseconds late.
+    fn wait_until(&self, done: impl Fn() -> bool) {
+        let spin_until = Instant::now() + HANDOFF_SPIN;
+        while !done() {
+            if Instant::now() >= spin_until {
+                let mut guard = self.lock();
+                while !done() {
+                    guard = self.changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+                }
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Wakes the other side if it sleeps; the lock orders this after its last check.
+    fn notify(&self) {
+        drop(self.lock());
+        self.changed.notify_all();
+    }
+
+    fn deliver(&self, batch: Result<LoadedBatch>) {
+        self.lock().push_back(batch);
+        self.delivered.fetch_add(1, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    fn take(&self) -> Option<Result<LoadedBatch>> {
+        let batch = self.lock().pop_front();
+        self.taken.fetch_add(1, Ordering::Release);
+        self.notify();
+        batch
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify();
+    }
+}
+
 enum Mode<'scope> {
     Inline(ReaderState),
     Threads {
-        queues: Vec<Receiver<Result<LoadedBatch>>>,
-        readers: Vec<ScopedJoinHandle<'scope, Histogram>>,
+        handoffs: Arc<[Handoff]>,
+        readers: Vec<ScopedJoinHandle<'scope, ReaderState>>,
     },
 }
 
@@ -113,44 +202,58 @@ pub struct Loader<'scope, 'env> {
 }
 
 impl<'scope, 'env> Loader<'scope, 'env> {
+    /// Starts the readers of one epoch; `buffers` (one per reader) come back from [`finish`].
     pub fn start(
         scope: &'scope Scope<'scope, 'env>,
         source: &'env BatchSource<'env>,
-        read_threads: u64,
-        prefetch_factor: u64,
+        settings: LoaderSettings,
+        buffers: Vec<ReadBuffer>,
     ) -> Loader<'scope, 'env> {
-        if read_threads == 0 {
+        let mut buffers = buffers.into_iter();
+        let mut state =
+            |thread: usize| source.reader_state(thread, buffers.next().unwrap_or_default());
+        if settings.read_threads == 0 {
             return Loader {
                 source,
                 next_step: 0,
-                mode: Mode::Inline(source.reader_state(0)),
+                mode: Mode::Inline(state(0)),
             };
         }
-        let threads = read_threads as usize;
+        let threads = settings.read_threads as usize;
+        let factor = settings.prefetch_factor;
         let steps = source.plan.steps();
-        let mut queues = Vec::with_capacity(threads);
-        let mut readers = Vec::with_capacity(threads);
-        for thread in 0..threads {
-            // One batch is being built while `prefetch_factor - 1` wait: `prefetch_factor` outstanding.
-            let (sender, receiver) = sync_channel(prefetch_factor as usize - 1);
-            queues.push(receiver);
-            readers.push(scope.spawn(move || {
-                tighten_timer_slack();
-                let mut state = source.reader_state(thread);
-                for step in (thread as u64..steps).step_by(threads) {
-                    let batch = source.read_batch(step, &mut state);
-                    let failed = batch.is_err();
-                    if sender.send(batch).is_err() || failed {
-                        break;
+        let handoffs: Arc<[Handoff]> = (0..threads).map(|_| Handoff::new()).collect();
+        let readers = (0..threads)
+            .map(|thread| {
+                let handoffs = Arc::clone(&handoffs);
+                let mut state = state(thread);
+                scope.spawn(move || {
+                    let handoff = &handoffs[thread];
+                    tighten_timer_slack();
+                    for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
+                        let j = j as u64;
+                        handoff.wait_until(|| {
+                            handoff.closed.load(Ordering::Acquire)
+                                || j < handoff.taken.load(Ordering::Acquire) + factor
+                        });
+                        if handoff.closed.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let batch = source.read_batch(step, &mut state);
+                        let failed = batch.is_err();
+                        handoff.deliver(batch);
+                        if failed {
+                            break;
+                        }
                     }
-                }
-                state.latency
-            }));
-        }
+                    state
+                })
+            })
+            .collect();
         Loader {
             source,
             next_step: 0,
-            mode: Mode::Threads { queues, readers },
+            mode: Mode::Threads { handoffs, readers },
         }
     }
 
@@ -160,30 +263,46 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         self.next_step += 1;
         match &mut self.mode {
             Mode::Inline(state) => self.source.read_batch(step, state),
-            Mode::Threads { queues, .. } => {
-                let queue = &queues[(step % queues.len() as u64) as usize];
-                queue.recv().map_err(|_| {
-                    Error::run(format!(
+            Mode::Threads { handoffs, readers } => {
+                let thread = (step % handoffs.len() as u64) as usize;
+                let handoff = &handoffs[thread];
+                let wanted = step / handoffs.len() as u64;
+                let reader = &readers[thread];
+                handoff.wait_until(|| {
+                    handoff.delivered.load(Ordering::Acquire) > wanted || reader.is_finished()
+                });
+                if handoff.delivered.load(Ordering::Acquire) <= wanted {
+                    return Err(Error::run(format!(
                         "reader thread for step {step} stopped unexpectedly"
-                    ))
-                })?
+                    )));
+                }
+                handoff.take().unwrap_or_else(|| {
+                    Err(Error::run(format!(
+                        "reader thread for step {step} lost its batch"
+                    )))
+                })
             }
         }
     }
 
-    /// Stops the readers (early, if the epoch ended early) and returns the read latencies.
-    pub fn finish(self) -> Histogram {
+    /// Stops the readers (early, if the epoch ended early); returns the read latencies and the
+    /// buffers for the next epoch.
+    pub fn finish(self) -> (Histogram, Vec<ReadBuffer>) {
         match self.mode {
-            Mode::Inline(state) => state.latency,
-            Mode::Threads { queues, readers } => {
-                drop(queues);
+            Mode::Inline(state) => (state.latency, vec![state.buffer]),
+            Mode::Threads { handoffs, readers } => {
+                for handoff in handoffs.iter() {
+                    handoff.close();
+                }
                 let mut latency = Histogram::default();
+                let mut buffers = Vec::with_capacity(readers.len());
                 for reader in readers {
-                    if let Ok(h) = reader.join() {
-                        latency.merge(&h);
+                    if let Ok(state) = reader.join() {
+                        latency.merge(&state.latency);
+                        buffers.push(state.buffer);
                     }
                 }
-                latency
+                (latency, buffers)
             }
         }
     }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 const MIB: f64 = 1048576.0;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 7;
 
 fn dlio(words: &[String]) -> (serde_json::Value, Rusage) {
     let status_and_usage = spawn_measured(Command::new(DLIO_RS).arg("run").arg("-q").args(words));

@@ -104,25 +104,29 @@ impl Dataset {
 
     /// The storage key of file `index` of a split.
     pub fn file_key(&self, split: &SplitLayout, index: u64) -> String {
-        let name = format!(
-            "{}_{:0width$}_of_{}.{}",
+        let mut key = String::new();
+        self.write_file_key(&mut key, split, index);
+        key
+    }
+
+    /// [`Dataset::file_key`] into a reused string: readers build one key per sample.
+    pub fn write_file_key(&self, key: &mut String, split: &SplitLayout, index: u64) {
+        use std::fmt::Write;
+        key.clear();
+        key.push_str(split.folder);
+        key.push('/');
+        if split.subfolders > 1 {
+            let sub = index % split.subfolders;
+            let _ = write!(key, "{sub:0width$}/", width = digits(split.subfolders));
+        }
+        let _ = write!(
+            key,
+            "{}_{index:0width$}_of_{}.{}",
             self.file_prefix,
-            index,
             split.files,
             self.format,
             width = digits(split.files)
         );
-        if split.subfolders > 1 {
-            let sub = index % split.subfolders;
-            format!(
-                "{}/{:0width$}/{name}",
-                split.folder,
-                sub,
-                width = digits(split.subfolders)
-            )
-        } else {
-            format!("{}/{name}", split.folder)
-        }
     }
 
     /// The split and index of a file in generation order.

@@ -82,13 +82,14 @@ pub(crate) fn parse_header(bytes: &[u8]) -> std::result::Result<ArrayHeader, Str
         .get(dict_start..dict_start + dict_len)
         .ok_or("the .npy header is truncated")?;
     let dict = std::str::from_utf8(dict).map_err(|_| "the .npy header is not text")?;
-    let field = |name: &str| -> std::result::Result<&str, String> {
+    // `pattern` is `'name':`; a literal, so parsing a header allocates only on failure.
+    let field = |pattern: &str| -> std::result::Result<&str, String> {
         let at = dict
-            .find(&format!("'{name}':"))
-            .ok_or(format!("the .npy header has no '{name}'"))?;
-        Ok(dict[at + name.len() + 3..].trim_start())
+            .find(pattern)
+            .ok_or_else(|| format!("the .npy header has no {pattern}"))?;
+        Ok(dict[at + pattern.len()..].trim_start())
     };
-    let descr = field("descr")?;
+    let descr = field("'descr':")?;
     let descr = descr
         .strip_prefix('\'')
         .and_then(|d| d.split('\'').next())
@@ -98,7 +99,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> std::result::Result<ArrayHeader, Str
         .get(1..)
         .and_then(|s| s.parse().ok())
         .ok_or(format!("unsupported element type '{descr}' in .npy header"))?;
-    let shape = field("shape")?;
+    let shape = field("'shape':")?;
     let shape = shape
         .strip_prefix('(')
         .and_then(|s| s.split(')').next())

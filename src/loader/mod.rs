@@ -49,6 +49,7 @@ struct ReaderState {
     latency: Histogram,
     rng: rand::rngs::SmallRng,
     sleeper: Sleeper,
+    key: String,
 }
 
 impl BatchSource<'_> {
@@ -58,6 +59,7 @@ impl BatchSource<'_> {
             latency: Histogram::default(),
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
             sleeper: Sleeper::default(),
+            key: String::new(),
         }
     }
 
@@ -67,11 +69,15 @@ impl BatchSource<'_> {
             if let Some(reason) = self.comm.aborted() {
                 return Err(reason);
             }
-            let key = self.dataset.file_key(self.split, sample.file);
+            self.dataset
+                .write_file_key(&mut state.key, self.split, sample.file);
             let started = Instant::now();
-            let read =
-                self.format
-                    .read_sample(self.storage, &key, sample.sample, &mut state.buffer)?;
+            let read = self.format.read_sample(
+                self.storage,
+                &state.key,
+                sample.sample,
+                &mut state.buffer,
+            )?;
             state.latency.record(started.elapsed().as_nanos() as u64);
             loaded.samples += 1;
             loaded.bytes += read.bytes;
@@ -147,8 +153,8 @@ impl Handoff {
 
     /// Waits until `done()`; spins first, as the other side usually answers within microseconds,
     /// and a sleeping thread is woken tens of microseconds late.
-    fn wait_until(&self, done: impl Fn() -> bool) {
-        let spin_until = Instant::now() + HANDOFF_SPIN;
+    fn wait_until(&self, spin: Duration, done: impl Fn() -> bool) {
+        let spin_until = Instant::now() + spin;
         while !done() {
             if Instant::now() >= spin_until {
                 let mut guard = self.lock();
@@ -232,7 +238,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                     tighten_timer_slack();
                     for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
                         let j = j as u64;
-                        handoff.wait_until(|| {
+                        handoff.wait_until(HANDOFF_SPIN, || {
                             handoff.closed.load(Ordering::Acquire)
                                 || j < handoff.taken.load(Ordering::Acquire) + factor
                         });
@@ -268,7 +274,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 let handoff = &handoffs[thread];
                 let wanted = step / handoffs.len() as u64;
                 let reader = &readers[thread];
-                handoff.wait_until(|| {
+                handoff.wait_until(Duration::ZERO, || {
                     handoff.delivered.load(Ordering::Acquire) > wanted || reader.is_finished()
                 });
                 if handoff.delivered.load(Ordering::Acquire) <= wanted {

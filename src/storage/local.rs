@@ -2,19 +2,54 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use super::Storage;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct LocalFs {
     root: PathBuf,
+    /// The root, opened once: reads open files relative to it, so the kernel walks only the
+    /// key's components and no path is allocated per read.
+    root_dir: OnceLock<Option<File>>,
 }
+
+/// Keys longer than this are opened by full path instead.
+const MAX_RELATIVE_KEY: usize = 1024;
 
 impl LocalFs {
     pub fn new(root: impl Into<PathBuf>) -> LocalFs {
-        LocalFs { root: root.into() }
+        LocalFs {
+            root: root.into(),
+            root_dir: OnceLock::new(),
+        }
+    }
+
+    fn open_for_reading(&self, key: &str) -> io::Result<File> {
+        let root_dir = self.root_dir.get_or_init(|| File::open(&self.root).ok());
+        match root_dir {
+            Some(dir) if key.len() < MAX_RELATIVE_KEY && !key.as_bytes().contains(&0) => {
+                let mut relative = [0u8; MAX_RELATIVE_KEY];
+                relative[..key.len()].copy_from_slice(key.as_bytes());
+                // SAFETY: `relative` is NUL-terminated (zeroed past the key) and outlives the call;
+                // a non-negative result is a new descriptor that the File then owns.
+                let fd = unsafe {
+                    libc::openat(
+                        dir.as_raw_fd(),
+                        relative.as_ptr().cast(),
+                        libc::O_RDONLY | libc::O_CLOEXEC,
+                    )
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(unsafe { File::from_raw_fd(fd) })
+            }
+            _ => File::open(self.path(key)),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -43,7 +78,7 @@ impl Storage for LocalFs {
     }
 
     fn read_all(&self, key: &str, buf: &mut Vec<u8>) -> io::Result<usize> {
-        let mut file = File::open(self.path(key))?;
+        let mut file = self.open_for_reading(key)?;
         let len = file.metadata()?.len() as usize;
         if buf.len() < len {
             buf.resize(len, 0);

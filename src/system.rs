@@ -28,6 +28,20 @@ pub fn memory_bytes() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// This process's peak resident memory (VmHWM), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    Some(
+        kib.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()?
+            * 1024,
+    )
+}
+
 /// A `/proc` file of `key: value` lines as DLIO's `lines_to_dict` reads it: later lines win,
 /// lines with more than one colon are skipped, and so is the `processor` key.
 pub fn proc_dict(path: &str) -> Value {

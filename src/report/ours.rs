@@ -54,6 +54,7 @@ pub fn report(config: &Config, results: &Results, times: RunTimes) -> Value {
         "start": timestamp(times.start),
         "end": timestamp(times.end),
         "num_accelerators": results.world,
+        "peak_rss_mib": crate::system::peak_rss_bytes().map(|b| b as f64 / 1048576.0),
         "epochs": epochs,
         "train": {
             "au_mean_percent": t.au_percent.mean,

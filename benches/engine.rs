@@ -83,17 +83,25 @@ fn files_of(folder: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The raw baseline: `threads` threads open, read whole and close each file, `epochs` times.
+/// The raw baseline: `threads` threads open, read whole and close each file, `epochs` times,
+/// into buffers allocated and faulted in before the clock starts (the strongest baseline).
 /// Returns (files per second, bytes per second).
 fn raw_read(files: &[PathBuf], threads: usize, epochs: usize) -> (f64, f64) {
     let next = AtomicUsize::new(0);
     let total = files.len() * epochs;
+    let largest = files
+        .iter()
+        .map(|f| f.metadata().unwrap().len())
+        .max()
+        .unwrap_or(0) as usize;
+    let buffers: Vec<Vec<u8>> = (0..threads).map(|_| vec![1u8; largest]).collect();
     let started = Instant::now();
     let bytes: u64 = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut buffer = Vec::new();
+        let workers: Vec<_> = buffers
+            .into_iter()
+            .map(|mut buffer| {
+                let next = &next;
+                s.spawn(move || {
                     let mut bytes = 0u64;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);

@@ -67,27 +67,33 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let storage = LocalFs::new(config.data_folder());
     let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
     // Bad input is reported before anything is written.
-    let steps = if config.workflow.train {
-        check_steps(&config, world)?
-    } else {
-        0
-    };
+    if config.workflow.train {
+        check_steps(&config, world)?;
+    }
     if config.workflow.train && !config.workflow.generate_data {
         check_dataset(&config, source, &dataset, &storage, with_eval)?;
     }
     let start = std::time::SystemTime::now();
 
-    let output_folder = output_folder(&config, source, start);
-    std::fs::create_dir_all(&output_folder)
-        .map_err(|e| Error::io("cannot create output folder", &output_folder, e))?;
-    let hydra_dir = output_folder.join(
+    // Hydra saves its files in its run directory; DLIO's results go to `output.folder` if set.
+    let run_dir = hydra_run_dir(&config, source, start);
+    let output_folder = config
+        .output
+        .folder
+        .as_ref()
+        .map_or_else(|| run_dir.clone(), PathBuf::from);
+    for dir in [&run_dir, &output_folder] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io("cannot create output folder", dir, e))?;
+    }
+    let hydra_dir = run_dir.join(
         source
             .overrides
             .hydra_output_subdir
             .as_deref()
             .unwrap_or(".hydra"),
     );
-    hydra::write_all(&hydra_dir, source, &config.tree, &output_folder)?;
+    hydra::write_all(&hydra_dir, source, &config.tree, &run_dir)?;
     let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",
@@ -129,10 +135,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     if config.workflow.generate_data {
         check_dataset(&config, source, &dataset, &storage, with_eval)?;
     }
-    log.output(&format!(
-        "Max steps per epoch: {steps} = {} * {} / {} / {world} (samples per file * num files / batch size / comm size)",
-        config.dataset.num_samples_per_file, config.dataset.num_files_train, config.reader.batch_size
-    ));
+    log.run_plan(&config, world);
 
     let clock = Clock::start();
     let ranks = train_all_ranks(
@@ -148,7 +151,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let results = Results::from_ranks(&config, &ranks);
     let times = RunTimes { start, end };
 
-    log_epochs(&log, &config, &ranks[0], world, &clock);
+    log.epochs(&config, &ranks[0], world, &clock);
     dlio_report::write_all(&output_folder, &config, &results, &ranks, &clock, times)?;
     write_json(
         &output_folder.join("report.json"),
@@ -156,6 +159,10 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     )?;
     log.output(&format!("Saved outputs in {}", output_folder.display()));
     log.metric_block(&dlio_report::metric_block(&results));
+    log.output("outputs saved in RANKID_output.json");
+    if !config.dataset.keep_files {
+        delete_dataset(&dataset, &storage, with_eval)?;
+    }
     if !options.quiet {
         print!("{}", terminal::render(&config, &results, &output_folder));
     }
@@ -179,12 +186,8 @@ fn modes(config: &Config) -> Vec<&'static str> {
     .collect()
 }
 
-/// `workload.output.folder`, else `hydra.run.dir`, else Hydra's default for DLIO:
-/// `hydra_log/<model name>/<date>-<time>`.
-fn output_folder(config: &Config, source: &Source, start: std::time::SystemTime) -> PathBuf {
-    if let Some(folder) = &config.output.folder {
-        return PathBuf::from(folder);
-    }
+/// `hydra.run.dir`, else Hydra's default for DLIO: `hydra_log/<model name>/<date>-<time>`.
+fn hydra_run_dir(config: &Config, source: &Source, start: std::time::SystemTime) -> PathBuf {
     if let Some(dir) = &source.overrides.hydra_run_dir {
         return PathBuf::from(dir);
     }
@@ -196,7 +199,7 @@ fn output_folder(config: &Config, source: &Source, start: std::time::SystemTime)
         .join(format!("{date}-{time}"))
 }
 
-fn check_steps(config: &Config, world: u64) -> Result<u64> {
+fn check_steps(config: &Config, world: u64) -> Result<()> {
     let spec = PlanSpec::for_phase(config, Phase::Train, world, 0);
     let available = PlanSpec {
         max_steps: 0,
@@ -220,7 +223,7 @@ fn check_steps(config: &Config, world: u64) -> Result<u64> {
             config.train.total_training_steps
         )));
     }
-    Ok(spec.steps())
+    Ok(())
 }
 
 /// Checks that the files the plan will read are there, without listing the folder: the first and
@@ -274,6 +277,27 @@ fn check_dataset(
     Ok(())
 }
 
+/// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends.
+fn delete_dataset(dataset: &Dataset, storage: &LocalFs, with_eval: bool) -> Result<()> {
+    let splits = if with_eval {
+        vec![&dataset.train, &dataset.eval]
+    } else {
+        vec![&dataset.train]
+    };
+    for split in splits {
+        for index in 0..split.files {
+            let path = storage.path(&dataset.file_key(split, index));
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("cannot delete", &path, e))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A command that generates the missing dataset: the same workload and overrides (not the output
 /// settings), as words a shell passes through unchanged.
 fn generate_hint(config: &Config, source: &Source) -> String {
@@ -291,7 +315,8 @@ fn generate_hint(config: &Config, source: &Source) -> String {
             .filter(|w| {
                 let key = w.trim_start_matches(['+', '~']);
                 !key.starts_with("workload=")
-                    && !key.starts_with("workload.workflow.")
+                    && !key.starts_with("workload.workflow.generate_data")
+                    && !key.starts_with("workload.workflow.train")
                     && !key.starts_with("hydra.")
             })
             .cloned(),
@@ -375,68 +400,4 @@ fn train_all_ranks(
         return Err(first);
     }
     outcomes.into_iter().collect()
-}
-
-/// Lines DLIO logs per epoch, from rank 0's timings.
-/// DLIO prints rank 0's block throughput times the number of ranks.
-fn log_epochs(log: &DlioLog, config: &Config, rank0: &RankRecord, world: u64, clock: &Clock) {
-    let window = trainer::metric_window(config);
-    for e in &rank0.epochs {
-        let steps = e.train.steps();
-        log.output_at(
-            clock.wall(e.start),
-            &format!("Starting epoch {}: {steps} steps expected", e.epoch),
-        );
-        for (i, block) in e.train.blocks.iter().enumerate() {
-            let b = i + 1;
-            log.output_at(clock.wall(block.start), &format!("Starting block {b}"));
-            let at = clock.wall(block.end);
-            log.output_at(
-                at,
-                &format!(
-                    "Ending block {b} - {} steps completed in {:.2} s",
-                    block.steps.len(),
-                    block.end - block.start
-                ),
-            );
-            let rates = window.train_block(block, config.reader.batch_size);
-            log.output_at(
-                at,
-                &format!(
-                    "Epoch {} - Block {b} [Training] Accelerator Utilization [AU] (%): {:.4}",
-                    e.epoch, rates.au_percent
-                ),
-            );
-            log.output_at(
-                at,
-                &format!(
-                    "Epoch {} - Block {b} [Training] Throughput (samples/second): {:.4}",
-                    e.epoch,
-                    rates.samples_per_second * world as f64
-                ),
-            );
-        }
-        log.output_at(
-            clock.wall(e.train.end),
-            &format!(
-                "Ending epoch {} - {steps} steps completed in {:.2} s",
-                e.epoch,
-                e.train.end - e.start
-            ),
-        );
-        if let Some(eval) = &e.eval {
-            log.output_at(
-                clock.wall(eval.start),
-                &format!("Starting eval - {} steps expected", eval.steps()),
-            );
-            log.output_at(
-                clock.wall(eval.end),
-                &format!(
-                    "Ending eval - {} steps completed in {:.2} s",
-                    eval.steps(),
-                    eval.wall()
-                ),
-            );
-        }
-    }
 }

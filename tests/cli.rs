@@ -1523,11 +1523,13 @@ fn samples_per_file_eval_schedule_window_and_output_folder() {
         &format!("++hydra.run.dir={}", tmp.s("hydra-dir")),
     ]);
     run_quiet(&tmp.path, 1, &words).ok();
-    // workload.output.folder wins over hydra.run.dir.
+    // Results go to workload.output.folder; Hydra's files stay in hydra.run.dir, as in DLIO.
     assert!(custom.join("summary.json").is_file());
-    assert!(!tmp.join("hydra-dir").exists());
+    assert!(!tmp.join("hydra-dir/summary.json").exists());
+    assert!(tmp.join("hydra-dir/.hydra/config.yaml").is_file());
+    assert!(!custom.join(".hydra").exists());
     // Words that need YAML quoting are quoted in overrides.yaml.
-    let overrides = std::fs::read_to_string(custom.join(".hydra/overrides.yaml")).unwrap();
+    let overrides = std::fs::read_to_string(tmp.join("hydra-dir/.hydra/overrides.yaml")).unwrap();
     assert!(
         overrides.contains("\n- '++workload.train.computation_time={mean: 0.002}'\n"),
         "overrides.yaml:\n{overrides}"

@@ -37,6 +37,8 @@ impl TimeSpec {
         };
         let spec = match value {
             Value::Null => TimeSpec::ZERO,
+            // DLIO's default is `{}`: no sleep.
+            Value::Map(entries) if entries.is_empty() => TimeSpec::ZERO,
             Value::Map(entries) => {
                 let field = |name: &str| -> Result<Option<f64>, String> {
                     match entries.iter().find(|(k, _)| k == name) {
@@ -222,6 +224,7 @@ mod tests {
     #[test]
     fn every_dlio_syntax() {
         assert_eq!(spec("0.5").unwrap(), TimeSpec::Fixed(0.5));
+        assert_eq!(spec("{}").unwrap(), TimeSpec::ZERO);
         assert_eq!(spec("2").unwrap(), TimeSpec::Fixed(2.0));
         assert_eq!(spec("{mean: 0.5}").unwrap(), TimeSpec::Fixed(0.5));
         assert_eq!(

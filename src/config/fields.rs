@@ -126,6 +126,16 @@ impl<'a> Fields<'a> {
         self.int_at_least(key, default as i64, min as i64) as u64
     }
 
+    /// A byte count; fractional values (upstream resnet50 has 114660.07) are floored, as DLIO's
+    /// `int()` of the derived dimensions does.
+    pub fn bytes(&mut self, key: &str, default: u64) -> u64 {
+        match self.raw(key) {
+            Some(Value::Float(f)) if f.is_finite() && *f >= 0.0 => *f as u64,
+            Some(_) => self.count(key, default, 0),
+            None => default,
+        }
+    }
+
     pub fn float(&mut self, key: &str, default: f64) -> f64 {
         match self.raw(key) {
             None => default,

@@ -258,11 +258,16 @@ fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
     })
 }
 
-/// Renames DLIO's alias keys to their canonical names (`data_reader` → `reader`,
+/// Renames DLIO's alias keys (and the DLIO 2.0 `record_length*` names) to their canonical names (`data_reader` → `reader`,
 /// `model.model_size` → `model.model_size_bytes`, `model: NAME` → `model.name`) in the tree that
 /// is read, not the one saved.
-fn canonical_tree(tree: &Value) -> Value {
+fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
     let mut tree = tree.clone();
+    let mut ignored = Vec::new();
+    // DLIO reads `data_reader` when both are present.
+    if tree.get("data_reader").is_some() && tree.remove_path(&["reader"]) {
+        ignored.push("reader (ignored: data_reader takes precedence, as in DLIO)".to_string());
+    }
     // DLIO 2.0's shipped workloads name the model with a plain string: `model: unet3d`.
     if let Some(Value::Str(name)) = tree.get("model").cloned() {
         let _ = tree.set_path(
@@ -273,6 +278,19 @@ fn canonical_tree(tree: &Value) -> Value {
     for (alias, canonical) in [
         (&["data_reader"][..], &["reader"][..]),
         (&["model", "model_size"], &["model", "model_size_bytes"]),
+        // DLIO 2.0's names, still in some MLPerf workload files.
+        (
+            &["dataset", "record_length"],
+            &["dataset", "record_length_bytes"],
+        ),
+        (
+            &["dataset", "record_length_stdev"],
+            &["dataset", "record_length_bytes_stdev"],
+        ),
+        (
+            &["dataset", "record_length_resize"],
+            &["dataset", "record_length_bytes_resize"],
+        ),
     ] {
         if tree.get_path(canonical).is_none() {
             if let Some(v) = tree.get_path(alias).cloned() {
@@ -281,7 +299,7 @@ fn canonical_tree(tree: &Value) -> Value {
             }
         }
     }
-    tree
+    (tree, ignored)
 }
 
 fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
@@ -333,7 +351,7 @@ const ACCEPTED_SECTIONS: &[&str] = &[
 
 impl Config {
     pub fn from_tree(workload_name: &str, tree: Value) -> Result<Config> {
-        let canonical = canonical_tree(&tree);
+        let (canonical, ignored) = canonical_tree(&tree);
         let mut f = Fields::new(&canonical);
         for key in ACCEPTED_SECTIONS {
             f.raw(key);
@@ -356,9 +374,9 @@ impl Config {
             storage_root: f.string("storage.storage_root", "./"),
         };
         let dataset = DatasetConfig {
-            record_length_bytes: f.count("dataset.record_length_bytes", 65536, 0),
-            record_length_bytes_stdev: f.count("dataset.record_length_bytes_stdev", 0, 0),
-            record_length_bytes_resize: f.count("dataset.record_length_bytes_resize", 0, 0),
+            record_length_bytes: f.bytes("dataset.record_length_bytes", 65536),
+            record_length_bytes_stdev: f.bytes("dataset.record_length_bytes_stdev", 0),
+            record_length_bytes_resize: f.bytes("dataset.record_length_bytes_resize", 0),
             num_files_train: f.count("dataset.num_files_train", 8, 0),
             num_files_eval: f.count("dataset.num_files_eval", 0, 0),
             num_samples_per_file: f.count("dataset.num_samples_per_file", 1, 1),
@@ -374,7 +392,7 @@ impl Config {
             record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
         };
         let reader = ReaderConfig {
-            data_loader: f.choice("reader.data_loader", DataLoader::Pytorch),
+            data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
             batch_size: f.count("reader.batch_size", 1, 1),
             batch_size_eval: f.count("reader.batch_size_eval", 1, 1),
             read_threads: f.count("reader.read_threads", 1, 0),
@@ -413,7 +431,8 @@ impl Config {
                 "must be a fraction in (0, 1], e.g. 0.90",
             );
         }
-        let (errors, unknown_keys) = f.finish();
+        let (errors, mut unknown_keys) = f.finish();
+        unknown_keys.extend(ignored);
         if !errors.is_empty() {
             return Err(Error::usage(format!(
                 "invalid configuration:\n  {}",
@@ -555,6 +574,24 @@ mod tests {
         assert_eq!(c.reader.sample_shuffle, Shuffle::Seed);
         assert_eq!(c.model.model_size_bytes, 499153191);
         assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+    }
+
+    #[test]
+    fn dlio_2_names_and_reader_precedence() {
+        let tree = Value::from_yaml(
+            "dataset:\n  record_length: 114660.07\n  record_length_stdev: 10\nreader:\n  batch_size: 3\ndata_reader:\n  batch_size: 5\n",
+        )
+        .unwrap();
+        let c = Config::from_tree("t", tree).unwrap();
+        assert_eq!(c.dataset.record_length_bytes, 114660);
+        assert_eq!(c.dataset.record_length_bytes_stdev, 10);
+        assert_eq!(c.reader.batch_size, 5, "data_reader wins, as in DLIO");
+        assert_eq!(c.unknown_keys.len(), 1);
+        assert!(
+            c.unknown_keys[0].starts_with("reader (ignored"),
+            "{:?}",
+            c.unknown_keys
+        );
     }
 
     #[test]

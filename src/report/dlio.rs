@@ -197,7 +197,8 @@ pub fn per_epoch_stats(rank: &RankRecord, clock: &Clock) -> Value {
                 span(clock, block.start, block.end),
             );
         }
-        e.insert("end".into(), json!(timestamp(clock.wall(epoch.train.end))));
+        // DLIO overwrites the epoch's end after evaluation but keeps the training duration.
+        e.insert("end".into(), json!(timestamp(clock.wall(epoch.end))));
         e.insert(
             "duration".into(),
             json!(format!("{:.2}", epoch.train.end - epoch.start)),

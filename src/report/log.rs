@@ -8,7 +8,11 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use super::timestamp;
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::plan::{Phase, PlanSpec};
+use crate::stats::{mean_stdev, phase_rates, Clock, RankRecord};
+use crate::trainer::metric_window;
 
 pub struct DlioLog {
     path: PathBuf,
@@ -51,5 +55,112 @@ impl DlioLog {
     /// The metric block: one OUTPUT record whose text spans lines, as DLIO logs it.
     pub fn metric_block(&self, block: &str) {
         self.write(&format!("[OUTPUT] {block}\n"));
+    }
+
+    /// The steps per epoch (and per eval), as DLIO logs them before training.
+    pub fn run_plan(&self, config: &Config, world: u64) {
+        let d = &config.dataset;
+        let train = PlanSpec::for_phase(config, Phase::Train, world, 0);
+        let uncapped = PlanSpec {
+            max_steps: 0,
+            ..train.clone()
+        }
+        .steps();
+        self.output(&format!(
+            "Max steps per epoch: {uncapped} = {} * {} / {} / {world} (samples per file * num files / batch size / comm size)",
+            d.num_samples_per_file, d.num_files_train, config.reader.batch_size
+        ));
+        if config.train.total_training_steps > 0 {
+            let tts = config.train.total_training_steps as u64;
+            self.output(&format!(
+                "Total training steps is set to be {tts}. Will only run up to {}",
+                (uncapped * config.train.epochs).min(tts)
+            ));
+        }
+        if config.workflow.evaluation {
+            let eval = PlanSpec::for_phase(config, Phase::Eval, world, 0).steps();
+            self.output(&format!(
+                "Steps per eval: {eval} = {} * {} / {} / {world} (samples per file * num files / batch size eval / comm size)",
+                d.num_samples_per_file, d.num_files_eval, config.reader.batch_size_eval
+            ));
+        }
+    }
+
+    /// DLIO's lines for each epoch, block and eval, from rank 0's timings (throughput lines
+    /// show rank 0's samples/s times the number of ranks, as DLIO prints them).
+    pub fn epochs(&self, config: &Config, rank0: &RankRecord, world: u64, clock: &Clock) {
+        let window = metric_window(config);
+        let set_value = config
+            .tree
+            .get_path(&["train", "computation_time"])
+            .map_or("0".into(), |v| v.to_yaml().trim().to_string());
+        for e in &rank0.epochs {
+            let n = e.epoch;
+            let steps = e.train.steps();
+            self.output_at(
+                clock.wall(e.start),
+                &format!("Starting epoch {n}: {steps} steps expected"),
+            );
+            for (i, block) in e.train.blocks.iter().enumerate() {
+                let b = i + 1;
+                self.output_at(clock.wall(block.start), &format!("Starting block {b}"));
+                let at = clock.wall(block.end);
+                let rates = window.train_block(block, config.reader.batch_size);
+                let compute: Vec<f64> = block
+                    .steps
+                    .iter()
+                    .skip(window.exclude_start)
+                    .map(|s| s.compute)
+                    .collect();
+                let (mean, stdev) = mean_stdev(&compute);
+                for line in [
+                    format!("Ending block {b} - {} steps completed in {:.2} s", block.steps.len(), block.end - block.start),
+                    format!("Epoch {n} - Block {b} [Training] Accelerator Utilization [AU] (%): {:.4}", rates.au_percent),
+                    format!(
+                        "Epoch {n} - Block {b} [Training] Throughput (samples/second): {:.4}",
+                        rates.samples_per_second * world as f64
+                    ),
+                    format!(
+                        "Epoch {n} - Block {b} [Training] Computation time per step (second): {mean:.4}+/-{stdev:.4} (set value: {set_value})"
+                    ),
+                ] {
+                    self.output_at(at, &line);
+                }
+            }
+            self.output_at(
+                clock.wall(e.train.end),
+                &format!(
+                    "Ending epoch {n} - {steps} steps completed in {:.2} s",
+                    e.train.end - e.start
+                ),
+            );
+            if let Some(eval) = &e.eval {
+                let rates = phase_rates(eval, |b| {
+                    window.eval_block(b, config.reader.batch_size_eval)
+                });
+                self.output_at(
+                    clock.wall(eval.start),
+                    &format!("Starting eval - {} steps expected", eval.steps()),
+                );
+                let at = clock.wall(eval.end);
+                for line in [
+                    format!(
+                        "Ending eval - {} steps completed in {:.2} s",
+                        eval.steps(),
+                        eval.wall()
+                    ),
+                    format!(
+                        "Epoch {n} [Eval] Accelerator Utilization [AU] (%): {:.4}",
+                        rates.au_percent
+                    ),
+                    format!(
+                        "Epoch {n} [Eval] Throughput (samples/second): {:.4}",
+                        rates.samples_per_second * world as f64
+                    ),
+                ] {
+                    self.output_at(at, &line);
+                }
+            }
+        }
     }
 }

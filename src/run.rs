@@ -136,6 +136,12 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         check_dataset(&config, source, &dataset, &storage, with_eval)?;
     }
     log.run_plan(&config, world);
+    if dlio_report::potential_caching(&config, world) {
+        let warning = "The amount of dataset is smaller than the host memory; data might be cached after the \
+                       first epoch. Increase the size of dataset to eliminate the caching effect!!!";
+        log.warning(warning);
+        display.line(&format!("warning: {warning}"));
+    }
 
     let clock = Clock::start();
     let ranks = train_all_ranks(

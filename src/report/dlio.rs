@@ -76,6 +76,12 @@ pub fn data_size_per_host_gib(config: &Config, world: u64) -> f64 {
     (samples_per_host * d.record_length_bytes) as f64 / 1024f64.powi(3)
 }
 
+/// DLIO's flag: the host has more memory than its share of the dataset, so the page cache can
+/// serve epochs after the first.
+pub fn potential_caching(config: &Config, world: u64) -> bool {
+    system::memory_bytes() as f64 / 1024f64.powi(3) > data_size_per_host_gib(config, world)
+}
+
 pub fn summary(config: &Config, results: &Results, times: RunTimes) -> Value {
     let world = results.world as u64;
     let host_memory_gib = system::memory_bytes() as f64 / 1024f64.powi(3);
@@ -96,7 +102,7 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes) -> Value {
         "num_samples_per_file": config.dataset.num_samples_per_file,
         "host_cpu_count": [system::cpu_count()],
         "host_processor_name": system::processor_name(),
-        "potential_caching": [u8::from(host_memory_gib > data_gib)],
+        "potential_caching": [u8::from(potential_caching(config, world))],
         "host_cpuinfo": system::proc_dict("/proc/cpuinfo"),
         "host_meminfo": system::proc_dict("/proc/meminfo"),
         "host_memory_GB": [host_memory_gib],
@@ -120,7 +126,7 @@ fn phase_lists(phase: &PhaseRecord, pick: fn(&crate::stats::StepTiming) -> f64) 
 
 /// `{rank}_output.json`: every step's load, proc and compute seconds, and the rank's AU and
 /// samples/s per block.
-pub fn rank_output(config: &Config, rank: &RankRecord, clock: &Clock) -> Value {
+pub fn rank_output(config: &Config, rank: &RankRecord, world: u64, clock: &Clock) -> Value {
     let window = metric_window(config);
     let mut out = Map::new();
     out.insert(
@@ -132,6 +138,12 @@ pub fn rank_output(config: &Config, rank: &RankRecord, clock: &Clock) -> Value {
         "host_processor_name".into(),
         json!(system::processor_name()),
     );
+    out.insert(
+        "potential_caching".into(),
+        json!(u8::from(potential_caching(config, world))),
+    );
+    out.insert("host_cpuinfo".into(), system::proc_dict("/proc/cpuinfo"));
+    out.insert("host_meminfo".into(), system::proc_dict("/proc/meminfo"));
     for epoch in &rank.epochs {
         let mut lists: [Map<String, Value>; 3] = Default::default();
         let (mut throughput, mut au) = (Map::new(), Map::new());
@@ -269,7 +281,7 @@ pub fn write_all(
     for rank in ranks {
         write_json(
             &folder.join(format!("{}_output.json", rank.rank)),
-            &rank_output(config, rank, clock),
+            &rank_output(config, rank, results.world as u64, clock),
         )?;
         write_json(
             &folder.join(format!("{}_per_epoch_stats.json", rank.rank)),

@@ -46,7 +46,7 @@ fn words(list: &[&str]) -> Vec<String> {
 }
 
 /// Generates a dataset once (kept between benchmark runs when its marker is present).
-fn dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
+fn generated_dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
     let folder = dir.join(name);
     let marker = folder.join(".complete");
     if !marker.exists() {
@@ -147,45 +147,71 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn p1(dir: &Path) -> bool {
-    let settings = words(&[
-        "++workload.dataset.num_files_train=4096",
-        "++workload.dataset.num_files_eval=0",
-        "++workload.dataset.num_subfolders_train=0",
-        "++workload.dataset.record_length_bytes=65536",
-    ]);
-    let data = dataset(dir, "p1", &settings);
+/// A training run of the `default` workload on a benchmark dataset.
+struct Training<'a> {
+    dataset: &'a [String],
+    batch: u64,
+    read_threads: u64,
+    computation_time: f64,
+    epochs: u64,
+    accelerators: u64,
+}
+
+impl Training<'_> {
+    fn words(&self, data: &Path, out: &Path) -> Vec<String> {
+        let mut w = words(&["workload=default", "++workload.workflow.evaluation=False"]);
+        w.extend(self.dataset.iter().cloned());
+        w.push(format!("++workload.reader.batch_size={}", self.batch));
+        w.push(format!(
+            "++workload.reader.read_threads={}",
+            self.read_threads
+        ));
+        w.push(format!(
+            "++workload.train.computation_time={}",
+            self.computation_time
+        ));
+        w.push(format!("++workload.train.epochs={}", self.epochs));
+        w.push(format!("++workload.dataset.data_folder={}", data.display()));
+        w.push(format!("++hydra.run.dir={}", out.display()));
+        w.push(format!("--accelerators={}", self.accelerators));
+        w
+    }
+}
+
+/// Interleaved rounds of the raw baseline (`raw_rate` picks files/s or bytes/s) and the engine
+/// (`field`, averaged over epochs); returns the medians.
+fn raw_vs_engine(
+    dir: &Path,
+    name: &str,
+    training: &Training,
+    raw_rate: fn((f64, f64)) -> f64,
+    field: &str,
+) -> (f64, f64) {
+    let data = generated_dataset(dir, name, training.dataset);
     let files = files_of(&data);
-    raw_read(&files, 2, 1); // warm the page cache
+    raw_read(&files, training.read_threads as usize, 1); // warm the page cache
     let (mut raw, mut engine) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        raw.push(raw_read(&files, 2, 3).0);
-        let mut w = words(&[
-            "workload=default",
-            "++workload.workflow.evaluation=False",
-            "++workload.reader.batch_size=64",
-        ]);
-        w.extend(settings.iter().cloned());
-        w.extend(words(&[
-            "++workload.reader.read_threads=2",
-            "++workload.train.computation_time=0",
-            "++workload.train.epochs=3",
-        ]));
-        w.push(format!("++workload.dataset.data_folder={}", data.display()));
-        w.push(format!(
-            "++hydra.run.dir={}",
-            dir.join(format!("p1-out-{round}")).display()
-        ));
-        let (report, _) = dlio(&w);
-        engine.push(mean_of(&report, "samples_per_second"));
+        raw.push(raw_rate(raw_read(
+            &files,
+            training.read_threads as usize,
+            training.epochs as usize,
+        )));
+        let out = dir.join(format!("{name}-out-{round}"));
+        let (report, _) = dlio(&training.words(&data, &out));
+        engine.push(mean_of(&report, field));
     }
-    let (raw, engine) = (median(raw), median(engine));
+    (median(raw), median(engine))
+}
+
+fn print_ratio(title: &str, raw_label: &str, unit: &str, raw: f64, engine: f64) -> bool {
     let ratio = engine / raw;
+    println!("{title}");
+    println!("   {raw_label:<31}: {raw:>10.0} {unit} (median of {ROUNDS})");
     println!(
-        "P1 small samples (4096 × 64 KiB npz, batch 64, 2 read threads, 3 epochs, page-cached)"
+        "   {:<31}: {engine:>10.0} {unit} (median of {ROUNDS})",
+        "dlio-rs"
     );
-    println!("   raw open/read/close, 2 threads : {raw:>10.0} samples/s (median of {ROUNDS})");
-    println!("   dlio-rs                        : {engine:>10.0} samples/s (median of {ROUNDS})");
     println!(
         "   ratio {:.1}% (target ≥ 90%)  {}",
         ratio * 100.0,
@@ -194,123 +220,126 @@ fn p1(dir: &Path) -> bool {
     ratio >= 0.9
 }
 
+fn small_files() -> Vec<String> {
+    words(&[
+        "++workload.dataset.num_files_train=4096",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=65536",
+    ])
+}
+
+fn p1(dir: &Path) -> bool {
+    let dataset = small_files();
+    let training = Training {
+        dataset: &dataset,
+        batch: 64,
+        read_threads: 2,
+        computation_time: 0.0,
+        epochs: 3,
+        accelerators: 1,
+    };
+    let (raw, engine) = raw_vs_engine(
+        dir,
+        "p1",
+        &training,
+        |(files, _)| files,
+        "samples_per_second",
+    );
+    print_ratio(
+        "P1 small samples (4096 × 64 KiB npz, batch 64, 2 read threads, 3 epochs, page-cached)",
+        "raw open/read/close, 2 threads",
+        "samples/s",
+        raw,
+        engine,
+    )
+}
+
 fn p2(dir: &Path) -> bool {
-    let settings = words(&[
+    let dataset = words(&[
         "++workload.dataset.num_files_train=16",
         "++workload.dataset.num_files_eval=0",
         "++workload.dataset.num_subfolders_train=0",
         "++workload.dataset.record_length_bytes=134217728",
     ]);
-    let data = dataset(dir, "p2", &settings);
-    let files = files_of(&data);
-    raw_read(&files, 4, 1);
-    let (mut raw, mut engine) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        raw.push(raw_read(&files, 4, 3).1 / MIB);
-        let mut w = words(&[
-            "workload=default",
-            "++workload.workflow.evaluation=False",
-            "++workload.reader.batch_size=1",
-        ]);
-        w.extend(settings.iter().cloned());
-        w.extend(words(&[
-            "++workload.reader.read_threads=4",
-            "++workload.train.computation_time=0",
-            "++workload.train.epochs=3",
-        ]));
-        w.push(format!("++workload.dataset.data_folder={}", data.display()));
-        w.push(format!(
-            "++hydra.run.dir={}",
-            dir.join(format!("p2-out-{round}")).display()
-        ));
-        let (report, _) = dlio(&w);
-        engine.push(mean_of(&report, "measured_mib_per_second"));
-    }
-    let (raw, engine) = (median(raw), median(engine));
-    let ratio = engine / raw;
-    println!("P2 large samples (16 × 128 MiB npz, batch 1, 4 read threads, 3 epochs, page-cached)");
-    println!("   raw open/read/close, 4 threads : {raw:>10.0} MiB/s (median of {ROUNDS})");
-    println!("   dlio-rs (bytes read / wall)    : {engine:>10.0} MiB/s (median of {ROUNDS})");
-    println!(
-        "   ratio {:.1}% (target ≥ 90%)  {}",
-        ratio * 100.0,
-        verdict(ratio >= 0.9)
+    let training = Training {
+        dataset: &dataset,
+        batch: 1,
+        read_threads: 4,
+        computation_time: 0.0,
+        epochs: 3,
+        accelerators: 1,
+    };
+    let (raw, engine) = raw_vs_engine(
+        dir,
+        "p2",
+        &training,
+        |(_, bytes)| bytes / MIB,
+        "measured_mib_per_second",
     );
-    ratio >= 0.9
+    print_ratio(
+        "P2 large samples (16 × 128 MiB npz, batch 1, 4 read threads, 3 epochs, page-cached)",
+        "raw open/read/close, 4 threads",
+        "MiB/s",
+        raw,
+        engine,
+    )
 }
 
 fn p3(dir: &Path) -> bool {
-    let settings = words(&[
+    let dataset = words(&[
         "++workload.dataset.num_files_train=1000",
         "++workload.dataset.num_samples_per_file=8",
         "++workload.dataset.num_files_eval=0",
         "++workload.dataset.num_subfolders_train=0",
         "++workload.dataset.record_length_bytes=1024",
     ]);
-    let data = dataset(dir, "p3", &settings);
-    let mut w = words(&[
-        "workload=default",
-        "++workload.workflow.evaluation=False",
-        "++workload.reader.batch_size=1",
-    ]);
-    w.extend(settings.iter().cloned());
-    w.extend(words(&[
-        "++workload.reader.read_threads=1",
-        "++workload.train.computation_time=0.005",
-        "++workload.train.epochs=1",
-    ]));
-    w.push(format!("++workload.dataset.data_folder={}", data.display()));
-    w.push(format!("++hydra.run.dir={}", dir.join("p3-out").display()));
-    w.push("--accelerators=4".into());
-    let (report, process_wall) = dlio(&w);
+    let data = generated_dataset(dir, "p3", &dataset);
+    let training = Training {
+        dataset: &dataset,
+        batch: 1,
+        read_threads: 1,
+        computation_time: 0.005,
+        epochs: 1,
+        accelerators: 4,
+    };
+    let (report, process_wall) = dlio(&training.words(&data, &dir.join("p3-out")));
     let epoch = &report["epochs"][0];
     let steps = epoch["steps"].as_u64().unwrap();
     let au = epoch["au_percent"].as_f64().unwrap();
     let wall = epoch["duration_seconds"].as_f64().unwrap();
-    let ideal = steps as f64 * 0.005;
+    let ideal = steps as f64 * training.computation_time;
     let over = wall / ideal - 1.0;
     let ok = steps == 2000 && au >= 99.0 && over <= 0.02;
     println!("P3 compute emulation (4 accelerators, 2000 steps × 5 ms, tiny page-cached files)");
     println!("   reported AU {au:.3}% (target ≥ 99%)");
     println!(
-        "   training wall {wall:.3} s vs ideal {ideal:.3} s: {:+.2}% (target ≤ 2%); process wall {:.3} s  {}",
+        "   training wall {wall:.3} s vs ideal {ideal:.3} s: {:+.2}% (target ≤ 2%); process wall {process_wall:.3} s  {}",
         over * 100.0,
-        process_wall,
         verdict(ok)
     );
     ok
 }
 
 fn p4(dir: &Path) -> bool {
-    let settings = words(&[
-        "++workload.dataset.num_files_train=4096",
-        "++workload.dataset.num_files_eval=0",
-        "++workload.dataset.num_subfolders_train=0",
-        "++workload.dataset.record_length_bytes=65536",
-    ]);
-    let data = dataset(dir, "p1", &settings);
-    let mut w = words(&[
-        "workload=default",
-        "++workload.workflow.evaluation=False",
-        "++workload.reader.batch_size=64",
-    ]);
-    w.extend(settings.iter().cloned());
-    w.extend(words(&[
-        "++workload.reader.read_threads=4",
-        "++workload.train.computation_time=0",
-        "++workload.train.epochs=3",
-    ]));
-    w.push(format!("++workload.dataset.data_folder={}", data.display()));
-    w.push(format!("++hydra.run.dir={}", dir.join("p4-out").display()));
-    w.push("--accelerators=8".into());
-    let (report, _) = dlio(&w);
+    let dataset = small_files();
+    let data = generated_dataset(dir, "p1", &dataset);
+    let training = Training {
+        dataset: &dataset,
+        batch: 64,
+        read_threads: 4,
+        computation_time: 0.0,
+        epochs: 3,
+        accelerators: 8,
+    };
+    let (report, _) = dlio(&training.words(&data, &dir.join("p4-out")));
     // Configured buffers: one read buffer (the largest file) per reader thread.
     let largest = files_of(&data)
         .iter()
         .map(|f| f.metadata().unwrap().len())
         .max()
         .unwrap();
-    let buffers = 8.0 * 4.0 * largest as f64 / MIB;
+    let buffers = (training.accelerators * training.read_threads * largest) as f64 / MIB;
     // The process's own VmHWM: a child's ru_maxrss would include this (large) process's peak,
     // which vfork+exec carries into it.
     let rss = report["peak_rss_mib"].as_f64().expect("peak_rss_mib");

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::{timestamp, write_json, PhaseMetrics, Results};
 use crate::config::Config;
 use crate::error::Result;
-use crate::stats::{Clock, PhaseRecord, RankRecord};
+use crate::stats::{phase_rates, Clock, PhaseRecord, RankRecord, StepTiming};
 use crate::system;
 use crate::trainer::metric_window;
 
@@ -116,12 +116,9 @@ fn seconds(list: impl Iterator<Item = f64>) -> Value {
     Value::Array(list.map(|s| json!(s)).collect())
 }
 
-fn phase_lists(phase: &PhaseRecord, pick: fn(&crate::stats::StepTiming) -> f64) -> Vec<Value> {
-    phase
-        .blocks
-        .iter()
-        .map(|b| seconds(b.steps.iter().map(pick)))
-        .collect()
+/// Every step of a phase, across its blocks.
+fn all_steps(phase: &PhaseRecord) -> impl Iterator<Item = &StepTiming> {
+    phase.blocks.iter().flat_map(|b| b.steps.iter())
 }
 
 /// `{rank}_output.json`: every step's load, proc and compute seconds, and the rank's AU and
@@ -147,8 +144,7 @@ pub fn rank_output(config: &Config, rank: &RankRecord, world: u64, clock: &Clock
     for epoch in &rank.epochs {
         let mut lists: [Map<String, Value>; 3] = Default::default();
         let (mut throughput, mut au) = (Map::new(), Map::new());
-        let picks: [fn(&crate::stats::StepTiming) -> f64; 3] =
-            [|s| s.load, |s| s.proc, |s| s.compute];
+        let picks: [fn(&StepTiming) -> f64; 3] = [|s| s.load, |s| s.proc, |s| s.compute];
         for (i, block) in epoch.train.blocks.iter().enumerate() {
             let key = format!("block{}", i + 1);
             for (list, pick) in lists.iter_mut().zip(picks) {
@@ -160,13 +156,9 @@ pub fn rank_output(config: &Config, rank: &RankRecord, world: u64, clock: &Clock
         }
         if let Some(eval) = &epoch.eval {
             for (list, pick) in lists.iter_mut().zip(picks) {
-                let all: Vec<Value> = phase_lists(eval, pick)
-                    .into_iter()
-                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-                    .collect();
-                list.insert("eval".into(), Value::Array(all));
+                list.insert("eval".into(), seconds(all_steps(eval).map(pick)));
             }
-            let rates = crate::stats::phase_rates(eval, |b| {
+            let rates = phase_rates(eval, |b| {
                 window.eval_block(b, config.reader.batch_size_eval)
             });
             throughput.insert("eval".into(), json!(rates.samples_per_second));

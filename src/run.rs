@@ -74,34 +74,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         check_dataset(&config, source, &dataset, &storage, with_eval)?;
     }
     let start = std::time::SystemTime::now();
-
-    // Hydra saves its files in its run directory; DLIO's results go to `output.folder` if set.
-    let run_dir = hydra_run_dir(&config, source, start);
-    let output_folder = config
-        .output
-        .folder
-        .as_ref()
-        .map_or_else(|| run_dir.clone(), PathBuf::from);
-    for dir in [&run_dir, &output_folder] {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io("cannot create output folder", dir, e))?;
-    }
-    let hydra_dir = run_dir.join(
-        source
-            .overrides
-            .hydra_output_subdir
-            .as_deref()
-            .unwrap_or(".hydra"),
-    );
-    hydra::write_all(&hydra_dir, source, &config.tree, &run_dir)?;
-    let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
-    log.output(&format!(
-        "Running DLIO [{}] with {world} process(es)",
-        modes(&config).join(" & ")
-    ));
-    for key in &config.unknown_keys {
-        log.warning(&format!("unknown configuration key workload.{key} ignored"));
-    }
+    let (output_folder, log) = create_outputs(&config, source, start, world)?;
 
     let generated = if config.workflow.generate_data {
         log.output("Starting data generation");
@@ -153,19 +126,20 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         &clock,
         display,
     )?;
-    let end = std::time::SystemTime::now();
+    let times = RunTimes {
+        start,
+        end: std::time::SystemTime::now(),
+    };
     let results = Results::from_ranks(&config, &ranks);
-    let times = RunTimes { start, end };
-
-    log.epochs(&config, &ranks[0], world, &clock);
-    dlio_report::write_all(&output_folder, &config, &results, &ranks, &clock, times)?;
-    write_json(
-        &output_folder.join("report.json"),
-        &ours::report(&config, &results, times),
+    write_reports(
+        &output_folder,
+        &log,
+        &config,
+        &results,
+        &ranks,
+        &clock,
+        times,
     )?;
-    log.output(&format!("Saved outputs in {}", output_folder.display()));
-    log.metric_block(&dlio_report::metric_block(&results));
-    log.output("outputs saved in RANKID_output.json");
     if !config.dataset.keep_files {
         delete_dataset(&dataset, &storage, with_eval)?;
     }
@@ -177,6 +151,63 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         generated,
         results: Some(results),
     })
+}
+
+/// Creates Hydra's run directory (with its saved configuration) and DLIO's output folder (with
+/// the log): Hydra's files always go to its run directory, DLIO's results to `output.folder` if set.
+fn create_outputs(
+    config: &Config,
+    source: &Source,
+    start: std::time::SystemTime,
+    world: u64,
+) -> Result<(PathBuf, DlioLog)> {
+    let run_dir = hydra_run_dir(config, source, start);
+    let output_folder = config
+        .output
+        .folder
+        .as_ref()
+        .map_or_else(|| run_dir.clone(), PathBuf::from);
+    for dir in [&run_dir, &output_folder] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io("cannot create output folder", dir, e))?;
+    }
+    let subdir = source
+        .overrides
+        .hydra_output_subdir
+        .as_deref()
+        .unwrap_or(".hydra");
+    hydra::write_all(&run_dir.join(subdir), source, &config.tree, &run_dir)?;
+    let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
+    log.output(&format!(
+        "Running DLIO [{}] with {world} process(es)",
+        modes(config).join(" & ")
+    ));
+    for key in &config.unknown_keys {
+        log.warning(&format!("unknown configuration key workload.{key} ignored"));
+    }
+    Ok((output_folder, log))
+}
+
+/// DLIO's files, our report.json and the end of the log.
+fn write_reports(
+    folder: &Path,
+    log: &DlioLog,
+    config: &Config,
+    results: &Results,
+    ranks: &[RankRecord],
+    clock: &Clock,
+    times: RunTimes,
+) -> Result<()> {
+    log.epochs(config, &ranks[0], results.world as u64, clock);
+    dlio_report::write_all(folder, config, results, ranks, clock, times)?;
+    write_json(
+        &folder.join("report.json"),
+        &ours::report(config, results, times),
+    )?;
+    log.output(&format!("Saved outputs in {}", folder.display()));
+    log.metric_block(&dlio_report::metric_block(results));
+    log.output("outputs saved in RANKID_output.json");
+    Ok(())
 }
 
 fn modes(config: &Config) -> Vec<&'static str> {

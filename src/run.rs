@@ -113,7 +113,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         let warning = "The amount of dataset is smaller than the host memory; data might be cached after the \
                        first epoch. Increase the size of dataset to eliminate the caching effect!!!";
         log.warning(warning);
-        display.line(&format!("warning: {warning}"));
+        eprintln!("warning: {warning}");
     }
 
     let clock = Clock::start();
@@ -141,7 +141,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         times,
     )?;
     if !config.dataset.keep_files {
-        delete_dataset(&dataset, &storage, with_eval)?;
+        delete_dataset(&dataset, &storage)?;
     }
     if !options.quiet {
         print!("{}", terminal::render(&config, &results, &output_folder));
@@ -176,7 +176,7 @@ fn create_outputs(
         .hydra_output_subdir
         .as_deref()
         .unwrap_or(".hydra");
-    hydra::write_all(&run_dir.join(subdir), source, &config.tree, &run_dir)?;
+    hydra::write_all(&run_dir, subdir, source, &config.tree)?;
     let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",
@@ -315,13 +315,8 @@ fn check_dataset(
 }
 
 /// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends.
-fn delete_dataset(dataset: &Dataset, storage: &LocalFs, with_eval: bool) -> Result<()> {
-    let splits = if with_eval {
-        vec![&dataset.train, &dataset.eval]
-    } else {
-        vec![&dataset.train]
-    };
-    for split in splits {
+fn delete_dataset(dataset: &Dataset, storage: &LocalFs) -> Result<()> {
+    for split in [&dataset.train, &dataset.eval] {
         for index in 0..split.files {
             let path = storage.path(&dataset.file_key(split, index));
             match std::fs::remove_file(&path) {

@@ -131,6 +131,10 @@ impl<'a> Fields<'a> {
     pub fn bytes(&mut self, key: &str, default: u64) -> u64 {
         match self.raw(key) {
             Some(Value::Float(f)) if f.is_finite() && *f >= 0.0 => *f as u64,
+            Some(v @ Value::Float(_)) => {
+                self.fail(key, v, "expected a number of bytes, at least 0");
+                default
+            }
             Some(_) => self.count(key, default, 0),
             None => default,
         }

@@ -120,6 +120,11 @@ impl Value {
         Value::from_yaml(text)
     }
 
+    /// Flow-style YAML on one line: `{mean: 0.5, stdev: 0.1}`.
+    pub fn to_flow_yaml(&self) -> String {
+        scalar_yaml(self)
+    }
+
     /// Block-style YAML, as Hydra writes it.
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();

@@ -1,4 +1,4 @@
-//! The files Hydra saves for every DLIO run, in `<output>/<hydra.output_subdir>/`: the resolved
+//! The files Hydra saves for every DLIO run, in `<hydra.run.dir>/<hydra.output_subdir>/`: the resolved
 //! configuration (`config.yaml`, root `workload:`), the override words (`overrides.yaml`, which
 //! mlpstorage reads to classify a run as CLOSED or OPEN) and Hydra's own settings (`hydra.yaml`).
 
@@ -23,11 +23,12 @@ fn strings(items: &[String]) -> Value {
 }
 
 pub fn write_all(
-    dir: &Path,
+    run_dir: &Path,
+    subdir: &str,
     source: &Source,
     workload_tree: &Value,
-    output_dir: &Path,
 ) -> Result<()> {
+    let dir = &run_dir.join(subdir);
     std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
     let task: Vec<String> = source
         .overrides
@@ -59,17 +60,10 @@ pub fn write_all(
         map(vec![
             (
                 "run",
-                map(vec![("dir", Value::Str(output_dir.display().to_string()))]),
+                map(vec![("dir", Value::Str(run_dir.display().to_string()))]),
             ),
             ("mode", Value::Str("RUN".into())),
-            (
-                "output_subdir",
-                Value::Str(
-                    dir.file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                ),
-            ),
+            ("output_subdir", Value::Str(subdir.to_string())),
             (
                 "overrides",
                 map(vec![
@@ -94,7 +88,7 @@ pub fn write_all(
                         Value::Str(format!("dlio-rs {}", env!("CARGO_PKG_VERSION"))),
                     ),
                     ("cwd", Value::Str(cwd)),
-                    ("output_dir", Value::Str(output_dir.display().to_string())),
+                    ("output_dir", Value::Str(run_dir.display().to_string())),
                     (
                         "choices",
                         map(vec![(

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use super::timestamp;
+use crate::config::value::Value;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::plan::{Phase, PlanSpec};
@@ -93,7 +94,7 @@ impl DlioLog {
         let set_value = config
             .tree
             .get_path(&["train", "computation_time"])
-            .map_or("0".into(), |v| v.to_yaml().trim().to_string());
+            .map_or("0".into(), Value::to_flow_yaml);
         for e in &rank0.epochs {
             let n = e.epoch;
             let steps = e.train.steps();
@@ -106,10 +107,9 @@ impl DlioLog {
                 self.output_at(clock.wall(block.start), &format!("Starting block {b}"));
                 let at = clock.wall(block.end);
                 let rates = window.train_block(block, config.reader.batch_size);
-                let compute: Vec<f64> = block
-                    .steps
+                let compute: Vec<f64> = window
+                    .counted(&block.steps)
                     .iter()
-                    .skip(window.exclude_start)
                     .map(|s| s.compute)
                     .collect();
                 let (mean, stdev) = mean_stdev(&compute);

@@ -134,6 +134,11 @@ impl MetricWindow {
         }
     }
 
+    /// The steps of a block that the metrics count.
+    pub fn counted<'a>(&self, steps: &'a [StepTiming]) -> &'a [StepTiming] {
+        self.range(steps.len()).map_or(&[], |(s, e)| &steps[s..=e])
+    }
+
     pub fn train_block(&self, block: &Block, batch: u64) -> Rates {
         let (time, counted, compute) = self.counted_time(block);
         if time <= 0.0 || counted == 0 {

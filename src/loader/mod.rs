@@ -107,6 +107,23 @@ impl LoaderSettings {
     }
 }
 
+/// Lowers this reader thread's priority one nice level below the process's. Under PyTorch's rule a
+/// reader may not start its next batch until the trainer has taken its last one, so the trainer
+/// must run the moment it wakes; at equal priority it waits for a busy reader's time slice.
+/// Measured on 2 cores: +5 points on P1. Under CPU contention a reader keeps ~80% of a normal share.
+fn yield_to_the_trainer() {
+    // SAFETY: getpriority/setpriority on this thread's own id change nothing else; a failure (e.g.
+    // already at the lowest priority) leaves the priority as it was, which is harmless.
+    unsafe {
+        let thread = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, thread);
+        if *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, thread, (nice + 1).min(19));
+        }
+    }
+}
+
 /// PyTorch's rule for outstanding batches per reader thread.
 pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
     let factor = if read_threads >= 1 {
@@ -236,6 +253,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 scope.spawn(move || {
                     let handoff = &handoffs[thread];
                     tighten_timer_slack();
+                    yield_to_the_trainer();
                     for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
                         let j = j as u64;
                         handoff.wait_until(HANDOFF_SPIN, || {

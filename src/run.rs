@@ -13,9 +13,9 @@ use crate::format::{self, FileFormat};
 use crate::generate::{self, Generated, Share};
 use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
-use crate::report::dlio::{self as dlio_report, RunTimes};
+use crate::report::dlio as dlio_report;
 use crate::report::log::DlioLog;
-use crate::report::{self, hydra, ours, terminal, write_json, Results};
+use crate::report::{self, hydra, ours, terminal, write_json, FinishedRun, Results, RunTimes};
 use crate::stats::{Clock, RankRecord};
 use crate::storage::{LocalFs, Storage};
 use crate::trainer::{self, RunContext};
@@ -131,15 +131,14 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         end: std::time::SystemTime::now(),
     };
     let results = Results::from_ranks(&config, &ranks);
-    write_reports(
-        &output_folder,
-        &log,
-        &config,
-        &results,
-        &ranks,
-        &clock,
+    let finished = FinishedRun {
+        config: &config,
+        results: &results,
+        ranks: &ranks,
+        clock: &clock,
         times,
-    )?;
+    };
+    write_reports(&output_folder, &log, &finished)?;
     if !config.dataset.keep_files {
         delete_dataset(&dataset, &storage)?;
     }
@@ -189,23 +188,12 @@ fn create_outputs(
 }
 
 /// DLIO's files, our report.json and the end of the log.
-fn write_reports(
-    folder: &Path,
-    log: &DlioLog,
-    config: &Config,
-    results: &Results,
-    ranks: &[RankRecord],
-    clock: &Clock,
-    times: RunTimes,
-) -> Result<()> {
-    log.epochs(config, &ranks[0], results.world as u64, clock);
-    dlio_report::write_all(folder, config, results, ranks, clock, times)?;
-    write_json(
-        &folder.join("report.json"),
-        &ours::report(config, results, times),
-    )?;
+fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> {
+    log.epochs(run);
+    dlio_report::write_all(folder, run)?;
+    write_json(&folder.join("report.json"), &ours::report(run))?;
     log.output(&format!("Saved outputs in {}", folder.display()));
-    log.metric_block(&dlio_report::metric_block(results));
+    log.metric_block(&dlio_report::metric_block(run.results));
     log.output("outputs saved in RANKID_output.json");
     Ok(())
 }

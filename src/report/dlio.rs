@@ -3,23 +3,15 @@
 //! `{rank}_per_epoch_stats.json` and the `[METRIC]` block of `dlio.log`.
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
 
-use super::{timestamp, write_json, PhaseMetrics, Results};
+use super::{timestamp, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
 use crate::config::Config;
 use crate::error::Result;
 use crate::stats::{phase_rates, Clock, PhaseRecord, RankRecord, StepTiming};
 use crate::system;
 use crate::trainer::metric_window;
-
-/// When the run started and ended, in wall-clock time.
-#[derive(Debug, Clone, Copy)]
-pub struct RunTimes {
-    pub start: SystemTime,
-    pub end: SystemTime,
-}
 
 fn meets(ok: bool) -> &'static str {
     if ok {
@@ -262,14 +254,14 @@ pub fn metric_block(results: &Results) -> String {
 }
 
 /// Writes every DLIO JSON file of a finished run into `folder`.
-pub fn write_all(
-    folder: &Path,
-    config: &Config,
-    results: &Results,
-    ranks: &[RankRecord],
-    clock: &Clock,
-    times: RunTimes,
-) -> Result<()> {
+pub fn write_all(folder: &Path, run: &FinishedRun) -> Result<()> {
+    let FinishedRun {
+        config,
+        results,
+        ranks,
+        clock,
+        times,
+    } = *run;
     for rank in ranks {
         write_json(
             &folder.join(format!("{}_output.json", rank.rank)),

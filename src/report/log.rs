@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use super::timestamp;
+use super::{timestamp, FinishedRun};
 use crate::config::value::Value;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::plan::{Phase, PlanSpec};
-use crate::stats::{mean_stdev, phase_rates, Clock, RankRecord};
+use crate::stats::{mean_stdev, phase_rates};
 use crate::trainer::metric_window;
 
 pub struct DlioLog {
@@ -89,7 +89,9 @@ impl DlioLog {
 
     /// DLIO's lines for each epoch, block and eval, from rank 0's timings (throughput lines
     /// show rank 0's samples/s times the number of ranks, as DLIO prints them).
-    pub fn epochs(&self, config: &Config, rank0: &RankRecord, world: u64, clock: &Clock) {
+    pub fn epochs(&self, run: &FinishedRun) {
+        let FinishedRun { config, clock, .. } = *run;
+        let (rank0, world) = (&run.ranks[0], run.results.world as u64);
         let window = metric_window(config);
         let set_value = config
             .tree

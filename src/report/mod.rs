@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::stats::{
-    across_ranks, mean_stdev, phase_rates, Histogram, PhaseRecord, RankRecord, Rates,
+    across_ranks, mean_stdev, phase_rates, Clock, Histogram, PhaseRecord, RankRecord, Rates,
 };
 use crate::trainer::metric_window;
 
@@ -162,6 +162,23 @@ impl Results {
             epochs,
         }
     }
+}
+
+/// When the run started and ended, in wall-clock time.
+#[derive(Debug, Clone, Copy)]
+pub struct RunTimes {
+    pub start: SystemTime,
+    pub end: SystemTime,
+}
+
+/// Everything the exporters need about a finished run.
+#[derive(Clone, Copy)]
+pub struct FinishedRun<'a> {
+    pub config: &'a Config,
+    pub results: &'a Results,
+    pub ranks: &'a [RankRecord],
+    pub clock: &'a Clock,
+    pub times: RunTimes,
 }
 
 /// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.

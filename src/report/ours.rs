@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::dlio::RunTimes;
-use super::{timestamp, PhaseResult, Results};
+use super::FinishedRun;
+use super::{timestamp, PhaseResult};
 use crate::config::Config;
 
 fn latency(p: &PhaseResult, q: f64) -> Value {
@@ -32,7 +32,13 @@ fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
     })
 }
 
-pub fn report(config: &Config, results: &Results, times: RunTimes) -> Value {
+pub fn report(run: &FinishedRun) -> Value {
+    let FinishedRun {
+        config,
+        results,
+        times,
+        ..
+    } = *run;
     let epochs: Vec<Value> = results
         .epochs
         .iter()

@@ -209,10 +209,30 @@ impl Handoff {
     }
 }
 
+/// The readers' handoffs, closed when the loader goes away however it goes (finished, or
+/// unwound by a panic): a reader waiting for its batch to be taken never waits forever.
+struct ClosedOnDrop(Arc<[Handoff]>);
+
+impl std::ops::Deref for ClosedOnDrop {
+    type Target = [Handoff];
+
+    fn deref(&self) -> &[Handoff] {
+        &self.0
+    }
+}
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        for handoff in self.0.iter() {
+            handoff.close();
+        }
+    }
+}
+
 enum Mode<'scope> {
     Inline(ReaderState),
     Threads {
-        handoffs: Arc<[Handoff]>,
+        handoffs: ClosedOnDrop,
         readers: Vec<ScopedJoinHandle<'scope, ReaderState>>,
     },
 }
@@ -277,7 +297,10 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         Loader {
             source,
             next_step: 0,
-            mode: Mode::Threads { handoffs, readers },
+            mode: Mode::Threads {
+                handoffs: ClosedOnDrop(handoffs),
+                readers,
+            },
         }
     }
 
@@ -315,9 +338,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         match self.mode {
             Mode::Inline(state) => (state.latency, vec![state.buffer]),
             Mode::Threads { handoffs, readers } => {
-                for handoff in handoffs.iter() {
-                    handoff.close();
-                }
+                drop(handoffs);
                 let mut latency = Histogram::default();
                 let mut buffers = Vec::with_capacity(readers.len());
                 for reader in readers {
@@ -344,5 +365,88 @@ mod tests {
         assert_eq!(prefetch_factor(2, 0), 2);
         assert_eq!(prefetch_factor(0, 2), 2);
         assert_eq!(prefetch_factor(0, 0), 2);
+    }
+
+    /// Counts samples as they are read, without touching storage.
+    struct CountingFormat(AtomicU64);
+
+    impl FileFormat for CountingFormat {
+        fn encode(
+            &self,
+            _: &crate::dataset::FileShape,
+            _: &mut rand::rngs::SmallRng,
+            _: &mut Vec<u8>,
+        ) -> Result<()> {
+            Ok(())
+        }
+
+        fn read_sample(
+            &self,
+            _: &dyn Storage,
+            _: &str,
+            _: u64,
+            _: &mut ReadBuffer,
+        ) -> Result<crate::format::SampleRead> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(crate::format::SampleRead { bytes: 1 })
+        }
+    }
+
+    /// Before the trainer takes batch k, the readers have started at most k + threads × factor
+    /// batches, and they do reach that bound (the prefetch really happens), in step order.
+    #[test]
+    fn readers_stay_within_the_outstanding_bound() {
+        use crate::config::value::Value;
+        use crate::config::Config;
+        use crate::plan::{Phase, PlanSpec};
+        for (threads, prefetch_size, batch) in [(2u64, 2u64, 3u64), (3, 8, 1), (1, 2, 2), (4, 2, 5)]
+        {
+            let yaml =
+                format!("dataset:\n  num_files_train: 240\nreader:\n  batch_size: {batch}\n");
+            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+            let plan =
+                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let dataset = Dataset::from_config(&config);
+            let format = CountingFormat(AtomicU64::new(0));
+            let storage = crate::storage::LocalFs::new("/nonexistent");
+            let comm = crate::comm::ThreadGroup::new(1);
+            let source = BatchSource {
+                plan: &plan,
+                rank: 0,
+                dataset: &dataset,
+                split: &dataset.train,
+                format: &format,
+                storage: &storage,
+                preprocess_time: &TimeSpec::ZERO,
+                comm: &comm,
+                seed: 0,
+            };
+            let settings = LoaderSettings::new(threads, prefetch_size);
+            let outstanding = threads * settings.prefetch_factor;
+            std::thread::scope(|scope| {
+                let mut loader = Loader::start(scope, &source, settings, Vec::new());
+                for step in 0..plan.steps() {
+                    let bound = (step + outstanding).min(plan.steps()) * batch;
+                    // Correct readers reach the bound and stop there.
+                    while format.0.load(Ordering::SeqCst) < bound {
+                        std::thread::yield_now();
+                    }
+                    let started = format.0.load(Ordering::SeqCst);
+                    assert_eq!(
+                        started, bound,
+                        "threads {threads}, step {step}: {started} samples read ahead"
+                    );
+                    assert_eq!(
+                        loader.next_batch().unwrap(),
+                        LoadedBatch {
+                            samples: batch,
+                            bytes: batch
+                        }
+                    );
+                }
+                let (latency, _) = loader.finish();
+                assert_eq!(latency.count(), plan.steps() * batch);
+            });
+        }
     }
 }

@@ -396,9 +396,7 @@ fn train_all_ranks(
                                 trainer::train_rank(ctx, rank)
                             }))
                             .unwrap_or_else(|_| {
-                                Err(Error::run(format!(
-                                    "rank {rank} failed unexpectedly (a bug in dlio-rs)"
-                                )))
+                                Err(Error::run("failed unexpectedly (a bug in dlio-rs)"))
                             });
                         if let Err(e) = &outcome {
                             ctx.comm.abort(&e.prefixed(&format!("rank {rank}: ")));

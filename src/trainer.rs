@@ -134,7 +134,8 @@ fn run_phase(
     };
     let mut block = Block {
         start: record.start,
-        steps: Vec::with_capacity(plan.steps() as usize),
+        // Timings grow as steps run; a step cap far beyond the run's length reserves nothing.
+        steps: Vec::with_capacity(plan.steps().min(1 << 16) as usize),
         ..Block::default()
     };
     let sleeper = &mut resources.sleeper;

@@ -59,7 +59,7 @@ pub struct Fields<'a> {
 fn show(value: &Value) -> String {
     match value {
         Value::Str(s) => format!("'{s}'"),
-        other => other.to_yaml().trim_end().to_string(),
+        other => other.to_flow_yaml(),
     }
 }
 

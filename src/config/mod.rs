@@ -302,6 +302,52 @@ fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
     (tree, ignored)
 }
 
+/// Largest sample count and sample size dlio-rs accepts: 2^48 (281 trillion) keeps every count,
+/// byte total and plan position far from overflow.
+const MAX_COUNT: u64 = 1 << 48;
+
+fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
+    for (files, key) in [
+        (d.num_files_train, "num_files_train"),
+        (d.num_files_eval, "num_files_eval"),
+    ] {
+        if files
+            .checked_mul(d.num_samples_per_file)
+            .is_none_or(|n| n > MAX_COUNT)
+        {
+            f.fail(
+                "dataset.num_samples_per_file",
+                &Value::Int(d.num_samples_per_file as i64),
+                &format!("with {files} files (dataset.{key}) that is more than 2^48 samples"),
+            );
+        }
+    }
+    let dims = d
+        .record_dims
+        .iter()
+        .try_fold(d.num_samples_per_file, |n, &dim| n.checked_mul(dim));
+    if !d.record_dims.is_empty() && dims.is_none_or(|elements| elements > MAX_COUNT) {
+        let dims = Value::List(
+            d.record_dims
+                .iter()
+                .map(|&v| Value::Int(v as i64))
+                .collect(),
+        );
+        f.fail(
+            "dataset.record_dims",
+            &dims,
+            "a file of these samples would exceed 2^48 elements",
+        );
+    }
+    if d.record_length_bytes > MAX_COUNT {
+        f.fail(
+            "dataset.record_length_bytes",
+            &Value::Int(d.record_length_bytes as i64),
+            "must be at most 2^48",
+        );
+    }
+}
+
 fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
     let flat_stdev = match f.raw(&format!("{key}_stdev")) {
         Some(Value::Int(i)) => Some(*i as f64),
@@ -431,6 +477,7 @@ impl Config {
                 "must be a fraction in (0, 1], e.g. 0.90",
             );
         }
+        check_sizes(&mut f, &dataset);
         let (errors, mut unknown_keys) = f.finish();
         unknown_keys.extend(ignored);
         if !errors.is_empty() {
@@ -574,6 +621,20 @@ mod tests {
         assert_eq!(c.reader.sample_shuffle, Shuffle::Seed);
         assert_eq!(c.model.model_size_bytes, 499153191);
         assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+    }
+
+    #[test]
+    fn sizes_that_would_overflow_are_rejected() {
+        for yaml in [
+            "dataset:\n  num_samples_per_file: 9223372036854775807\n",
+            "dataset:\n  num_files_eval: 4294967297\n  num_samples_per_file: 65536\n",
+            "dataset:\n  record_dims: [100000000, 100000000]\n",
+        ] {
+            let err = Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap_err();
+            assert!(err.to_string().contains("2^48"), "{yaml}: {err}");
+        }
+        let fine = "dataset:\n  num_files_train: 1000000\n  num_samples_per_file: 1000\n  record_dims: [4, 4]\n";
+        assert!(Config::from_tree("t", Value::from_yaml(fine).unwrap()).is_ok());
     }
 
     #[test]

@@ -385,27 +385,33 @@ fn train_all_ranks(
         progress: Some(&progress),
     };
     let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {
-        let ranks: Vec<_> = (0..world as usize)
-            .map(|rank| {
-                let ctx = &ctx;
-                std::thread::Builder::new()
-                    .name(format!("rank-{rank}"))
-                    .spawn_scoped(scope, move || {
-                        let outcome =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                trainer::train_rank(ctx, rank)
-                            }))
-                            .unwrap_or_else(|_| {
-                                Err(Error::run("failed unexpectedly (a bug in dlio-rs)"))
-                            });
-                        if let Err(e) = &outcome {
-                            ctx.comm.abort(&e.prefixed(&format!("rank {rank}: ")));
-                        }
-                        outcome
-                    })
-                    .expect("spawning a rank thread")
-            })
-            .collect();
+        let mut ranks = Vec::with_capacity(world as usize);
+        for rank in 0..world as usize {
+            let ctx = &ctx;
+            let spawned = std::thread::Builder::new()
+                .name(format!("rank-{rank}"))
+                .spawn_scoped(scope, move || {
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        trainer::train_rank(ctx, rank)
+                    }))
+                    .unwrap_or_else(|_| Err(Error::run("failed unexpectedly (a bug in dlio-rs)")));
+                    if let Err(e) = &outcome {
+                        ctx.comm.abort(&e.prefixed(&format!("rank {rank}: ")));
+                    }
+                    outcome
+                });
+            match spawned {
+                Ok(handle) => ranks.push(handle),
+                Err(e) => {
+                    // The ranks already started are released from their barriers by the abort.
+                    let error = Error::run(format!(
+                        "cannot start rank {rank} of {world}: {e}; try fewer --accelerators"
+                    ));
+                    ctx.comm.abort(&error);
+                    break;
+                }
+            }
+        }
         ranks
             .into_iter()
             .map(|r| {

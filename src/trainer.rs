@@ -13,7 +13,8 @@ use crate::loader::{BatchSource, Loader, LoaderSettings};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::progress::EpochProgress;
 use crate::stats::{
-    phase_rates, Block, Clock, EpochRecord, MetricWindow, PhaseRecord, RankRecord, StepTiming,
+    phase_rates, Block, Clock, EpochRecord, Histogram, MetricWindow, PhaseRecord, RankRecord,
+    StepTiming,
 };
 use crate::storage::Storage;
 
@@ -141,7 +142,10 @@ fn run_phase(
     let sleeper = &mut resources.sleeper;
     let buffers = std::mem::take(&mut resources.buffers);
     let (outcome, latency, buffers) = std::thread::scope(|scope| {
-        let mut loader = Loader::start(scope, &source, settings, buffers);
+        let mut loader = match Loader::start(scope, &source, settings, buffers) {
+            Ok(loader) => loader,
+            Err(e) => return (Err(e), Histogram::default(), Vec::new()),
+        };
         let result = (|| {
             for step in 0..plan.steps() {
                 let t0 = ctx.clock.now();

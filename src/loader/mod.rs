@@ -251,57 +251,60 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         source: &'env BatchSource<'env>,
         settings: LoaderSettings,
         buffers: Vec<ReadBuffer>,
-    ) -> Loader<'scope, 'env> {
+    ) -> Result<Loader<'scope, 'env>> {
         let mut buffers = buffers.into_iter();
         let mut state =
             |thread: usize| source.reader_state(thread, buffers.next().unwrap_or_default());
         if settings.read_threads == 0 {
-            return Loader {
+            return Ok(Loader {
                 source,
                 next_step: 0,
                 mode: Mode::Inline(state(0)),
-            };
+            });
         }
         let threads = settings.read_threads as usize;
         let factor = settings.prefetch_factor;
         let steps = source.plan.steps();
-        let handoffs: Arc<[Handoff]> = (0..threads).map(|_| Handoff::new()).collect();
-        let readers = (0..threads)
-            .map(|thread| {
-                let handoffs = Arc::clone(&handoffs);
-                let mut state = state(thread);
-                scope.spawn(move || {
-                    let handoff = &handoffs[thread];
-                    tighten_timer_slack();
-                    yield_to_the_trainer();
-                    for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
-                        let j = j as u64;
-                        handoff.wait_until(HANDOFF_SPIN, || {
-                            handoff.closed.load(Ordering::Acquire)
-                                || j < handoff.taken.load(Ordering::Acquire) + factor
-                        });
-                        if handoff.closed.load(Ordering::Acquire) {
-                            break;
-                        }
-                        let batch = source.read_batch(step, &mut state);
-                        let failed = batch.is_err();
-                        handoff.deliver(batch);
-                        if failed {
-                            break;
-                        }
+        // Closed on any early return, so readers already started do not wait forever.
+        let handoffs = ClosedOnDrop((0..threads).map(|_| Handoff::new()).collect());
+        let mut readers = Vec::with_capacity(threads);
+        for thread in 0..threads {
+            let shared = Arc::clone(&handoffs.0);
+            let mut state = state(thread);
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                let handoffs = shared;
+                let handoff = &handoffs[thread];
+                tighten_timer_slack();
+                yield_to_the_trainer();
+                for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
+                    let j = j as u64;
+                    handoff.wait_until(HANDOFF_SPIN, || {
+                        handoff.closed.load(Ordering::Acquire)
+                            || j < handoff.taken.load(Ordering::Acquire) + factor
+                    });
+                    if handoff.closed.load(Ordering::Acquire) {
+                        break;
                     }
-                    state
-                })
-            })
-            .collect();
-        Loader {
+                    let batch = source.read_batch(step, &mut state);
+                    let failed = batch.is_err();
+                    handoff.deliver(batch);
+                    if failed {
+                        break;
+                    }
+                }
+                state
+            });
+            readers.push(spawned.map_err(|e| {
+                Error::run(format!(
+                    "cannot start reader thread {thread} of {threads}: {e}; lower workload.reader.read_threads"
+                ))
+            })?);
+        }
+        Ok(Loader {
             source,
             next_step: 0,
-            mode: Mode::Threads {
-                handoffs: ClosedOnDrop(handoffs),
-                readers,
-            },
-        }
+            mode: Mode::Threads { handoffs, readers },
+        })
     }
 
     /// The next batch in step order.
@@ -424,7 +427,7 @@ mod tests {
             let settings = LoaderSettings::new(threads, prefetch_size);
             let outstanding = threads * settings.prefetch_factor;
             std::thread::scope(|scope| {
-                let mut loader = Loader::start(scope, &source, settings, Vec::new());
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
                 for step in 0..plan.steps() {
                     let bound = (step + outstanding).min(plan.steps()) * batch;
                     // Correct readers reach the bound and stop there.

@@ -62,6 +62,9 @@ enum Command {
         /// Verify the checksum of every sample read (npz CRC-32, as numpy does); costs CPU, not I/O
         #[arg(long)]
         verify: bool,
+        /// Write one CSV row per sample read to OUTPUT/trace/RANK.csv (for `dlio-rs audit`)
+        #[arg(long)]
+        trace: bool,
     },
     /// Print the resolved workload configuration (after overrides) as YAML
     Config {
@@ -99,6 +102,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             accelerators,
             quiet,
             verify,
+            trace,
         } => source(&config).and_then(|s| {
             run(
                 &s,
@@ -107,6 +111,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     quiet,
                     strict: config.strict,
                     verify,
+                    trace,
                 },
             )
             .map(|_| ())
@@ -200,6 +205,7 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
                     quiet: false,
                     strict: false,
                     verify: false,
+                    trace: false,
                 },
             )
         });

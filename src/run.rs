@@ -28,6 +28,8 @@ pub struct RunOptions {
     pub strict: bool,
     /// Check data checksums on every read (CPU work DLIO's numpy readers do).
     pub verify: bool,
+    /// Write the read trace (as `output.trace: True` does).
+    pub trace: bool,
 }
 
 impl Default for RunOptions {
@@ -37,6 +39,7 @@ impl Default for RunOptions {
             quiet: false,
             strict: false,
             verify: false,
+            trace: false,
         }
     }
 }
@@ -50,7 +53,8 @@ pub struct Outcome {
 }
 
 pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
-    let config = source.resolve(options.strict)?;
+    let mut config = source.resolve(options.strict)?;
+    config.output.trace |= options.trace;
     let display = Display::for_stderr(options.quiet);
     for key in &config.unknown_keys {
         eprintln!(
@@ -117,12 +121,15 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
 
     let clock = Clock::start();
+    // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
+    let run_entropy = rand::rngs::SmallRng::from_os_rng().next_u64();
     let ranks = train_all_ranks(
         &config,
         &dataset,
         format.as_ref(),
         &storage,
         world,
+        run_entropy,
         &clock,
         display,
     )?;
@@ -137,6 +144,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         ranks: &ranks,
         clock: &clock,
         times,
+        run_entropy,
     };
     write_reports(&output_folder, &log, &finished)?;
     if !config.dataset.keep_files {
@@ -369,6 +377,7 @@ fn train_all_ranks(
     format: &dyn FileFormat,
     storage: &dyn Storage,
     world: u64,
+    run_entropy: u64,
     clock: &Clock,
     display: Display,
 ) -> Result<Vec<RankRecord>> {
@@ -381,7 +390,7 @@ fn train_all_ranks(
         storage,
         comm: &comm,
         clock,
-        run_entropy: rand::rngs::SmallRng::from_os_rng().next_u64(),
+        run_entropy,
         progress: Some(&progress),
     };
     let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {

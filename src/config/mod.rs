@@ -45,6 +45,12 @@ choice_enum!(StorageType {
 });
 choice_enum!(CheckpointMode { Default => "default", Subset => "subset" });
 choice_enum!(
+    /// What the reader does about the kernel's page cache (dlio-rs's own key; DLIO has only
+    /// `odirect`): `keep` leaves it, `drop_before_epoch` drops it before every epoch (root),
+    /// `evict_after_read` evicts each file's pages right after reading them.
+    PageCache { Keep => "keep", DropBeforeEpoch => "drop_before_epoch", EvictAfterRead => "evict_after_read" }
+);
+choice_enum!(
     /// numpy element types for `record_element_type`.
     ElementType {
         Uint8 => "uint8", Int8 => "int8", Uint16 => "uint16", Int16 => "int16",
@@ -144,6 +150,7 @@ pub struct ReaderConfig {
     pub read_type: ReadType,
     pub preprocess_time: TimeSpec,
     pub odirect: bool,
+    pub page_cache: PageCache,
 }
 
 #[derive(Debug, Clone)]
@@ -169,6 +176,8 @@ pub struct OutputConfig {
     pub log_file: String,
     pub exclude_start_steps: u64,
     pub exclude_end_steps: u64,
+    /// Write one CSV row per sample read to `trace/{rank}.csv` (dlio-rs's own key).
+    pub trace: bool,
 }
 
 /// The resolved, validated configuration of one run.
@@ -450,6 +459,7 @@ impl Config {
             read_type: f.choice("reader.read_type", ReadType::OnDemand),
             preprocess_time: time_spec(&mut f, "reader.preprocess_time"),
             odirect: f.bool("reader.odirect", false),
+            page_cache: f.choice("reader.page_cache", PageCache::Keep),
         };
         let train = TrainConfig {
             epochs: f.count("train.epochs", 1, 1),
@@ -468,6 +478,7 @@ impl Config {
             log_file: f.string("output.log_file", "dlio.log"),
             exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
             exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
+            trace: f.bool("output.trace", false),
         };
         let au_threshold = f.float("metric.au", 0.90);
         if !(au_threshold > 0.0 && au_threshold <= 1.0) {
@@ -543,12 +554,6 @@ impl Config {
             return not_yet(
                 "checkpointing (workload.workflow.checkpoint = True)".into(),
                 "disable it with ++workload.workflow.checkpoint=False",
-            );
-        }
-        if self.reader.odirect {
-            return not_yet(
-                "workload.reader.odirect = True".into(),
-                "use ++workload.reader.odirect=False",
             );
         }
         if matches!(

@@ -24,6 +24,8 @@ pub struct ReadBuffer {
 /// What reading one sample cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SampleRead {
+    /// Where in the file the read started.
+    pub offset: u64,
     /// Bytes the reader asked the storage for.
     pub bytes: u64,
 }

@@ -154,7 +154,10 @@ impl FileFormat for Npy {
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
         check_array(&buf.bytes[..len], sample).map_err(|why| corrupt(storage, key, why))?;
-        Ok(SampleRead { bytes: len as u64 })
+        Ok(SampleRead {
+            offset: 0,
+            bytes: len as u64,
+        })
     }
 }
 

@@ -44,6 +44,9 @@ impl FileFormat for Npz {
             .map_err(|why| corrupt(storage, key, why))?;
         check_array(member, sample)
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
-        Ok(SampleRead { bytes: len as u64 })
+        Ok(SampleRead {
+            offset: 0,
+            bytes: len as u64,
+        })
     }
 }

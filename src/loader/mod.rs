@@ -391,7 +391,10 @@ mod tests {
             _: &mut ReadBuffer,
         ) -> Result<crate::format::SampleRead> {
             self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(crate::format::SampleRead { bytes: 1 })
+            Ok(crate::format::SampleRead {
+                offset: 0,
+                bytes: 1,
+            })
         }
     }
 

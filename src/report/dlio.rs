@@ -261,6 +261,7 @@ pub fn write_all(folder: &Path, run: &FinishedRun) -> Result<()> {
         ranks,
         clock,
         times,
+        ..
     } = *run;
     for rank in ranks {
         write_json(

@@ -179,6 +179,8 @@ pub struct FinishedRun<'a> {
     pub ranks: &'a [RankRecord],
     pub clock: &'a Clock,
     pub times: RunTimes,
+    /// The entropy of `random` shuffles, so the plan can be recomputed.
+    pub run_entropy: u64,
 }
 
 /// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.

@@ -60,6 +60,7 @@ pub fn report(run: &FinishedRun) -> Value {
         "start": timestamp(times.start),
         "end": timestamp(times.end),
         "num_accelerators": results.world,
+        "run_entropy": run.run_entropy,
         "peak_rss_mib": crate::system::peak_rss_bytes().map(|b| b as f64 / 1048576.0),
         "epochs": epochs,
         "train": {

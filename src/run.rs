@@ -6,16 +6,19 @@ use std::path::{Path, PathBuf};
 use rand::{RngCore, SeedableRng};
 
 use crate::comm::{Comm, ThreadGroup};
-use crate::config::{Config, Source};
+use crate::config::{Config, PageCache, Source};
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{self, FileFormat};
 use crate::generate::{self, Generated, Share};
+use crate::loader::trace;
 use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
 use crate::report::log::DlioLog;
-use crate::report::{self, hydra, ours, terminal, write_json, FinishedRun, Results, RunTimes};
+use crate::report::{
+    self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes,
+};
 use crate::stats::{Clock, RankRecord};
 use crate::storage::{LocalFs, Storage};
 use crate::trainer::{self, RunContext};
@@ -62,6 +65,14 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         );
     }
     config.check_supported()?;
+    if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
+        crate::system::check_can_drop_page_cache().map_err(|why| {
+            Error::usage(format!(
+                "workload.reader.page_cache = drop_before_epoch: {why}; \
+                 use evict_after_read, which needs no root"
+            ))
+        })?;
+    }
     if options.accelerators == 0 {
         return Err(Error::usage("--accelerators must be at least 1"));
     }
@@ -114,9 +125,12 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
     log.run_plan(&config, world);
     if dlio_report::potential_caching(&config, world) {
-        let warning = "The amount of dataset is smaller than the host memory; data might be cached after the \
-                       first epoch. Increase the size of dataset to eliminate the caching effect!!!";
-        log.warning(warning);
+        log.warning(
+            "The amount of dataset is smaller than the host memory; data might be cached after the \
+             first epoch. Increase the size of dataset to eliminate the caching effect!!!",
+        );
+    }
+    if let Some(warning) = validity::DatasetSize::of(&config).warning(&config) {
         eprintln!("warning: {warning}");
     }
 
@@ -132,12 +146,21 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         run_entropy,
         &clock,
         display,
+        config
+            .output
+            .trace
+            .then(|| output_folder.join(TRACE_DIR))
+            .as_deref(),
     )?;
     let times = RunTimes {
         start,
         end: std::time::SystemTime::now(),
     };
-    let results = Results::from_ranks(&config, &ranks);
+    let results = Results::from_ranks(
+        &config,
+        &ranks,
+        crate::storage::Accounting::KernelCounters, /* MERGE: storage.accounting() */
+    );
     let finished = FinishedRun {
         config: &config,
         results: &results,
@@ -152,6 +175,10 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
     if !options.quiet {
         print!("{}", terminal::render(&config, &results, &output_folder));
+    }
+    // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
+    for warning in validity::warnings(&config, &results) {
+        eprintln!("WARNING: {warning}");
     }
     Ok(Outcome {
         output_folder,
@@ -184,6 +211,7 @@ fn create_outputs(
         .as_deref()
         .unwrap_or(".hydra");
     hydra::write_all(&run_dir, subdir, source, &config.tree)?;
+    trace::remove_old(&output_folder.join(TRACE_DIR))?;
     let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",
@@ -198,6 +226,9 @@ fn create_outputs(
 /// DLIO's files, our report.json and the end of the log.
 fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> {
     log.epochs(run);
+    for warning in validity::warnings(run.config, run.results) {
+        log.warning(&warning);
+    }
     dlio_report::write_all(folder, run)?;
     write_json(&folder.join("report.json"), &ours::report(run))?;
     log.output(&format!("Saved outputs in {}", folder.display()));
@@ -371,6 +402,10 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
+/// The read traces' folder inside the output folder.
+pub const TRACE_DIR: &str = "trace";
+
+#[allow(clippy::too_many_arguments)]
 fn train_all_ranks(
     config: &Config,
     dataset: &Dataset,
@@ -380,6 +415,7 @@ fn train_all_ranks(
     run_entropy: u64,
     clock: &Clock,
     display: Display,
+    trace_dir: Option<&Path>,
 ) -> Result<Vec<RankRecord>> {
     let comm = ThreadGroup::new(world as usize);
     let progress = EpochProgress::new(display, config.train.epochs);
@@ -392,6 +428,7 @@ fn train_all_ranks(
         clock,
         run_entropy,
         progress: Some(&progress),
+        trace_dir,
     };
     let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {
         let mut ranks = Vec::with_capacity(world as usize);

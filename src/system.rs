@@ -58,3 +58,47 @@ pub fn proc_dict(path: &str) -> Value {
     }
     Value::Object(map)
 }
+
+/// Bytes the calling thread has caused to be read from block devices (`read_bytes` of
+/// `/proc/thread-self/io`); `None` where the kernel keeps no per-task I/O accounting.
+pub fn thread_read_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Writes back dirty pages, then drops the host's clean page cache (`vm.drop_caches = 1`), giving
+/// up after `timeout` (the kernel call cannot be interrupted; it is left to finish on its own).
+pub fn drop_page_cache(timeout: std::time::Duration) -> Result<(), String> {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("drop-caches".into())
+        .spawn(move || {
+            // SAFETY: sync() takes no arguments and only schedules write-back.
+            unsafe { libc::sync() };
+            let _ = done.send(std::fs::write(DROP_CACHES, "1"));
+        })
+        .map_err(|e| format!("cannot start a thread to drop the page cache: {e}"))?;
+    match finished.recv_timeout(timeout) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot write {DROP_CACHES}: {e}")),
+        Err(_) => Err(format!(
+            "dropping the page cache took longer than {} s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// Whether this process may drop the page cache (root, and a writable /proc/sys).
+pub fn check_can_drop_page_cache() -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(DROP_CACHES)
+        .map(drop)
+        .map_err(|e| format!("cannot open {DROP_CACHES} for writing ({e}); it needs root"))
+}

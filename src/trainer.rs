@@ -2,19 +2,23 @@
 //! sleep the emulated compute (`compute`), then meet every other rank at a barrier (the gradient
 //! all-reduce). Evaluation follows the epochs it is due after, without barriers.
 
+use std::path::Path;
+use std::time::Duration;
+
 use crate::comm::Comm;
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
+use crate::config::PageCache;
 use crate::dataset::Dataset;
 use crate::error::Result;
 use crate::format::FileFormat;
 use crate::format::ReadBuffer;
+use crate::loader::trace::TraceFile;
 use crate::loader::{BatchSource, Loader, LoaderSettings};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::progress::EpochProgress;
 use crate::stats::{
-    phase_rates, Block, Clock, EpochRecord, Histogram, MetricWindow, PhaseRecord, RankRecord,
-    StepTiming,
+    phase_rates, Block, Clock, EpochRecord, MetricWindow, PhaseRecord, RankRecord, StepTiming,
 };
 use crate::storage::Storage;
 
@@ -30,6 +34,8 @@ pub struct RunContext<'a> {
     pub run_entropy: u64,
     /// Live progress, shown by rank 0 only.
     pub progress: Option<&'a EpochProgress>,
+    /// Where each rank writes its read trace, when tracing is on.
+    pub trace_dir: Option<&'a Path>,
 }
 
 /// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
@@ -69,17 +75,38 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     tighten_timer_slack();
     let mut resources = RankResources::default();
     let config = ctx.config;
+    let trace = ctx
+        .trace_dir
+        .map(|dir| TraceFile::create(dir, rank))
+        .transpose()?;
     let mut record = RankRecord {
         rank,
         epochs: Vec::new(),
     };
     for epoch in 1..=config.train.epochs {
+        if config.reader.page_cache == PageCache::DropBeforeEpoch {
+            drop_page_cache_together(ctx, rank)?;
+        }
         let start = ctx.clock.now();
-        let train = run_phase(ctx, rank, epoch, Phase::Train, &mut resources)?;
+        let train = run_phase(
+            ctx,
+            rank,
+            epoch,
+            Phase::Train,
+            &mut resources,
+            trace.as_ref(),
+        )?;
         // DLIO ends each training phase with a barrier, so evaluation starts together.
         ctx.comm.barrier()?;
         let eval = if eval_due(config, epoch) {
-            Some(run_phase(ctx, rank, epoch, Phase::Eval, &mut resources)?)
+            Some(run_phase(
+                ctx,
+                rank,
+                epoch,
+                Phase::Eval,
+                &mut resources,
+                trace.as_ref(),
+            )?)
         } else {
             None
         };
@@ -91,7 +118,25 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
             eval,
         });
     }
+    if let Some(trace) = trace {
+        trace.complete()?;
+    }
     Ok(record)
+}
+
+/// How long dropping the page cache may take before the run gives up on it.
+pub const DROP_CACHE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Drops the host's page cache once, with every rank waiting: all ranks have finished reading the
+/// last epoch before it starts, and none starts the next before it ends.
+fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<()> {
+    ctx.comm.barrier()?;
+    if rank == 0 {
+        crate::system::drop_page_cache(DROP_CACHE_TIMEOUT).map_err(|why| {
+            crate::error::Error::run(format!("reader.page_cache = drop_before_epoch: {why}"))
+        })?;
+    }
+    ctx.comm.barrier()
 }
 
 fn run_phase(
@@ -100,6 +145,7 @@ fn run_phase(
     epoch: u64,
     phase: Phase,
     resources: &mut RankResources,
+    trace: Option<&TraceFile>,
 ) -> Result<PhaseRecord> {
     let config = ctx.config;
     let world = ctx.comm.world() as u64;
@@ -113,6 +159,8 @@ fn run_phase(
     };
     let source = BatchSource {
         plan: &plan,
+        epoch,
+        phase,
         rank: rank as u64,
         dataset: ctx.dataset,
         split: ctx.dataset.split(phase),
@@ -121,6 +169,8 @@ fn run_phase(
         preprocess_time: &config.reader.preprocess_time,
         comm: ctx.comm,
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
+        clock: ctx.clock,
+        trace,
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
     let settings = LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size);
@@ -141,18 +191,21 @@ fn run_phase(
     };
     let sleeper = &mut resources.sleeper;
     let buffers = std::mem::take(&mut resources.buffers);
-    let (outcome, latency, buffers) = std::thread::scope(|scope| {
-        let mut loader = match Loader::start(scope, &source, settings, buffers) {
-            Ok(loader) => loader,
-            Err(e) => return (Err(e), Histogram::default(), Vec::new()),
-        };
+    let readers = std::thread::scope(|scope| {
+        let mut loader = Loader::start(scope, &source, settings, buffers)?;
         let result = (|| {
             for step in 0..plan.steps() {
                 let t0 = ctx.clock.now();
                 let batch = loader.next_batch()?;
                 let loaded = ctx.clock.now();
-                sleeper.sleep(compute_time.draw(&mut compute_rng));
+                let compute = compute_time.draw(&mut compute_rng);
+                sleeper.sleep(compute);
                 let done = ctx.clock.now();
+                record.compute_lateness.record(
+                    Duration::from_secs_f64(done - loaded)
+                        .saturating_sub(compute)
+                        .as_nanos() as u64,
+                );
                 block.steps.push(StepTiming {
                     load: loaded - t0,
                     compute: done - loaded,
@@ -173,12 +226,13 @@ fn run_phase(
             }
             Ok(())
         })();
-        let (latency, buffers) = loader.finish();
-        (result, latency, buffers)
-    });
-    resources.buffers = buffers;
-    record.read_latency = latency;
-    outcome?;
+        let readers = loader.finish();
+        // The training loop's error, if any, is the cause; a reader's is a consequence.
+        result.and(readers)
+    })?;
+    resources.buffers = readers.buffers;
+    record.read_latency = readers.read_latency;
+    record.bytes_from_storage = readers.bytes_from_storage;
     record.end = ctx.clock.now();
     block.end = record.end;
     record.blocks.push(block);

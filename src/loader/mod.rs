@@ -14,14 +14,19 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "fault-injection")]
+mod fault;
+pub mod trace;
+
 use crate::comm::Comm;
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, ReadBuffer};
-use crate::plan::EpochPlan;
-use crate::stats::Histogram;
+use crate::plan::{EpochPlan, Phase};
+use crate::stats::{Clock, Histogram};
 use crate::storage::Storage;
+use trace::{PendingRows, Row, TraceFile};
 
 /// What a batch cost to load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,6 +38,8 @@ pub struct LoadedBatch {
 /// Everything a reader needs to read batches of one rank's shard; shared by its threads.
 pub struct BatchSource<'a> {
     pub plan: &'a EpochPlan,
+    pub epoch: u64,
+    pub phase: Phase,
     pub rank: u64,
     pub dataset: &'a Dataset,
     pub split: &'a SplitLayout,
@@ -41,31 +48,62 @@ pub struct BatchSource<'a> {
     pub preprocess_time: &'a TimeSpec,
     pub comm: &'a dyn Comm,
     pub seed: u64,
+    pub clock: &'a Clock,
+    /// The rank's read trace, when tracing is on.
+    pub trace: Option<&'a TraceFile>,
 }
 
 /// A reader's private state: its buffer, its latency record and its draws of preprocess time.
 struct ReaderState {
+    thread: usize,
     buffer: ReadBuffer,
     latency: Histogram,
     rng: rand::rngs::SmallRng,
     sleeper: Sleeper,
     key: String,
+    rows: PendingRows,
+    /// The thread's kernel read counter when it started reading this phase.
+    read_bytes_at_start: Option<u64>,
+    /// Bytes this reader caused to be read from storage devices, once it is done.
+    bytes_from_storage: Option<u64>,
+}
+
+impl ReaderState {
+    /// Ends the reader's phase: its last trace rows written, its storage bytes counted.
+    fn close(&mut self, trace: Option<&TraceFile>) -> Result<()> {
+        self.bytes_from_storage = self
+            .read_bytes_at_start
+            .zip(crate::system::thread_read_bytes())
+            .map(|(start, end)| end.saturating_sub(start));
+        match trace {
+            Some(file) => self.rows.flush(file),
+            None => Ok(()),
+        }
+    }
 }
 
 impl BatchSource<'_> {
+    /// Called on the thread that will read.
     fn reader_state(&self, thread: usize, buffer: ReadBuffer) -> ReaderState {
         ReaderState {
+            thread,
             buffer,
             latency: Histogram::default(),
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
             sleeper: Sleeper::default(),
             key: String::new(),
+            rows: PendingRows::default(),
+            read_bytes_at_start: crate::system::thread_read_bytes(),
+            bytes_from_storage: None,
         }
     }
 
     fn read_batch(&self, step: u64, state: &mut ReaderState) -> Result<LoadedBatch> {
         let mut loaded = LoadedBatch::default();
-        for sample in self.plan.batch(self.rank, step) {
+        let samples = self.plan.batch(self.rank, step);
+        #[cfg(feature = "fault-injection")]
+        let samples = fault::plant(samples.collect(), self.epoch, self.rank, step);
+        for sample in samples {
             if let Some(reason) = self.comm.aborted() {
                 return Err(reason);
             }
@@ -78,7 +116,24 @@ impl BatchSource<'_> {
                 sample.sample,
                 &mut state.buffer,
             )?;
-            state.latency.record(started.elapsed().as_nanos() as u64);
+            let duration = started.elapsed();
+            state.latency.record(duration.as_nanos() as u64);
+            if let Some(file) = self.trace {
+                let row = Row {
+                    epoch: self.epoch,
+                    phase: self.phase,
+                    step: step + 1,
+                    rank: self.rank,
+                    thread: state.thread,
+                    key: &state.key,
+                    sample: sample.sample,
+                    offset: read.offset,
+                    length: read.bytes,
+                    start_us: self.clock.micros_at(started),
+                    duration_us: duration.as_micros() as u64,
+                };
+                state.rows.push(file, &row)?;
+            }
             loaded.samples += 1;
             loaded.bytes += read.bytes;
             if !self.preprocess_time.is_zero() {
@@ -233,8 +288,18 @@ enum Mode<'scope> {
     Inline(ReaderState),
     Threads {
         handoffs: ClosedOnDrop,
-        readers: Vec<ScopedJoinHandle<'scope, ReaderState>>,
+        readers: Vec<ScopedJoinHandle<'scope, (ReaderState, Result<()>)>>,
     },
+}
+
+/// What the readers of one phase leave behind.
+pub struct LoaderReport {
+    pub read_latency: Histogram,
+    /// Bytes the readers caused to be read from storage devices, by the kernel's count; `None`
+    /// where the kernel does not count them per thread.
+    pub bytes_from_storage: Option<u64>,
+    /// The read buffers, for the next phase.
+    pub buffers: Vec<ReadBuffer>,
 }
 
 /// Batches of one rank's epoch, in step order.
@@ -253,13 +318,12 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         buffers: Vec<ReadBuffer>,
     ) -> Result<Loader<'scope, 'env>> {
         let mut buffers = buffers.into_iter();
-        let mut state =
-            |thread: usize| source.reader_state(thread, buffers.next().unwrap_or_default());
         if settings.read_threads == 0 {
+            let state = source.reader_state(0, buffers.next().unwrap_or_default());
             return Ok(Loader {
                 source,
                 next_step: 0,
-                mode: Mode::Inline(state(0)),
+                mode: Mode::Inline(state),
             });
         }
         let threads = settings.read_threads as usize;
@@ -270,12 +334,13 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         let mut readers = Vec::with_capacity(threads);
         for thread in 0..threads {
             let shared = Arc::clone(&handoffs.0);
-            let mut state = state(thread);
+            let buffer = buffers.next().unwrap_or_default();
             let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
                 let handoffs = shared;
                 let handoff = &handoffs[thread];
                 tighten_timer_slack();
                 yield_to_the_trainer();
+                let mut state = source.reader_state(thread, buffer);
                 for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
                     let j = j as u64;
                     handoff.wait_until(HANDOFF_SPIN, || {
@@ -292,7 +357,8 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                         break;
                     }
                 }
-                state
+                let closed = state.close(source.trace);
+                (state, closed)
             });
             readers.push(spawned.map_err(|e| {
                 Error::run(format!(
@@ -335,24 +401,44 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         }
     }
 
-    /// Stops the readers (early, if the epoch ended early); returns the read latencies and the
-    /// buffers for the next epoch.
-    pub fn finish(self) -> (Histogram, Vec<ReadBuffer>) {
+    /// Stops the readers (early, if the epoch ended early) and collects what they leave behind.
+    /// A reader that failed to finish its trace makes this an error.
+    pub fn finish(self) -> Result<LoaderReport> {
+        let mut report = LoaderReport {
+            read_latency: Histogram::default(),
+            bytes_from_storage: Some(0),
+            buffers: Vec::new(),
+        };
+        let mut add = |state: ReaderState| {
+            report.read_latency.merge(&state.latency);
+            report.bytes_from_storage = report
+                .bytes_from_storage
+                .zip(state.bytes_from_storage)
+                .map(|(a, b)| a + b);
+            report.buffers.push(state.buffer);
+        };
         match self.mode {
-            Mode::Inline(state) => (state.latency, vec![state.buffer]),
+            Mode::Inline(mut state) => {
+                let closed = state.close(self.source.trace);
+                add(state);
+                closed?;
+            }
             Mode::Threads { handoffs, readers } => {
                 drop(handoffs);
-                let mut latency = Histogram::default();
-                let mut buffers = Vec::with_capacity(readers.len());
+                let mut outcome = Ok(());
                 for reader in readers {
-                    if let Ok(state) = reader.join() {
-                        latency.merge(&state.latency);
-                        buffers.push(state.buffer);
+                    match reader.join() {
+                        Ok((state, closed)) => {
+                            add(state);
+                            outcome = outcome.and(closed);
+                        }
+                        Err(_) => outcome = Err(Error::run("a reader thread panicked")),
                     }
                 }
-                (latency, buffers)
+                outcome?;
             }
         }
+        Ok(report)
     }
 }
 
@@ -404,7 +490,7 @@ mod tests {
     fn readers_stay_within_the_outstanding_bound() {
         use crate::config::value::Value;
         use crate::config::Config;
-        use crate::plan::{Phase, PlanSpec};
+        use crate::plan::PlanSpec;
         for (threads, prefetch_size, batch) in [(2u64, 2u64, 3u64), (3, 8, 1), (1, 2, 2), (4, 2, 5)]
         {
             let yaml =
@@ -416,8 +502,11 @@ mod tests {
             let format = CountingFormat(AtomicU64::new(0));
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
+            let clock = Clock::start();
             let source = BatchSource {
                 plan: &plan,
+                epoch: 1,
+                phase: Phase::Train,
                 rank: 0,
                 dataset: &dataset,
                 split: &dataset.train,
@@ -426,6 +515,8 @@ mod tests {
                 preprocess_time: &TimeSpec::ZERO,
                 comm: &comm,
                 seed: 0,
+                clock: &clock,
+                trace: None,
             };
             let settings = LoaderSettings::new(threads, prefetch_size);
             let outstanding = threads * settings.prefetch_factor;
@@ -450,8 +541,8 @@ mod tests {
                         }
                     );
                 }
-                let (latency, _) = loader.finish();
-                assert_eq!(latency.count(), plan.steps() * batch);
+                let report = loader.finish().unwrap();
+                assert_eq!(report.read_latency.count(), plan.steps() * batch);
             });
         }
     }

@@ -7,6 +7,7 @@ pub mod hydra;
 pub mod log;
 pub mod ours;
 pub mod terminal;
+pub mod validity;
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -17,6 +18,7 @@ use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::stats::{
     across_ranks, mean_stdev, phase_rates, Clock, Histogram, PhaseRecord, RankRecord, Rates,
 };
+use crate::storage::Accounting;
 use crate::trainer::metric_window;
 
 /// One phase of one epoch, all ranks together.
@@ -30,6 +32,12 @@ pub struct PhaseResult {
     /// From the first rank's start to the last rank's end.
     pub wall: f64,
     pub read_latency: Histogram,
+    /// Bytes that came from the storage device; `None` where that cannot be known.
+    pub bytes_from_storage: Option<u64>,
+    /// The share of `bytes_read` the page cache (or RAM) served instead.
+    pub cache_served_fraction: Option<f64>,
+    /// How late the emulated compute sleeps ended, in ns.
+    pub compute_lateness: Histogram,
 }
 
 impl PhaseResult {
@@ -86,9 +94,16 @@ pub struct Results {
     /// Samples per epoch the plan does not read (the remainder, or past total_training_steps).
     pub train_samples_not_read: u64,
     pub world: usize,
+    /// How the bytes from storage were counted.
+    pub accounting: Accounting,
 }
 
-fn phase_result(config: &Config, phase: Phase, records: &[&PhaseRecord]) -> PhaseResult {
+fn phase_result(
+    config: &Config,
+    accounting: &Accounting,
+    phase: Phase,
+    records: &[&PhaseRecord],
+) -> PhaseResult {
     let window = metric_window(config);
     let per_rank: Vec<Rates> = records
         .iter()
@@ -98,9 +113,16 @@ fn phase_result(config: &Config, phase: Phase, records: &[&PhaseRecord]) -> Phas
         })
         .collect();
     let mut read_latency = Histogram::default();
+    let mut compute_lateness = Histogram::default();
     for r in records {
         read_latency.merge(&r.read_latency);
+        compute_lateness.merge(&r.compute_lateness);
     }
+    let bytes_read = records.iter().map(|r| r.bytes_read).sum();
+    let kernel_count = records
+        .iter()
+        .try_fold(0u64, |sum, r| Some(sum + r.bytes_from_storage?));
+    let bytes_from_storage = validity::bytes_from_storage(accounting, bytes_read, kernel_count);
     let start = records
         .iter()
         .map(|r| r.start)
@@ -114,9 +136,12 @@ fn phase_result(config: &Config, phase: Phase, records: &[&PhaseRecord]) -> Phas
         per_rank,
         steps: records.first().map_or(0, |r| r.steps()),
         samples_read: records.iter().map(|r| r.samples_read).sum(),
-        bytes_read: records.iter().map(|r| r.bytes_read).sum(),
+        bytes_read,
         wall: if end > start { end - start } else { 0.0 },
         read_latency,
+        bytes_from_storage,
+        cache_served_fraction: validity::cache_served_fraction(bytes_read, bytes_from_storage),
+        compute_lateness,
     }
 }
 
@@ -133,7 +158,7 @@ fn phase_metrics(config: &Config, results: &[&PhaseResult]) -> PhaseMetrics {
 }
 
 impl Results {
-    pub fn from_ranks(config: &Config, ranks: &[RankRecord]) -> Results {
+    pub fn from_ranks(config: &Config, ranks: &[RankRecord], accounting: Accounting) -> Results {
         let epochs: Vec<EpochResult> = (0..ranks.first().map_or(0, |r| r.epochs.len()))
             .map(|e| {
                 let train: Vec<&PhaseRecord> = ranks.iter().map(|r| &r.epochs[e].train).collect();
@@ -143,8 +168,9 @@ impl Results {
                     .collect();
                 EpochResult {
                     epoch: ranks[0].epochs[e].epoch,
-                    train: phase_result(config, Phase::Train, &train),
-                    eval: (!eval.is_empty()).then(|| phase_result(config, Phase::Eval, &eval)),
+                    train: phase_result(config, &accounting, Phase::Train, &train),
+                    eval: (!eval.is_empty())
+                        .then(|| phase_result(config, &accounting, Phase::Eval, &eval)),
                 }
             })
             .collect();
@@ -160,6 +186,7 @@ impl Results {
             train_samples_not_read: plan.samples_not_read(),
             world: ranks.len(),
             epochs,
+            accounting,
         }
     }
 }

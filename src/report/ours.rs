@@ -5,11 +5,16 @@
 use serde_json::{json, Value};
 
 use super::FinishedRun;
-use super::{timestamp, PhaseResult};
+use super::{timestamp, validity, PhaseResult};
 use crate::config::Config;
 
 fn latency(p: &PhaseResult, q: f64) -> Value {
     json!(p.read_latency.quantile_us(q))
+}
+
+fn lateness(p: &PhaseResult) -> Value {
+    let q = |q| json!(p.compute_lateness.quantile_us(q));
+    json!({"p50_us": q(0.5), "p99_us": q(0.99), "max_us": q(1.0)})
 }
 
 fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
@@ -21,12 +26,15 @@ fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
         "batch_size": batch,
         "samples_read": p.samples_read,
         "bytes_read": p.bytes_read,
+        "bytes_from_storage": p.bytes_from_storage,
+        "cache_served_fraction": p.cache_served_fraction,
         "duration_seconds": p.wall,
         "measured_mib_per_second": p.measured_mib_per_second(),
         "reads": p.read_latency.count(),
         "p50_us": latency(p, 0.5),
         "p99_us": latency(p, 0.99),
         "p999_us": latency(p, 0.999),
+        "compute_lateness": lateness(p),
         "per_rank_au_percent": p.per_rank.iter().map(|r| r.au_percent).collect::<Vec<_>>(),
         "per_rank_samples_per_second": p.per_rank.iter().map(|r| r.samples_per_second).collect::<Vec<_>>(),
     })
@@ -53,6 +61,8 @@ pub fn report(run: &FinishedRun) -> Value {
         })
         .collect();
     let t = &results.train;
+    let (method, note) = validity::accounting_method(&results.accounting);
+    let size = validity::DatasetSize::of(config);
     json!({
         "tool": "dlio-rs",
         "version": env!("CARGO_PKG_VERSION"),
@@ -71,6 +81,16 @@ pub fn report(run: &FinishedRun) -> Value {
             "samples_per_second_mean": t.samples_per_second.mean,
             "nominal_mib_per_second_mean": t.io_mib_per_second.mean,
         },
+        "storage_accounting": {"method": method, "note": note},
+        "cache_defeated_by": validity::cache_defeated_by(config),
+        "dataset": {
+            "bytes": size.dataset_bytes,
+            "host_memory_bytes": size.host_memory_bytes,
+            "meets_mlperf_5x_memory": size.meets_mlperf_rule(),
+            "dlio_potential_caching": super::dlio::potential_caching(config, results.world as u64),
+        },
+        "traced": config.output.trace,
+        "warnings": validity::warnings(config, results),
         "configuration": config.tree.to_json(),
     })
 }

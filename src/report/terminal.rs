@@ -9,6 +9,10 @@ fn us(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0}"))
 }
 
+fn percent(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.0}", v * 100.0))
+}
+
 pub fn render(config: &Config, results: &Results, output_folder: &std::path::Path) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -22,20 +26,29 @@ pub fn render(config: &Config, results: &Results, output_folder: &std::path::Pat
     );
     let _ = writeln!(
         out,
-        "{:<7}{:>9}{:>14}{:>13}{:>13}{:>10}{:>10}{:>10}",
-        "epoch", "AU %", "samples/s", "MiB/s nom.", "MiB/s read", "p50 µs", "p99 µs", "p99.9 µs"
+        "{:<7}{:>9}{:>14}{:>13}{:>13}{:>9}{:>10}{:>10}{:>10}",
+        "epoch",
+        "AU %",
+        "samples/s",
+        "MiB/s nom.",
+        "MiB/s read",
+        "cache %",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs"
     );
     let record_mib = config.dataset.record_length_bytes as f64 / 1048576.0;
     for e in &results.epochs {
         let t = &e.train;
         let _ = writeln!(
             out,
-            "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>10}{:>10}{:>10}",
+            "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>9}{:>10}{:>10}{:>10}",
             e.epoch,
             t.rates.au_percent,
             t.rates.samples_per_second,
             t.rates.samples_per_second * record_mib,
             t.measured_mib_per_second(),
+            percent(t.cache_served_fraction),
             us(t.read_latency.quantile_us(0.5)),
             us(t.read_latency.quantile_us(0.99)),
             us(t.read_latency.quantile_us(0.999)),
@@ -43,12 +56,13 @@ pub fn render(config: &Config, results: &Results, output_folder: &std::path::Pat
         if let Some(v) = &e.eval {
             let _ = writeln!(
                 out,
-                "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>10}{:>10}{:>10}",
+                "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>9}{:>10}{:>10}{:>10}",
                 " eval",
                 v.rates.au_percent,
                 v.rates.samples_per_second,
                 v.rates.samples_per_second * record_mib,
                 v.measured_mib_per_second(),
+                percent(v.cache_served_fraction),
                 us(v.read_latency.quantile_us(0.5)),
                 us(v.read_latency.quantile_us(0.99)),
                 us(v.read_latency.quantile_us(0.999)),
@@ -85,6 +99,11 @@ pub fn render(config: &Config, results: &Results, output_folder: &std::path::Pat
             results.train_samples_not_read
         );
     }
+    let (method, _) = super::validity::accounting_method(&results.accounting);
+    let _ = writeln!(
+        out,
+        "Cache %: share of the bytes read that did not come from the storage ({method}; docs/valid-measurement.md)"
+    );
     let _ = writeln!(out, "Outputs: {}", output_folder.display());
     out
 }

@@ -34,6 +34,11 @@ impl Clock {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// Microseconds from the clock's start to `instant`.
+    pub fn micros_at(&self, instant: Instant) -> u64 {
+        instant.saturating_duration_since(self.start).as_micros() as u64
+    }
+
     pub fn wall(&self, seconds: f64) -> SystemTime {
         self.start_wall + std::time::Duration::from_secs_f64(seconds.max(0.0))
     }
@@ -66,6 +71,11 @@ pub struct PhaseRecord {
     pub bytes_read: u64,
     /// Duration of every sample read.
     pub read_latency: Histogram,
+    /// Bytes the readers caused to be read from storage devices (the kernel's per-thread
+    /// count); `None` where the kernel does not count them.
+    pub bytes_from_storage: Option<u64>,
+    /// How much later than asked each emulated compute sleep ended, in ns.
+    pub compute_lateness: Histogram,
 }
 
 impl PhaseRecord {

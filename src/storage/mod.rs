@@ -23,3 +23,15 @@ pub trait Storage: Send + Sync {
     /// Keys of the objects below `prefix`, recursively, sorted.
     fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
 }
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accounting {
+    /// Every byte read comes from the storage device (O_DIRECT; later object storage): bytes from storage = bytes read.
+    Exact,
+    /// The kernel counts block-device reads per thread (/proc/thread-self/io read_bytes).
+    KernelCounters,
+    /// The files live in memory (tmpfs, ramfs): nothing is read from a device.
+    InMemory,
+    /// The kernel does not account this file system's reads (NFS, FUSE, unknown): the reason, naming the fs type.
+    Unaccounted(String),
+}

@@ -1,0 +1,221 @@
+//! Whether a run measured the storage or the host's memory: how many of the bytes each epoch read
+//! really came from the storage device, whether the dataset is large enough that the page cache
+//! cannot hold it, and the warnings that follow. Definitions: docs/valid-measurement.md.
+
+use super::{PhaseResult, Results};
+use crate::config::{Config, PageCache};
+use crate::storage::Accounting;
+use crate::system;
+
+/// An epoch with more than this share of its bytes served from cache is flagged.
+pub const CACHE_WARNING_FRACTION: f64 = 0.10;
+
+/// MLPerf Storage's rule: the dataset must be at least this many times the hosts' memory.
+pub const MLPERF_DATASET_TO_MEMORY: u64 = 5;
+
+/// How a phase's bytes from storage were counted, for reports.
+pub fn accounting_method(accounting: &Accounting) -> (&'static str, String) {
+    match accounting {
+        Accounting::Exact => (
+            "exact",
+            "O_DIRECT: every byte read comes from the storage device".into(),
+        ),
+        Accounting::KernelCounters => (
+            "kernel_read_bytes",
+            "the reader threads' read_bytes in /proc/thread-self/io: bytes the kernel fetched from \
+             the block device for them, readahead included"
+                .into(),
+        ),
+        Accounting::InMemory => (
+            "in_memory",
+            "the data folder is on a memory file system: every byte is served from RAM".into(),
+        ),
+        Accounting::Unaccounted(reason) => ("unaccounted", reason.clone()),
+    }
+}
+
+/// Bytes of a phase that came from the storage, as far as they can be known, given the bytes
+/// the readers asked for and the kernel's count (`None` where it keeps none).
+pub fn bytes_from_storage(
+    accounting: &Accounting,
+    bytes_read: u64,
+    kernel_count: Option<u64>,
+) -> Option<u64> {
+    match accounting {
+        Accounting::Exact => Some(bytes_read),
+        Accounting::KernelCounters => kernel_count,
+        Accounting::InMemory => Some(0),
+        Accounting::Unaccounted(_) => None,
+    }
+}
+
+/// The share of the bytes asked for that did not come from the storage: 0 when storage supplied
+/// at least as much as was asked (readahead can make it more), 1 when it supplied nothing.
+pub fn cache_served_fraction(bytes_read: u64, bytes_from_storage: Option<u64>) -> Option<f64> {
+    let from_storage = bytes_from_storage?;
+    (bytes_read > 0).then(|| 1.0 - (from_storage as f64 / bytes_read as f64).min(1.0))
+}
+
+/// The option that keeps the page cache out of the measurement, if one is on.
+pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
+    if config.reader.odirect {
+        Some("reader.odirect")
+    } else {
+        match config.reader.page_cache {
+            PageCache::Keep => None,
+            PageCache::DropBeforeEpoch => Some("reader.page_cache=drop_before_epoch"),
+            PageCache::EvictAfterRead => Some("reader.page_cache=evict_after_read"),
+        }
+    }
+}
+
+/// The training dataset's size beside this host's memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DatasetSize {
+    pub dataset_bytes: u64,
+    pub host_memory_bytes: u64,
+}
+
+impl DatasetSize {
+    pub fn of(config: &Config) -> DatasetSize {
+        DatasetSize::new(config, system::memory_bytes())
+    }
+
+    pub fn new(config: &Config, host_memory_bytes: u64) -> DatasetSize {
+        let d = &config.dataset;
+        DatasetSize {
+            dataset_bytes: d
+                .num_files_train
+                .saturating_mul(d.num_samples_per_file)
+                .saturating_mul(d.record_length_bytes),
+            host_memory_bytes,
+        }
+    }
+
+    pub fn meets_mlperf_rule(&self) -> bool {
+        self.dataset_bytes
+            >= self
+                .host_memory_bytes
+                .saturating_mul(MLPERF_DATASET_TO_MEMORY)
+    }
+
+    /// Why caching can inflate the result, unless an option keeps the cache out.
+    pub fn warning(&self, config: &Config) -> Option<String> {
+        if cache_defeated_by(config).is_some() || self.meets_mlperf_rule() {
+            return None;
+        }
+        Some(format!(
+            "the training dataset ({}) is smaller than {MLPERF_DATASET_TO_MEMORY} × this host's memory ({}, \
+             MLPerf Storage's rule){}: the page cache can serve reads and inflate the result. Use \
+             ++workload.reader.odirect=True, ++workload.reader.page_cache=evict_after_read (or \
+             drop_before_epoch), or a larger dataset",
+            gib(self.dataset_bytes),
+            gib(self.host_memory_bytes),
+            if self.dataset_bytes < self.host_memory_bytes {
+                "; it even fits in memory whole"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / 1024f64.powi(3))
+}
+
+fn phase_warning(label: &str, phase: &PhaseResult) -> Option<String> {
+    let fraction = phase.cache_served_fraction?;
+    (fraction > CACHE_WARNING_FRACTION).then(|| {
+        format!(
+            "{label}: {:.0}% of the {:.1} MiB read was served from the page cache, not the storage; \
+             this epoch measured memory",
+            fraction * 100.0,
+            phase.bytes_read as f64 / 1048576.0
+        )
+    })
+}
+
+/// Every warning about the validity of a finished run, in the order users should read them.
+pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
+    let mut warnings: Vec<String> = DatasetSize::of(config)
+        .warning(config)
+        .into_iter()
+        .collect();
+    if let Accounting::Unaccounted(reason) = &results.accounting {
+        warnings.push(format!("bytes from storage are not known: {reason}"));
+    }
+    for e in &results.epochs {
+        warnings.extend(phase_warning(&format!("epoch {} train", e.epoch), &e.train));
+        if let Some(eval) = &e.eval {
+            warnings.extend(phase_warning(&format!("epoch {} eval", e.epoch), eval));
+        }
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::value::Value;
+
+    fn config(extra: &str) -> Config {
+        let yaml = format!(
+            "dataset:\n  num_files_train: 100\n  num_samples_per_file: 2\n  record_length_bytes: 1000\n{extra}"
+        );
+        Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn cache_share_follows_the_bytes() {
+        assert_eq!(cache_served_fraction(1000, Some(0)), Some(1.0));
+        assert_eq!(cache_served_fraction(1000, Some(250)), Some(0.75));
+        // Readahead past what was asked is storage, not a negative cache share.
+        assert_eq!(cache_served_fraction(1000, Some(4096)), Some(0.0));
+        assert_eq!(cache_served_fraction(0, Some(0)), None);
+        assert_eq!(cache_served_fraction(1000, None), None);
+        assert_eq!(
+            bytes_from_storage(&Accounting::Exact, 1000, Some(3)),
+            Some(1000)
+        );
+        assert_eq!(
+            bytes_from_storage(&Accounting::KernelCounters, 1000, Some(3)),
+            Some(3)
+        );
+        assert_eq!(
+            bytes_from_storage(&Accounting::InMemory, 1000, Some(3)),
+            Some(0)
+        );
+        assert_eq!(
+            bytes_from_storage(&Accounting::Unaccounted("nfs".into()), 1000, Some(3)),
+            None
+        );
+    }
+
+    #[test]
+    fn dataset_rule_is_five_times_memory_unless_the_cache_is_kept_out() {
+        let plain = config("");
+        // 100 files × 2 samples × 1000 bytes = 200,000 bytes.
+        assert!(DatasetSize::new(&plain, 40_000).meets_mlperf_rule());
+        assert!(!DatasetSize::new(&plain, 40_001).meets_mlperf_rule());
+        assert!(DatasetSize::new(&plain, 40_000).warning(&plain).is_none());
+        let warning = DatasetSize::new(&plain, 40_001).warning(&plain).unwrap();
+        assert!(warning.contains("smaller than 5 ×"), "{warning}");
+        assert!(!warning.contains("fits in memory whole"), "{warning}");
+        assert!(DatasetSize::new(&plain, 300_000)
+            .warning(&plain)
+            .unwrap()
+            .contains("fits in memory whole"));
+        for option in [
+            "reader:\n  odirect: True\n",
+            "reader:\n  page_cache: evict_after_read\n",
+            "reader:\n  page_cache: drop_before_epoch\n",
+        ] {
+            let defeated = config(option);
+            assert!(cache_defeated_by(&defeated).is_some());
+            assert!(DatasetSize::new(&defeated, 1 << 40)
+                .warning(&defeated)
+                .is_none());
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Helpers shared by the end-to-end tests: scratch folders, running the binaries as processes,
+//! and reading their JSON outputs.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
+pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");
+
+/// Environment variables the binaries read; removed from every child so the host cannot leak in.
+pub const ISOLATED_ENV: &[&str] = &[
+    "DLIO_RS_ACCELERATORS",
+    "DLIO_LOG_LEVEL",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_SIZE",
+    "MPI_LOCALNRANKS",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh folder under the system temp dir, removed when the test passes (kept when it fails,
+/// for inspection).
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(test: &str) -> Scratch {
+        Scratch::new_in(&std::env::temp_dir(), test)
+    }
+
+    /// A fresh folder under `base`.
+    pub fn new_in(base: impl AsRef<Path>, test: &str) -> Scratch {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = base.as_ref().join(format!(
+            "dlio-rs-cli-{test}-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("creating the scratch folder");
+        Scratch { path }
+    }
+
+    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// `rel` inside the scratch folder, as a string for an override word.
+    pub fn s(&self, rel: &str) -> String {
+        self.join(rel).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("(kept {} for inspection)", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// What a finished process left.
+pub struct Ran {
+    pub what: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn context(&self) -> String {
+        format!(
+            "command: {}\nexit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what, self.code, self.stdout, self.stderr
+        )
+    }
+
+    pub fn ok(self) -> Ran {
+        assert_eq!(self.code, Some(0), "expected success\n{}", self.context());
+        self
+    }
+
+    pub fn fails(self, code: i32) -> Ran {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "expected exit {code}\n{}",
+            self.context()
+        );
+        assert!(
+            self.stderr.contains("error:"),
+            "the failure should print 'error: ...'\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// Asserts stderr contains every one of `needles`.
+    pub fn says(self, needles: &[&str]) -> Ran {
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "stderr should contain {n:?}\n{}",
+                self.context()
+            );
+        }
+        self
+    }
+}
+
+pub fn launch<S: AsRef<str>>(bin: &str, cwd: &Path, args: &[S], env: &[(&str, &str)]) -> Ran {
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(cwd);
+    for k in ISOLATED_ENV {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    cmd.args(&args);
+    let what = format!(
+        "{}{} {}",
+        env.iter()
+            .map(|(k, v)| format!("{k}={v} "))
+            .collect::<String>(),
+        Path::new(bin).file_name().unwrap().to_string_lossy(),
+        args.join(" ")
+    );
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
+    let ran = Ran {
+        what,
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        ran.code.is_some(),
+        "killed by a signal (crash?)\n{}",
+        ran.context()
+    );
+    assert!(
+        !ran.stderr.contains("panicked") && !ran.stdout.contains("panicked"),
+        "the binary panicked\n{}",
+        ran.context()
+    );
+    ran
+}
+
+/// `dlio-rs ARGS...` in `cwd`.
+pub fn dlio_rs<S: AsRef<str>>(cwd: &Path, args: &[S]) -> Ran {
+    launch(DLIO_RS, cwd, args, &[])
+}
+
+/// `dlio-rs run -q [-n N] WORDS...`.
+pub fn run_quiet<S: AsRef<str>>(cwd: &Path, accelerators: usize, words: &[S]) -> Ran {
+    let mut args = vec![
+        "run".to_string(),
+        "-q".into(),
+        "--accelerators".into(),
+        accelerators.to_string(),
+    ];
+    args.extend(words.iter().map(|w| w.as_ref().to_string()));
+    dlio_rs(cwd, &args)
+}
+
+pub fn strings(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// `words` plus `extra`.
+pub fn with(words: &[String], extra: &[&str]) -> Vec<String> {
+    let mut all = words.to_vec();
+    all.extend(extra.iter().map(|w| w.to_string()));
+    all
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+pub fn at<'a>(v: &'a Value, pointer: &str) -> &'a Value {
+    v.pointer(pointer).unwrap_or_else(|| {
+        let mut shown = v.to_string();
+        shown.truncate(2000);
+        panic!("missing {pointer} in {shown}")
+    })
+}
+
+pub fn num(v: &Value, pointer: &str) -> f64 {
+    at(v, pointer)
+        .as_f64()
+        .unwrap_or_else(|| panic!("{pointer} is not a number: {}", at(v, pointer)))
+}
+
+pub fn int(v: &Value, pointer: &str) -> u64 {
+    at(v, pointer)
+        .as_u64()
+        .unwrap_or_else(|| panic!("{pointer} is not an unsigned integer: {}", at(v, pointer)))
+}
+
+pub fn nums(v: &Value, pointer: &str) -> Vec<f64> {
+    at(v, pointer)
+        .as_array()
+        .unwrap_or_else(|| panic!("{pointer} is not a list: {}", at(v, pointer)))
+        .iter()
+        .map(|x| {
+            x.as_f64()
+                .unwrap_or_else(|| panic!("{pointer}: {x} is not a number"))
+        })
+        .collect()
+}

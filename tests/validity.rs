@@ -1,0 +1,379 @@
+//! End-to-end tests of measurement validity: traced runs checked by `dlio-rs audit` (every planned
+//! sample read once per epoch, a fresh order and fresh rank shards each epoch when shuffling, the
+//! same plan for the same seed), a planted reader fault that the audit must catch, and the bytes
+//! each epoch really took from storage under each page-cache option.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// A small traced training run over an existing dataset in `data`.
+fn traced_words(data: &Path, out: &Path, shape: &Shape, extra: &[&str]) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=False",
+        "++workload.workflow.train=True",
+        "++workload.dataset.format=npz",
+        "++workload.dataset.record_length_bytes=2048",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.train.computation_time=0",
+        "++workload.output.trace=True",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", data.display()));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    words.push(format!(
+        "++workload.dataset.num_files_train={}",
+        shape.files
+    ));
+    words.push(format!(
+        "++workload.dataset.num_samples_per_file={}",
+        shape.samples_per_file
+    ));
+    words.push(format!("++workload.reader.batch_size={}", shape.batch));
+    words.push(format!("++workload.reader.read_threads={}", shape.threads));
+    words.push(format!("++workload.train.epochs={}", shape.epochs));
+    words.extend(extra.iter().map(|w| w.to_string()));
+    words
+}
+
+struct Shape {
+    files: u64,
+    samples_per_file: u64,
+    batch: u64,
+    threads: u64,
+    epochs: u64,
+}
+
+/// Generates the dataset `words` describe (the same words with generation on and training off).
+fn generate_for(cwd: &Path, words: &[String]) {
+    run_quiet(
+        cwd,
+        1,
+        &with(
+            words,
+            &[
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+            ],
+        ),
+    )
+    .ok();
+}
+
+/// `dlio-rs audit DIR --json`, parsed; also returns the exit code.
+fn audit(cwd: &Path, out: &Path) -> (Option<i32>, Value, Ran) {
+    let ran = dlio_rs(cwd, &["audit", &out.display().to_string(), "--json"]);
+    let report: Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|e| panic!("audit --json printed no JSON: {e}\n{}", ran.context()));
+    (ran.code, report, ran)
+}
+
+fn train_phases(report: &Value) -> Vec<&Value> {
+    at(report, "/phases")
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["phase"] == "train")
+        .collect()
+}
+
+#[test]
+fn shuffled_runs_pass_the_audit_and_reshuffle_order_and_shards_every_epoch() {
+    let tmp = Scratch::new("reshuffle");
+    let shape = Shape {
+        files: 24,
+        samples_per_file: 2,
+        batch: 3,
+        threads: 2,
+        epochs: 3,
+    };
+    let shuffled = [
+        "++workload.reader.file_shuffle=seed",
+        "++workload.reader.sample_shuffle=seed",
+    ];
+    generate_for(
+        &tmp.path,
+        &traced_words(&tmp.join("data"), &tmp.join("gen"), &shape, &[]),
+    );
+    for world in [2usize, 4] {
+        let out = tmp.join(format!("shuffled{world}"));
+        let words = traced_words(&tmp.join("data"), &out, &shape, &shuffled);
+        run_quiet(&tmp.path, world, &words).ok();
+        let (code, report, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{}", ran.context());
+        assert_eq!(report["passed"], true, "{}", ran.context());
+        let phases = train_phases(&report);
+        assert_eq!(phases.len(), 3);
+        for p in &phases[1..] {
+            let changed = p["order_changed_fraction"].as_f64().unwrap();
+            assert!(changed > 0.5, "order barely changed: {p}");
+            let per_rank = p["rank_files_changed_fraction"].as_array().unwrap();
+            assert_eq!(per_rank.len(), world);
+            for share in per_rank {
+                assert!(share.as_f64().unwrap() > 0.0, "a rank kept its files: {p}");
+            }
+        }
+
+        let out = tmp.join(format!("ordered{world}"));
+        let words = traced_words(&tmp.join("data"), &out, &shape, &[]);
+        run_quiet(&tmp.path, world, &words).ok();
+        let (code, report, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{}", ran.context());
+        for p in &train_phases(&report)[1..] {
+            assert_eq!(p["order_changed_fraction"], 0.0, "{p}");
+            for share in p["rank_files_changed_fraction"].as_array().unwrap() {
+                assert_eq!(share, 0.0, "{p}");
+            }
+        }
+    }
+}
+
+#[test]
+fn uneven_shapes_read_each_sample_once_with_equal_steps_on_every_rank() {
+    let tmp = Scratch::new("uneven");
+    // (files, samples per file, batch, accelerators, read threads): nothing divides evenly.
+    for (files, spf, batch, world, threads) in [
+        (7u64, 3u64, 4u64, 3usize, 2u64),
+        (5, 1, 2, 2, 0),
+        (13, 2, 5, 4, 3),
+        (9, 4, 7, 2, 1),
+    ] {
+        let shape = Shape {
+            files,
+            samples_per_file: spf,
+            batch,
+            threads,
+            epochs: 2,
+        };
+        let data = tmp.join(format!("data{files}"));
+        let out = tmp.join(format!("out{files}"));
+        let eval = [
+            "++workload.workflow.evaluation=True",
+            "++workload.dataset.num_files_eval=3",
+            "++workload.reader.batch_size_eval=2",
+            "++workload.reader.file_shuffle=seed",
+            "++workload.reader.sample_shuffle=seed",
+        ];
+        let words = traced_words(&data, &out, &shape, &eval);
+        generate_for(&tmp.path, &words);
+        run_quiet(&tmp.path, world, &words).ok();
+        let (code, report, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{}", ran.context());
+        let steps = (files * spf) / (batch * world as u64);
+        let mut eval_phases = 0;
+        for p in at(&report, "/phases").as_array().unwrap() {
+            assert_eq!(p["repeated"], 0, "{p}");
+            assert_eq!(p["missing"], 0, "{p}");
+            if p["phase"] == "train" {
+                assert_eq!(int(p, "/steps"), steps, "{p}");
+                assert_eq!(
+                    int(p, "/samples_not_read"),
+                    files * spf - steps * batch * world as u64
+                );
+            } else {
+                eval_phases += 1;
+            }
+        }
+        assert_eq!(eval_phases, 2, "an eval phase after each epoch");
+    }
+}
+
+/// Each batch's samples in read order, keyed by (epoch, phase, rank, step): what a plan decides.
+fn batches(out: &Path, world: usize) -> BTreeMap<(u64, String, u64, u64), Vec<(String, u64)>> {
+    let mut batches = BTreeMap::new();
+    for rank in 0..world {
+        let text = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let key = (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                f[3].parse().unwrap(),
+                f[2].parse().unwrap(),
+            );
+            batches
+                .entry(key)
+                .or_insert_with(Vec::new)
+                .push((f[5].to_string(), f[6].parse().unwrap()));
+        }
+    }
+    batches
+}
+
+#[test]
+fn the_same_seed_gives_the_same_plan_and_random_a_different_one() {
+    let tmp = Scratch::new("seeds");
+    let shape = Shape {
+        files: 32,
+        samples_per_file: 2,
+        batch: 4,
+        threads: 3,
+        epochs: 2,
+    };
+    generate_for(
+        &tmp.path,
+        &traced_words(&tmp.join("data"), &tmp.join("gen"), &shape, &[]),
+    );
+    let run = |name: &str, shuffle: &str| {
+        let out = tmp.join(name);
+        let file = format!("++workload.reader.file_shuffle={shuffle}");
+        let sample = format!("++workload.reader.sample_shuffle={shuffle}");
+        let words = traced_words(&tmp.join("data"), &out, &shape, &[&file, &sample]);
+        run_quiet(&tmp.path, 2, &words).ok();
+        assert_eq!(audit(&tmp.path, &out).0, Some(0));
+        batches(&out, 2)
+    };
+    let seeded = run("seed1", "seed");
+    assert_eq!(
+        seeded.len() as u64,
+        2 * 2 * (64 / 8),
+        "epochs × ranks × steps"
+    );
+    assert_eq!(seeded, run("seed2", "seed"));
+    let random = run("random1", "random");
+    assert_ne!(random, run("random2", "random"));
+    assert_ne!(random, seeded);
+}
+
+/// A reader that skips or repeats a sample in epoch 2 (a test build's planted fault) is caught.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_planted_reader_fault_fails_the_audit() {
+    let tmp = Scratch::new("fault");
+    let shape = Shape {
+        files: 16,
+        samples_per_file: 1,
+        batch: 4,
+        threads: 2,
+        epochs: 2,
+    };
+    let data = tmp.join("data");
+    generate_for(
+        &tmp.path,
+        &traced_words(&data, &tmp.join("gen"), &shape, &[]),
+    );
+    for (fault, violation) in [("repeat", "repeated"), ("skip", "missing")] {
+        let out = tmp.join(fault);
+        let words = traced_words(&data, &out, &shape, &[]);
+        let mut args = strings(&["run", "-q", "-n", "2"]);
+        args.extend(words);
+        launch(
+            env!("CARGO_BIN_EXE_dlio-rs"),
+            &tmp.path,
+            &args,
+            &[("DLIO_RS_PLANTED_FAULT", fault)],
+        )
+        .ok();
+        let (code, report, ran) = audit(&tmp.path, &out);
+        assert_eq!(
+            code,
+            Some(1),
+            "the audit missed a {fault}\n{}",
+            ran.context()
+        );
+        assert_eq!(report["passed"], false);
+        let phases = train_phases(&report);
+        assert_eq!(phases[0][violation], 0, "epoch 1 is clean: {}", phases[0]);
+        assert!(
+            int(phases[1], &format!("/{violation}")) >= 1,
+            "epoch 2 should show the {fault}: {}",
+            phases[1]
+        );
+        let human = dlio_rs(&tmp.path, &["audit", &out.display().to_string()]);
+        assert_eq!(human.code, Some(1));
+        assert!(
+            human.stdout.contains("epoch 2") && human.stdout.contains("trace/0.csv:"),
+            "the failure names the offending rows\n{}",
+            human.context()
+        );
+    }
+}
+
+/// Bytes from storage per epoch under each page-cache option. The data lives under the build's
+/// temporary folder, on the same disk as the checkout (never tmpfs), so the kernel counts reads.
+#[test]
+fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
+    let tmp = Scratch::new_in(env!("CARGO_TARGET_TMPDIR"), "bytes");
+    let shape = Shape {
+        files: 16,
+        samples_per_file: 1,
+        batch: 2,
+        threads: 2,
+        epochs: 3,
+    };
+    let size = ["++workload.dataset.record_length_bytes=262144"];
+    let data = tmp.join("data");
+    generate_for(
+        &tmp.path,
+        &traced_words(&data, &tmp.join("gen"), &shape, &size),
+    );
+    let epochs = |name: &str, option: &str| -> (Value, Vec<(u64, Option<u64>, Option<f64>)>) {
+        let out = tmp.join(name);
+        let words = traced_words(&data, &out, &shape, &[size[0], option]);
+        run_quiet(&tmp.path, 2, &words).ok();
+        let report = read_json(&out.join("report.json"));
+        let per_epoch = at(&report, "/epochs")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    int(e, "/bytes_read"),
+                    e["bytes_from_storage"].as_u64(),
+                    e["cache_served_fraction"].as_f64(),
+                )
+            })
+            .collect();
+        (report, per_epoch)
+    };
+    for (option, method) in [
+        (
+            "++workload.reader.page_cache=evict_after_read",
+            "kernel_read_bytes",
+        ),
+        ("++workload.reader.odirect=True", "exact"),
+        (
+            "++workload.reader.page_cache=drop_before_epoch",
+            "kernel_read_bytes",
+        ),
+    ] {
+        let (report, per_epoch) = epochs("defeated", option);
+        assert_eq!(
+            at(&report, "/storage_accounting/method"),
+            method,
+            "{option}"
+        );
+        let first = per_epoch[0].1.expect("bytes from storage are counted");
+        for (epoch, (read, from_storage, cached)) in per_epoch.iter().enumerate().skip(1) {
+            let from_storage = from_storage.unwrap();
+            assert!(
+                from_storage as f64 >= 0.95 * first as f64,
+                "{option}: epoch {} took {from_storage} bytes from storage, epoch 1 {first}",
+                epoch + 1
+            );
+            assert!(from_storage as f64 >= 0.95 * *read as f64, "{option}");
+            assert!(cached.unwrap() <= 0.05, "{option}");
+        }
+        let warnings = at(&report, "/warnings").to_string();
+        assert!(!warnings.contains("page cache"), "{option}: {warnings}");
+    }
+
+    // The data was just read, so with `keep` the page cache holds all of it.
+    let (report, per_epoch) = epochs("kept", "++workload.reader.page_cache=keep");
+    for (read, _, cached) in &per_epoch {
+        assert!(*read > 0);
+        assert!(
+            cached.unwrap() > 0.9,
+            "expected a cache-served epoch: {per_epoch:?}"
+        );
+    }
+    let warnings = at(&report, "/warnings").to_string();
+    assert!(
+        warnings.contains("epoch 2 train") && warnings.contains("served from the page cache"),
+        "{warnings}"
+    );
+}

@@ -10,15 +10,16 @@ use rand::rngs::SmallRng;
 use crate::config::Format;
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
+use crate::storage::{IoBuffer, Storage};
 
 pub use npy::Npy;
 pub use npz::Npz;
 
-/// Reusable per-thread memory for reads, so steady-state reading allocates nothing.
+/// Reusable per-thread memory for reads, so steady-state reading allocates nothing; aligned so
+/// that O_DIRECT can read into it.
 #[derive(Debug, Default)]
 pub struct ReadBuffer {
-    pub bytes: Vec<u8>,
+    pub bytes: IoBuffer,
 }
 
 /// What reading one sample cost.

@@ -153,7 +153,7 @@ impl FileFormat for Npy {
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
-        check_array(&buf.bytes[..len], sample).map_err(|why| corrupt(storage, key, why))?;
+        check_array(buf.bytes.as_slice(), sample).map_err(|why| corrupt(storage, key, why))?;
         Ok(SampleRead {
             offset: 0,
             bytes: len as u64,

@@ -40,7 +40,7 @@ impl FileFormat for Npz {
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
-        let member = stored_member(&buf.bytes[..len], "x.npy", self.verify)
+        let member = stored_member(buf.bytes.as_slice(), "x.npy", self.verify)
             .map_err(|why| corrupt(storage, key, why))?;
         check_array(member, sample)
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
@@ -48,5 +48,45 @@ impl FileFormat for Npz {
             offset: 0,
             bytes: len as u64,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::config::ElementType;
+    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+
+    #[test]
+    fn reads_a_sample_with_o_direct_as_through_the_page_cache() {
+        let shape = FileShape {
+            dims: vec![7, 1000, 3],
+            element: ElementType::Float32,
+        };
+        let npz = Npz { verify: true };
+        let mut file = Vec::new();
+        npz.encode(&shape, &mut SmallRng::seed_from_u64(3), &mut file)
+            .unwrap();
+        let dir = scratch_dir("npz");
+        let buffered = LocalFs::new(&dir);
+        buffered.put("a.npz", &file).unwrap();
+        let direct = LocalFs::with_options(
+            &dir,
+            LocalOptions {
+                odirect: true,
+                evict_after_read: false,
+            },
+        );
+        let mut buf = ReadBuffer::default();
+        for storage in [&buffered, &direct] {
+            let read = npz.read_sample(storage, "a.npz", 2, &mut buf).unwrap();
+            assert_eq!(read.bytes, file.len() as u64);
+            assert_eq!(buf.bytes.as_slice(), &file[..]);
+        }
+        let error = npz.read_sample(&direct, "a.npz", 3, &mut buf).unwrap_err();
+        assert!(error.to_string().contains("out of range"), "{error}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

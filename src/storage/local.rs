@@ -1,17 +1,35 @@
-//! Local and parallel file systems through the kernel's page cache.
+//! Local and parallel file systems, read through the kernel's page cache or, with O_DIRECT, past
+//! it. With O_DIRECT the kernel moves whole blocks between the device and memory: the buffer is
+//! page-aligned and requests are rounded up to the file system's direct-I/O block, the last one
+//! coming back short at the end of the file.
 
-use std::fs::{self, File};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::Storage;
+use super::{fs_type, Accounting, IoBuffer, Storage};
+use crate::error::{Error, Result};
+
+/// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Open files with O_DIRECT: every byte read comes from the device, none from the cache.
+    pub odirect: bool,
+    /// Drop each file's pages from the page cache once it has been read, so that the next read
+    /// of it comes from storage.
+    pub evict_after_read: bool,
+}
 
 #[derive(Debug)]
 pub struct LocalFs {
     root: PathBuf,
+    options: LocalOptions,
     /// The root, opened once: reads open files relative to it, so the kernel walks only the
     /// key's components and no path is allocated per read.
     root_dir: OnceLock<Option<File>>,
@@ -21,34 +39,17 @@ pub struct LocalFs {
 const MAX_RELATIVE_KEY: usize = 1024;
 
 impl LocalFs {
+    /// Files below `root`, read through the page cache.
     pub fn new(root: impl Into<PathBuf>) -> LocalFs {
-        LocalFs {
-            root: root.into(),
-            root_dir: OnceLock::new(),
-        }
+        LocalFs::with_options(root, LocalOptions::default())
     }
 
-    fn open_for_reading(&self, key: &str) -> io::Result<File> {
-        let root_dir = self.root_dir.get_or_init(|| File::open(&self.root).ok());
-        match root_dir {
-            Some(dir) if key.len() < MAX_RELATIVE_KEY && !key.as_bytes().contains(&0) => {
-                let mut relative = [0u8; MAX_RELATIVE_KEY];
-                relative[..key.len()].copy_from_slice(key.as_bytes());
-                // SAFETY: `relative` is NUL-terminated (zeroed past the key) and outlives the call;
-                // a non-negative result is a new descriptor that the File then owns.
-                let fd = unsafe {
-                    libc::openat(
-                        dir.as_raw_fd(),
-                        relative.as_ptr().cast(),
-                        libc::O_RDONLY | libc::O_CLOEXEC,
-                    )
-                };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(unsafe { File::from_raw_fd(fd) })
-            }
-            _ => File::open(self.path(key)),
+    /// Files below `root`, read as `options` say.
+    pub fn with_options(root: impl Into<PathBuf>, options: LocalOptions) -> LocalFs {
+        LocalFs {
+            root: root.into(),
+            options,
+            root_dir: OnceLock::new(),
         }
     }
 
@@ -59,6 +60,277 @@ impl LocalFs {
     pub fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
     }
+
+    /// Checks, before a run, that the file system lets the file at `key` be read with O_DIRECT,
+    /// by reading its first block that way. A refusal is a usage error that says which settings
+    /// avoid O_DIRECT; any other failure is a run error naming the file.
+    pub fn check_direct_io(&self, key: &str) -> Result<()> {
+        let mut first_block = IoBuffer::new();
+        match self.read_head(key, true, 1, &mut first_block) {
+            Ok(_) => Ok(()),
+            Err(e) if is_direct_io_refusal(&e) => Err(Error::usage(e.to_string())),
+            Err(e) => Err(Error::run(format!(
+                "cannot read data file {} with O_DIRECT: {e}",
+                self.describe(key)
+            ))),
+        }
+    }
+
+    /// Reads the first `limit` bytes of the file at `key` (all of it if shorter) into `buf`, with
+    /// O_DIRECT if `direct`; returns how many bytes that is.
+    fn read_head(
+        &self,
+        key: &str,
+        direct: bool,
+        limit: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<usize> {
+        let read = self.read_head_unexplained(key, direct, limit, buf);
+        if direct {
+            read.map_err(|e| explain_direct_io_error(&self.path(key), e))
+        } else {
+            read
+        }
+    }
+
+    fn read_head_unexplained(
+        &self,
+        key: &str,
+        direct: bool,
+        limit: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<usize> {
+        let file = self.open_for_reading(key, direct)?;
+        let (size, direct_block) = if direct {
+            let (size, block) = direct_io_geometry(&file, || self.path(key))?;
+            (size, Some(block))
+        } else {
+            (file.metadata()?.len(), None)
+        };
+        let too_large = || {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("the file is too large ({size} bytes) to read into memory"),
+            )
+        };
+        let needed = usize::try_from(size).map_err(|_| too_large())?.min(limit);
+        let request = match direct_block {
+            Some(block) => needed
+                .checked_next_multiple_of(block)
+                .ok_or_else(too_large)?,
+            None => needed,
+        };
+        read_at(
+            &file,
+            0,
+            buf.clear_and_reserve(request)?,
+            needed,
+            direct_block,
+        )?;
+        // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
+        unsafe { buf.set_len(needed) };
+        if self.options.evict_after_read {
+            evict_from_page_cache(&file)?;
+        }
+        Ok(needed)
+    }
+
+    fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
+        let direct_flag = if direct { libc::O_DIRECT } else { 0 };
+        let root_dir = self.root_dir.get_or_init(|| File::open(&self.root).ok());
+        match root_dir {
+            Some(dir) if key.len() < MAX_RELATIVE_KEY && !key.as_bytes().contains(&0) => {
+                let mut relative = [0u8; MAX_RELATIVE_KEY];
+                relative[..key.len()].copy_from_slice(key.as_bytes());
+                // SAFETY: `relative` is NUL-terminated (zeroed past the key) and outlives the call.
+                let fd = unsafe {
+                    libc::openat(
+                        dir.as_raw_fd(),
+                        relative.as_ptr().cast(),
+                        libc::O_RDONLY | libc::O_CLOEXEC | direct_flag,
+                    )
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: a non-negative result of openat is a new descriptor that nothing else
+                // owns; the File takes it over.
+                Ok(unsafe { File::from_raw_fd(fd) })
+            }
+            _ => OpenOptions::new()
+                .read(true)
+                .custom_flags(direct_flag)
+                .open(self.path(key)),
+        }
+    }
+}
+
+/// A file system that will not read a file with O_DIRECT; carried inside an [`io::Error`] so that
+/// callers can tell it from a failing device.
+#[derive(Debug)]
+struct DirectIoRefused {
+    path: PathBuf,
+    reason: String,
+}
+
+impl fmt::Display for DirectIoRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the file system of {} refuses O_DIRECT (reader.odirect: True): {}; set \
+             ++workload.reader.odirect=False or use ++workload.reader.page_cache=evict_after_read",
+            self.path.display(),
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for DirectIoRefused {}
+
+fn direct_io_refused(path: &Path, reason: impl fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        DirectIoRefused {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        },
+    )
+}
+
+fn is_direct_io_refusal(error: &io::Error) -> bool {
+    error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<DirectIoRefused>())
+}
+
+/// With O_DIRECT, EINVAL from open or read means that the file system does not do direct I/O
+/// (our requests are aligned as statx asks); other errors are what they say.
+fn explain_direct_io_error(path: &Path, error: io::Error) -> io::Error {
+    if error.raw_os_error() == Some(libc::EINVAL) {
+        direct_io_refused(path, error)
+    } else {
+        error
+    }
+}
+
+/// The size of an O_DIRECT file and the unit its offsets and lengths must be multiples of: the
+/// file system's, where the kernel tells it (statx STATX_DIOALIGN), but never less than a page.
+/// `path` names the file in a refusal; it is made only then, so reads allocate nothing.
+fn direct_io_geometry(file: &File, path: impl FnOnce() -> PathBuf) -> io::Result<(u64, usize)> {
+    let mut info = MaybeUninit::<libc::statx>::uninit();
+    // SAFETY: the path is an empty NUL-terminated string, which AT_EMPTY_PATH makes refer to the
+    // open descriptor; `info` is valid for writing a statx.
+    let status = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_SIZE | libc::STATX_DIOALIGN,
+            info.as_mut_ptr(),
+        )
+    };
+    if status != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded, so it filled `info`.
+    let info = unsafe { info.assume_init() };
+    if info.stx_mask & libc::STATX_DIOALIGN == 0 {
+        // Kernels before 6.1, and file systems without block devices, do not say; a page is a
+        // multiple of every block device's sector.
+        return Ok((info.stx_size, IoBuffer::ALIGNMENT));
+    }
+    if info.stx_dio_offset_align == 0 {
+        // Some file systems quietly fall back to buffered reads for such files.
+        return Err(direct_io_refused(
+            &path(),
+            "the kernel reports that it cannot do direct I/O on this file",
+        ));
+    }
+    if info.stx_dio_mem_align as usize > IoBuffer::ALIGNMENT {
+        return Err(direct_io_refused(
+            &path(),
+            format!(
+                "it needs memory aligned to {} bytes, more than the {} bytes dlio-rs aligns to",
+                info.stx_dio_mem_align,
+                IoBuffer::ALIGNMENT
+            ),
+        ));
+    }
+    let block = (info.stx_dio_offset_align as usize).max(IoBuffer::ALIGNMENT);
+    Ok((info.stx_size, block))
+}
+
+/// Reads the file from `offset` into `into` until at least `needed` bytes have arrived, each
+/// request asking for the rest of `into`. With O_DIRECT (`direct_block`), `offset` and `into` are
+/// aligned to the block and every read returns whole blocks but the last one of the file.
+fn read_at(
+    file: &File,
+    offset: u64,
+    into: &mut [MaybeUninit<u8>],
+    needed: usize,
+    direct_block: Option<usize>,
+) -> io::Result<()> {
+    let shrank = || {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the file shrank while being read",
+        )
+    };
+    let mut done = 0;
+    while done < needed {
+        let rest = &mut into[done..];
+        let position = libc::off_t::try_from(offset + done as u64).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("offset {offset} + {done} is past what the system can address"),
+            )
+        })?;
+        // SAFETY: the pointer and length describe `rest`, which is valid for writes; the kernel
+        // writes at most that many bytes into it.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                rest.as_mut_ptr().cast(),
+                rest.len(),
+                position,
+            )
+        };
+        match n {
+            0 => return Err(shrank()),
+            n if n < 0 => {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+            n => {
+                done += n as usize;
+                // A direct read that ends off a block boundary has met the end of the file.
+                if done < needed && direct_block.is_some_and(|block| done % block != 0) {
+                    return Err(shrank());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Drops the file's clean pages from the page cache. Dirty ones stay: written data must have
+/// been flushed ([`Storage::sync`]) for this to leave nothing behind.
+fn evict_from_page_cache(file: &File) -> io::Result<()> {
+    // SAFETY: a plain system call on an open descriptor; offset 0 and length 0 mean the whole
+    // file.
+    let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if status != 0 {
+        return Err(io::Error::new(
+            io::Error::from_raw_os_error(status).kind(),
+            format!(
+                "cannot evict it from the page cache (posix_fadvise): {}",
+                io::Error::from_raw_os_error(status)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A name no other writer (thread, rank or process) uses at the same time.
@@ -77,45 +349,8 @@ impl Storage for LocalFs {
         self.path(key).display().to_string()
     }
 
-    fn read_all(&self, key: &str, buf: &mut Vec<u8>) -> io::Result<usize> {
-        let file = self.open_for_reading(key)?;
-        let len = file.metadata()?.len() as usize;
-        buf.clear();
-        // Huge pages (MADV_HUGEPAGE) would speed later copies, but where the kernel defragments
-        // on demand each huge fault stalls for compaction: measured, it halved the first epoch.
-        buf.reserve_exact(len);
-        // Straight into the spare capacity: zero-filling first would touch every byte twice.
-        let spare = &mut buf.spare_capacity_mut()[..len];
-        let mut done = 0;
-        while done < len {
-            // SAFETY: the pointer and length describe the unfilled tail of `spare`, which is
-            // valid for writes; the kernel writes at most that many bytes into it.
-            let n = unsafe {
-                libc::read(
-                    file.as_raw_fd(),
-                    spare[done..].as_mut_ptr().cast(),
-                    len - done,
-                )
-            };
-            match n {
-                0 => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the file shrank while being read",
-                    ))
-                }
-                n if n < 0 => {
-                    let error = io::Error::last_os_error();
-                    if error.kind() != io::ErrorKind::Interrupted {
-                        return Err(error);
-                    }
-                }
-                n => done += n as usize,
-            }
-        }
-        // SAFETY: the loop above initialised exactly `len` bytes.
-        unsafe { buf.set_len(len) };
-        Ok(len)
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize> {
+        self.read_head(key, self.options.odirect, usize::MAX, buf)
     }
 
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
@@ -165,21 +400,75 @@ impl Storage for LocalFs {
         keys.sort();
         Ok(keys)
     }
+
+    /// Memory file systems read nothing from a device, O_DIRECT or not; otherwise O_DIRECT makes
+    /// every byte read a byte from storage, and without it the file system type decides.
+    fn accounting(&self) -> Accounting {
+        let by_file_system = match fs_type::magic_of(&self.root) {
+            Ok(magic) => fs_type::accounting_of(magic),
+            Err(e) => Accounting::Unaccounted(format!(
+                "cannot tell the file system of {}: {e}",
+                self.root.display()
+            )),
+        };
+        match by_file_system {
+            Accounting::InMemory => Accounting::InMemory,
+            _ if self.options.odirect => Accounting::Exact,
+            other => other,
+        }
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let explain = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot flush the data written to {} to storage: {e}",
+                    self.root.display()
+                ),
+            )
+        };
+        let root = File::open(&self.root).map_err(explain)?;
+        // SAFETY: syncfs takes any open descriptor of the file system; `root` is open throughout.
+        if unsafe { libc::syncfs(root.as_raw_fd()) } != 0 {
+            return Err(explain(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::scratch_dir;
+
+    /// Bytes that differ from block to block, so that a misplaced block shows.
+    fn pattern(len: usize) -> Vec<u8> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ len as u64;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect()
+    }
+
+    const DIRECT: LocalOptions = LocalOptions {
+        odirect: true,
+        evict_after_read: false,
+    };
 
     #[test]
     fn put_is_atomic_and_read_all_reads_it_back() {
-        let dir = std::env::temp_dir().join(format!("dlio-rs-local-{}", std::process::id()));
+        let dir = scratch_dir("local");
         let storage = LocalFs::new(&dir);
         storage.put("a/b/c.bin", b"hello").unwrap();
         storage.put("a/d.bin", b"hi").unwrap();
-        let mut buf = vec![7u8; 2];
+        let mut buf = IoBuffer::new();
         assert_eq!(storage.read_all("a/b/c.bin", &mut buf).unwrap(), 5);
-        assert_eq!(&buf[..5], b"hello");
+        assert_eq!(buf.as_slice(), b"hello");
         assert_eq!(
             storage.list("a").unwrap(),
             vec!["a/b/c.bin".to_string(), "a/d.bin".to_string()]
@@ -188,5 +477,184 @@ mod tests {
         assert!(!storage.exists("a/e.bin").unwrap());
         assert!(storage.read_all("a/e.bin", &mut buf).is_err());
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn direct_reads_return_exactly_the_files_bytes_into_one_reused_buffer() {
+        let dir = scratch_dir("odirect");
+        let buffered = LocalFs::new(&dir);
+        let direct = LocalFs::with_options(&dir, DIRECT);
+        let sizes = [0, 1, 511, 4095, 4096, 4097, (1 << 20) + 3];
+        for size in sizes {
+            buffered
+                .put(&format!("{size}.bin"), &pattern(size))
+                .unwrap();
+        }
+        let mut direct_buf = IoBuffer::new();
+        let mut buffered_buf = IoBuffer::new();
+        let mut largest_allocation = None;
+        // Ascending, then descending: the buffer serves a larger file after a smaller one and
+        // the other way round.
+        for size in sizes.into_iter().chain(sizes.into_iter().rev()) {
+            let key = format!("{size}.bin");
+            assert_eq!(direct.read_all(&key, &mut direct_buf).unwrap(), size);
+            assert_eq!(buffered.read_all(&key, &mut buffered_buf).unwrap(), size);
+            assert_eq!(direct_buf.as_slice(), buffered_buf.as_slice(), "{size}");
+            assert_eq!(direct_buf.as_slice(), &pattern(size)[..], "{size}");
+            let start = direct_buf.as_slice().as_ptr();
+            if direct_buf.capacity() > 0 {
+                assert_eq!(start as usize % IoBuffer::ALIGNMENT, 0);
+            }
+            if size == sizes[sizes.len() - 1] {
+                largest_allocation = Some(start);
+            } else if let Some(largest) = largest_allocation {
+                assert_eq!(
+                    start, largest,
+                    "the buffer was reallocated for {size} bytes"
+                );
+            }
+        }
+        assert_eq!(
+            direct_buf.capacity(),
+            ((1 << 20) + 3usize).next_multiple_of(4096)
+        );
+        direct.check_direct_io("4097.bin").unwrap();
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_refused_o_direct_says_what_to_set() {
+        // procfs refuses O_DIRECT on open, as some FUSE and network file systems do.
+        let proc = LocalFs::with_options("/proc", DIRECT);
+        match proc.check_direct_io("version") {
+            Err(Error::Usage(message)) => {
+                assert!(message.starts_with("the file system of /proc/version refuses O_DIRECT (reader.odirect: True): "), "{message}");
+                assert!(message.ends_with("; set ++workload.reader.odirect=False or use ++workload.reader.page_cache=evict_after_read"), "{message}");
+            }
+            other => panic!("O_DIRECT on /proc gave {other:?}"),
+        }
+        let error = proc.read_all("version", &mut IoBuffer::new()).unwrap_err();
+        assert!(error.to_string().contains("refuses O_DIRECT"), "{error}");
+
+        let path = Path::new("/data/x.npz");
+        let refused = explain_direct_io_error(path, io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(is_direct_io_refusal(&refused));
+        let failed = explain_direct_io_error(path, io::Error::from_raw_os_error(libc::EIO));
+        assert!(!is_direct_io_refusal(&failed));
+        assert_eq!(failed.raw_os_error(), Some(libc::EIO));
+    }
+
+    #[test]
+    fn other_o_direct_failures_are_run_errors_naming_the_file() {
+        let dir = scratch_dir("odirect-missing");
+        match LocalFs::with_options(&dir, DIRECT).check_direct_io("absent.npz") {
+            Err(Error::Run(message)) => {
+                assert!(
+                    message.contains(&*dir.join("absent.npz").to_string_lossy()),
+                    "{message}"
+                )
+            }
+            other => panic!("a missing file gave {other:?}"),
+        }
+    }
+
+    /// Pages of the file at `path` that are in the page cache.
+    fn resident_pages(path: &Path) -> usize {
+        let file = File::open(path).unwrap();
+        let len = file.metadata().unwrap().len() as usize;
+        // SAFETY: sysconf only reads a constant of the system.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        // SAFETY: a new read-only shared mapping of an open file, which touches no page of it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let mut residency = vec![0u8; len.div_ceil(page)];
+        // SAFETY: `map` covers `len` bytes and `residency` has a byte for each page of them.
+        let status = unsafe { libc::mincore(map, len, residency.as_mut_ptr()) };
+        // SAFETY: unmaps exactly the mapping made above, which nothing refers to any more.
+        unsafe { libc::munmap(map, len) };
+        assert_eq!(status, 0, "mincore: {}", io::Error::last_os_error());
+        residency.iter().filter(|&&page| page & 1 != 0).count()
+    }
+
+    #[test]
+    fn evict_after_read_leaves_no_page_of_the_file_cached() {
+        let dir = scratch_dir("evict");
+        let plain = LocalFs::new(&dir);
+        let evicting = LocalFs::with_options(
+            &dir,
+            LocalOptions {
+                odirect: false,
+                evict_after_read: true,
+            },
+        );
+        let data = pattern(1 << 20);
+        plain.put("f.bin", &data).unwrap();
+        // Written pages stay dirty until flushed, and dirty pages cannot be evicted.
+        plain.sync().unwrap();
+        let path = dir.join("f.bin");
+        // SAFETY: sysconf only reads a constant of the system.
+        let pages = data.len() / unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut buf = IoBuffer::new();
+        plain.read_all("f.bin", &mut buf).unwrap();
+        assert_eq!(resident_pages(&path), pages, "a plain read caches the file");
+        evicting.read_all("f.bin", &mut buf).unwrap();
+        assert_eq!(buf.as_slice(), &data[..]);
+        assert_eq!(
+            resident_pages(&path),
+            0,
+            "evict_after_read left pages cached"
+        );
+        plain.read_all("f.bin", &mut buf).unwrap();
+        assert_eq!(
+            resident_pages(&path),
+            pages,
+            "a plain read caches the file again"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn accounting_follows_o_direct_and_the_file_system() {
+        // Not created: the nearest existing ancestor, on the build's disk, decides.
+        let on_disk = scratch_dir("accounting").join("not/generated/yet");
+        assert_eq!(
+            LocalFs::new(&on_disk).accounting(),
+            Accounting::KernelCounters
+        );
+        assert_eq!(
+            LocalFs::with_options(&on_disk, DIRECT).accounting(),
+            Accounting::Exact
+        );
+        assert_eq!(
+            LocalFs::new("/dev/shm/dlio-rs-not-generated").accounting(),
+            Accounting::InMemory
+        );
+        assert_eq!(
+            LocalFs::with_options("/dev/shm", DIRECT).accounting(),
+            Accounting::InMemory
+        );
+        assert!(matches!(
+            LocalFs::new("/proc").accounting(),
+            Accounting::Unaccounted(_)
+        ));
+    }
+
+    #[test]
+    fn sync_names_a_missing_root() {
+        let missing = scratch_dir("sync-missing");
+        let error = LocalFs::new(&missing).sync().unwrap_err();
+        assert!(
+            error.to_string().contains(&*missing.to_string_lossy()),
+            "{error}"
+        );
     }
 }

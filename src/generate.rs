@@ -82,8 +82,13 @@ pub fn generate(
             })
             .collect()
     });
-    let (files, bytes, seconds) = counter.finish();
     results.into_iter().collect::<Result<Vec<()>>>()?;
+    // Flushed before anything reads them: write-back must not compete with the first epoch's
+    // reads, and dirty pages could not be evicted by `page_cache: evict_after_read`.
+    storage
+        .sync()
+        .map_err(|e| Error::run(format!("cannot flush the generated files: {e}")))?;
+    let (files, bytes, seconds) = counter.finish();
     Ok(Generated {
         files,
         bytes,

@@ -20,7 +20,7 @@ use crate::report::{
     self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes,
 };
 use crate::stats::{Clock, RankRecord};
-use crate::storage::{LocalFs, Storage};
+use crate::storage::{LocalFs, LocalOptions, Storage};
 use crate::trainer::{self, RunContext};
 
 #[derive(Debug, Clone)]
@@ -79,7 +79,13 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let world = options.accelerators as u64;
     let dataset = Dataset::from_config(&config);
     let format = format::for_format(config.dataset.format, options.verify)?;
-    let storage = LocalFs::new(config.data_folder());
+    let storage = LocalFs::with_options(
+        config.data_folder(),
+        LocalOptions {
+            odirect: config.reader.odirect,
+            evict_after_read: config.reader.page_cache == PageCache::EvictAfterRead,
+        },
+    );
     let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
     // Bad input is reported before anything is written.
     if config.workflow.train {
@@ -156,11 +162,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         start,
         end: std::time::SystemTime::now(),
     };
-    let results = Results::from_ranks(
-        &config,
-        &ranks,
-        crate::storage::Accounting::KernelCounters, /* MERGE: storage.accounting() */
-    );
+    let results = Results::from_ranks(&config, &ranks, storage.accounting());
     let finished = FinishedRun {
         config: &config,
         results: &results,
@@ -337,6 +339,10 @@ fn check_dataset(
                 )));
             }
         }
+    }
+    if config.reader.odirect && dataset.train.files > 0 {
+        // A file system that refuses O_DIRECT is found before training, not in its first read.
+        storage.check_direct_io(&dataset.file_key(&dataset.train, 0))?;
     }
     Ok(())
 }

@@ -62,15 +62,3 @@ pub(crate) fn scratch_dir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Accounting {
-    /// Every byte read comes from the storage device (O_DIRECT; later object storage): bytes from storage = bytes read.
-    Exact,
-    /// The kernel counts block-device reads per thread (/proc/thread-self/io read_bytes).
-    KernelCounters,
-    /// The files live in memory (tmpfs, ramfs): nothing is read from a device.
-    InMemory,
-    /// The kernel does not account this file system's reads (NFS, FUSE, unknown): the reason, naming the fs type.
-    Unaccounted(String),
-}

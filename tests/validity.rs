@@ -182,8 +182,11 @@ fn uneven_shapes_read_each_sample_once_with_equal_steps_on_every_rank() {
     }
 }
 
-/// Each batch's samples in read order, keyed by (epoch, phase, rank, step): what a plan decides.
-fn batches(out: &Path, world: usize) -> BTreeMap<(u64, String, u64, u64), Vec<(String, u64)>> {
+/// Each batch's (file, sample) reads in order, keyed by (epoch, phase, rank, step).
+type Batches = BTreeMap<(u64, String, u64, u64), Vec<(String, u64)>>;
+
+/// The batches of a traced run: what its plan decided.
+fn batches(out: &Path, world: usize) -> Batches {
     let mut batches = BTreeMap::new();
     for rank in 0..world {
         let text = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
@@ -311,7 +314,9 @@ fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
         &tmp.path,
         &traced_words(&data, &tmp.join("gen"), &shape, &size),
     );
-    let epochs = |name: &str, option: &str| -> (Value, Vec<(u64, Option<u64>, Option<f64>)>) {
+    // Per epoch: bytes read, bytes from storage, cache-served share.
+    type Epochs = Vec<(u64, Option<u64>, Option<f64>)>;
+    let epochs = |name: &str, option: &str| -> (Value, Epochs) {
         let out = tmp.join(name);
         let words = traced_words(&data, &out, &shape, &[size[0], option]);
         run_quiet(&tmp.path, 2, &words).ok();

@@ -33,7 +33,7 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(test: &str) -> Scratch {
-        Scratch::new_in(&std::env::temp_dir(), test)
+        Scratch::new_in(std::env::temp_dir(), test)
     }
 
     /// A fresh folder under `base`.

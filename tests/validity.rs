@@ -393,3 +393,38 @@ fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
         "{warnings}"
     );
 }
+
+/// The emulated compute never ends early, and report.json's `compute_lateness` is how much later
+/// than asked it ended, by the same step timings the DLIO files list.
+#[test]
+fn compute_lateness_is_measured_compute_beyond_the_asked_time() {
+    let tmp = Scratch::new("lateness");
+    let shape = Shape {
+        files: 40,
+        samples_per_file: 1,
+        batch: 1,
+        threads: 1,
+        epochs: 1,
+    };
+    let compute = 0.002;
+    let time = format!("++workload.train.computation_time={compute}");
+    let words = traced_words(&tmp.join("data"), &tmp.join("out"), &shape, &[&time]);
+    generate_for(&tmp.path, &words);
+    run_quiet(&tmp.path, 2, &words).ok();
+    let mut latest = 0.0f64;
+    for rank in 0..2 {
+        let output = read_json(&tmp.join(format!("out/{rank}_output.json")));
+        for measured in nums(&output, "/1/compute/block1") {
+            assert!(measured >= compute, "rank {rank} woke early: {measured}");
+            latest = latest.max((measured - compute) * 1e6);
+        }
+    }
+    let report = read_json(&tmp.join("out/report.json"));
+    let max_us = num(&report, "/epochs/0/compute_lateness/max_us");
+    // The histogram reports the middle of a bucket at most 1/32 wide.
+    assert!(
+        (max_us - latest).abs() <= latest / 32.0 + 0.5,
+        "report.json max {max_us} µs, step timings {latest} µs"
+    );
+    assert!(num(&report, "/epochs/0/compute_lateness/p50_us") <= max_us);
+}

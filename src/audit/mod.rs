@@ -3,7 +3,7 @@
 //! have read.
 //!
 //! Inputs: `OUTPUT/report.json` (`workload`, `configuration`, `num_accelerators`, `run_entropy`)
-//! and `OUTPUT/trace/{rank}.csv` for every rank (format in [`trace`]). Each rank's rows come in
+//! and `OUTPUT/trace/{rank}.csv` for every rank (format in `trace.rs`). Each rank's rows come in
 //! run order of segments (epoch 1 train, epoch 1 eval if due, epoch 2 train, …); inside a segment
 //! the rows of different reader threads may interleave, but each thread's rows are in the order it
 //! read them, and with `read_threads = R ≥ 1` the batch of step k is read by thread k mod R.
@@ -16,7 +16,8 @@
 //! Memory does not grow with the number of rows: the rank files are streamed side by side, one
 //! segment at a time, and each row is located in the plan by inverting its permutations. Per
 //! segment the audit keeps one bit per planned sample. The order metrics of training epochs
-//! ([`order`]) keep one u64 per training sample and two bits per file and rank. Where a repeated
+//! (`order.rs`) keep one u64 per training sample and two bits per file and rank (when that memory
+//! cannot be had, those metrics are null; with one epoch they are not kept). Where a repeated
 //! sample was first read is found by a second pass over the traces, only when there are repeats.
 
 mod bitset;
@@ -231,12 +232,17 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
     check_no_extra_traces(&trace_dir, world, &mut violations)?;
     let has_trace: Vec<bool> = readers.iter().map(Option::is_some).collect();
 
-    let mut order = OrderTracker::new(&PlanSpec::for_phase(
-        &config,
-        Phase::Train,
-        world,
-        run_entropy,
-    ));
+    // One epoch has nothing to compare its order with: no need for a position per sample.
+    let mut order = (config.train.epochs > 1)
+        .then(|| {
+            OrderTracker::new(&PlanSpec::for_phase(
+                &config,
+                Phase::Train,
+                world,
+                run_entropy,
+            ))
+        })
+        .flatten();
     let mut phases = Vec::new();
     let mut read = BitSet::default();
     for epoch in 1..=config.train.epochs {

@@ -98,41 +98,11 @@ impl<'a> SegmentCheck<'a> {
         violations: &mut Violations,
         order: Option<&mut OrderTracker>,
     ) {
-        let (steps, batch) = (self.plan.steps(), self.plan.batch_size());
         self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
-        let step = row.step.checked_sub(1).filter(|&s| s < steps);
         let slot = (row.thread < self.threads_per_rank).then_some(row.thread as usize);
-        let threads = &mut self.threads[rank as usize];
-        if let Some(slot) = slot.filter(|&slot| slot >= threads.len()) {
-            threads.resize(slot + 1, ThreadState::default());
-        }
-        let measured_position = slot.and_then(|slot| {
-            let thread = &mut threads[slot];
-            if thread.measured_step != row.step {
-                thread.measured_step = row.step;
-                thread.read_in_step = 0;
-            }
-            let index = thread.read_in_step;
-            thread.read_in_step += 1;
-            step.filter(|_| index < batch)
-                .map(|s| (rank * steps + s) * batch + index)
-        });
-
-        let Some(file) = self.names.index_of(&row.file) else {
-            self.counts.unplanned += 1;
-            violations.add(|| {
-                format!(
-                    "{}: {} is not a file of the {} split",
-                    row_context(rank, row),
-                    row.file,
-                    self.phase.as_str()
-                )
-            });
+        let measured_position = self.measure_position(rank, row, slot);
+        let Some((sample, position)) = self.locate(rank, row, violations) else {
             return;
-        };
-        let sample = SampleRef {
-            file,
-            sample: row.sample,
         };
         let about = || {
             format!(
@@ -142,25 +112,6 @@ impl<'a> SegmentCheck<'a> {
                 row.sample
             )
         };
-        let Some(position) = self.plan.position_of(sample) else {
-            self.counts.unplanned += 1;
-            let per_file = self.plan.spec().samples_per_file;
-            violations
-                .add(|| format!("{} is not in the file (it has {per_file} samples)", about()));
-            return;
-        };
-        let samples_read = self.plan.samples_read();
-        if position >= samples_read {
-            self.counts.unplanned += 1;
-            self.counts.remainder_read += 1;
-            violations.add(|| {
-                format!(
-                    "{} read, but it is in the remainder this epoch does not read (position {position}; the plan reads positions below {samples_read})",
-                    about()
-                )
-            });
-            return;
-        }
         if !self.read.insert(position) {
             self.counts.repeated += 1;
             violations.add_repeat(
@@ -181,15 +132,107 @@ impl<'a> SegmentCheck<'a> {
         if let Some(order) = order {
             order.record(sample, rank, measured_position);
         }
+        if let Some(problem) = self.placement_problem(rank, row, slot, position) {
+            violations.add(|| format!("{}: {problem}", about()));
+        }
+    }
 
+    /// The position the row was read at, as the trace shows it: its rank, its step, and how many
+    /// rows of that step its thread read before it.
+    fn measure_position(&mut self, rank: u64, row: &TraceRow, slot: Option<usize>) -> Option<u64> {
+        let (steps, batch) = (self.plan.steps(), self.plan.batch_size());
+        let threads = &mut self.threads[rank as usize];
+        let slot = slot?;
+        if slot >= threads.len() {
+            threads.resize(slot + 1, ThreadState::default());
+        }
+        let thread = &mut threads[slot];
+        if thread.measured_step != row.step {
+            thread.measured_step = row.step;
+            thread.read_in_step = 0;
+        }
+        let index = thread.read_in_step;
+        thread.read_in_step += 1;
+        let step = row.step.checked_sub(1).filter(|&s| s < steps)?;
+        (index < batch).then(|| (rank * steps + step) * batch + index)
+    }
+
+    /// The row's sample and its position in the plan, when the plan reads it; otherwise counts
+    /// the row as unplanned.
+    fn locate(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        violations: &mut Violations,
+    ) -> Option<(SampleRef, u64)> {
+        let Some(file) = self.names.index_of(&row.file) else {
+            self.counts.unplanned += 1;
+            violations.add(|| {
+                format!(
+                    "{}: {} is not a file of the {} split",
+                    row_context(rank, row),
+                    row.file,
+                    self.phase.as_str()
+                )
+            });
+            return None;
+        };
+        let sample = SampleRef {
+            file,
+            sample: row.sample,
+        };
+        let about = || {
+            format!(
+                "{}: {} sample {}",
+                row_context(rank, row),
+                row.file,
+                row.sample
+            )
+        };
+        let Some(position) = self.plan.position_of(sample) else {
+            self.counts.unplanned += 1;
+            let per_file = self.plan.spec().samples_per_file;
+            violations
+                .add(|| format!("{} is not in the file (it has {per_file} samples)", about()));
+            return None;
+        };
+        let samples_read = self.plan.samples_read();
+        if position >= samples_read {
+            self.counts.unplanned += 1;
+            self.counts.remainder_read += 1;
+            violations.add(|| {
+                format!(
+                    "{} read, but it is in the remainder this epoch does not read (position {position}; the plan reads positions below {samples_read})",
+                    about()
+                )
+            });
+            return None;
+        }
+        Some((sample, position))
+    }
+
+    /// What is wrong with where a planned sample was read: rank, step, thread, or order within
+    /// the thread. Moves the thread's order on when the row is at its planned rank and step, so
+    /// that one displaced row is one violation, not one per row after it.
+    fn placement_problem(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        slot: Option<usize>,
+        position: u64,
+    ) -> Option<String> {
+        let (steps, batch) = (self.plan.steps(), self.plan.batch_size());
         let shard = steps * batch;
         let (planned_rank, planned_step, planned_index) =
             (position / shard, position % shard / batch, position % batch);
-        let placed = planned_rank == rank && step == Some(planned_step);
+        let placed = planned_rank == rank && row.step.checked_sub(1) == Some(planned_step);
         let planned_thread = planned_step % self.threads_per_rank;
-        let threads = &mut self.threads[rank as usize];
-        let previous = slot.and_then(|slot| threads[slot].last_planned);
-        let problem = if row.rank != rank {
+        let thread = slot.map(|slot| &mut self.threads[rank as usize][slot]);
+        let previous = thread.as_ref().and_then(|t| t.last_planned);
+        if let (true, Some(thread)) = (placed, thread) {
+            thread.last_planned = Some((planned_step, planned_index));
+        }
+        if row.rank != rank {
             Some(format!(
                 "rank column is {} in rank {rank}'s trace",
                 row.rank
@@ -200,15 +243,14 @@ impl<'a> SegmentCheck<'a> {
                 planned_step + 1
             ))
         } else if slot.is_none() {
+            let inline = if self.read_threads == 0 {
+                ", read inline as thread 0"
+            } else {
+                ""
+            };
             Some(format!(
-                "thread {} does not exist (reader.read_threads = {}{})",
-                row.thread,
-                self.read_threads,
-                if self.read_threads == 0 {
-                    ", read inline as thread 0"
-                } else {
-                    ""
-                }
+                "thread {} does not exist (reader.read_threads = {}{inline})",
+                row.thread, self.read_threads
             ))
         } else if row.thread != planned_thread {
             Some(format!(
@@ -224,12 +266,6 @@ impl<'a> SegmentCheck<'a> {
                         last_step + 1
                     )
                 })
-        };
-        if let (true, Some(slot)) = (placed, slot) {
-            threads[slot].last_planned = Some((planned_step, planned_index));
-        }
-        if let Some(problem) = problem {
-            violations.add(|| format!("{}: {problem}", about()));
         }
     }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::audit::audit;
 use crate::config::overrides::Overrides;
 use crate::config::{workloads, Source};
 use crate::error::{Error, Result};
@@ -19,6 +20,7 @@ Examples:
       ++workload.dataset.data_folder=data/unet3d ++workload.workflow.checkpoint=False ++hydra.run.dir=results/run1
   dlio-rs config workload=resnet50_h100 ++workload.reader.read_threads=8
   dlio-rs run --config-dir my_configs workload=mine
+  dlio-rs audit results/run1 --json
 
 Override words (DLIO / Hydra grammar):
   workload=NAME            a shipped workload, or DIR/workload/NAME.yaml with --config-dir DIR
@@ -73,6 +75,16 @@ enum Command {
     },
     /// List the workloads shipped in the binary
     Workloads,
+    /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
+    /// code 1 when any read was missing, repeated, unplanned or out of place
+    Audit {
+        /// The run's output folder (with report.json and trace/)
+        #[arg(value_name = "OUTPUT_DIR")]
+        output_dir: PathBuf,
+        /// Print one JSON object instead of the text report
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn source(args: &ConfigArgs) -> Result<Source> {
@@ -132,6 +144,18 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             }
             Ok(())
         }
+        Command::Audit { output_dir, json } => match audit(&output_dir) {
+            Ok(report) => {
+                if json {
+                    println!("{:#}", report.to_json());
+                } else {
+                    print!("{}", report.to_text());
+                }
+                // The report already says why; no error line on top.
+                return if report.passed { 0 } else { 1 };
+            }
+            Err(e) => Err(e),
+        },
     };
     match outcome {
         Ok(()) => 0,

@@ -3,8 +3,10 @@
 //! The flow of a run, one module per step: [`config`] (workload + overrides, validated) →
 //! [`dataset`] (names, sizes) → [`generate`] (format writers through [`storage`]) or training:
 //! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
-//! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`].
+//! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`]; a traced
+//! run can be checked against its plan afterwards by [`audit`].
 
+pub mod audit;
 pub mod cli;
 pub mod comm;
 pub mod compute;

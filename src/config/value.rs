@@ -160,6 +160,30 @@ impl Value {
             ),
         }
     }
+
+    /// The tree [`Value::to_json`] saved (e.g. `report.json`'s `configuration`), read back.
+    /// JSON cannot hold a non-finite float, so `to_json` saved those as strings, and strings they
+    /// stay; integers beyond i64 (which `to_json` never writes) become floats.
+    pub fn from_json(json: &serde_json::Value) -> Value {
+        match json {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Value::Str(s.clone()),
+            serde_json::Value::Array(items) => {
+                Value::List(items.iter().map(Value::from_json).collect())
+            }
+            serde_json::Value::Object(entries) => Value::Map(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from_json(v)))
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Resolves a plain (unquoted) scalar with the YAML 1.1 rules PyYAML applies, plus the exponent
@@ -387,6 +411,37 @@ mod tests {
         let v = Value::from_yaml(text).unwrap();
         let again = Value::from_yaml(&v.to_yaml()).unwrap();
         assert_eq!(v, again);
+    }
+
+    #[test]
+    fn json_round_trips_every_kind() {
+        let tree = Value::Map(vec![
+            ("null".into(), Value::Null),
+            ("yes".into(), Value::Bool(true)),
+            ("no".into(), Value::Bool(false)),
+            ("int".into(), Value::Int(-42)),
+            ("big".into(), Value::Int(i64::MAX)),
+            ("whole_float".into(), Value::Float(3.0)),
+            ("float".into(), Value::Float(1e-3)),
+            ("string".into(), Value::Str("off".into())),
+            ("numeric_string".into(), Value::Str("12".into())),
+            ("empty_list".into(), Value::List(Vec::new())),
+            ("empty_map".into(), Value::empty_map()),
+            (
+                "nested".into(),
+                Value::List(vec![
+                    Value::Int(1),
+                    Value::Map(vec![
+                        ("z".into(), Value::Float(0.5)),
+                        ("a".into(), Value::Null),
+                    ]),
+                ]),
+            ),
+        ]);
+        assert_eq!(Value::from_json(&tree.to_json()), tree);
+        let text = serde_json::to_string(&tree.to_json()).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(Value::from_json(&parsed), tree, "through JSON text: {text}");
     }
 
     #[test]

@@ -170,6 +170,25 @@ impl EpochPlan {
         SampleRef { file, sample }
     }
 
+    /// The position of a sample in the epoch's order (the inverse of [`EpochPlan::sample_at`]), or
+    /// None when the sample is not in the dataset. Positions from `samples_read()` on are the
+    /// remainder this epoch does not read.
+    pub fn position_of(&self, sample: SampleRef) -> Option<u64> {
+        let spf = self.spec.samples_per_file;
+        if sample.file >= self.spec.files || sample.sample >= spf {
+            return None;
+        }
+        let file = match &self.files_order {
+            Some(p) => p.invert(sample.file),
+            None => sample.file,
+        };
+        let global = file * spf + sample.sample;
+        Some(match &self.samples_order {
+            Some(p) => p.invert(global),
+            None => global,
+        })
+    }
+
     /// The samples of batch `step` (0-based) of `rank`.
     pub fn batch(&self, rank: u64, step: u64) -> impl Iterator<Item = SampleRef> + '_ {
         debug_assert!(rank < self.spec.world && step < self.steps);
@@ -239,6 +258,23 @@ mod tests {
             if cap == 0 {
                 prop_assert!(plan.samples_not_read() < batch * world);
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn position_of_inverts_sample_at(
+            files in 0u64..200, spf in 1u64..7, (fs, ss) in shuffles(), epoch in 0u64..4,
+        ) {
+            let mut s = spec(files, spf, 3, 2, Shuffle::Off);
+            s.file_shuffle = fs;
+            s.sample_shuffle = ss;
+            let plan = EpochPlan::new(s, epoch);
+            for position in 0..files * spf {
+                prop_assert_eq!(plan.position_of(plan.sample_at(position)), Some(position));
+            }
+            prop_assert_eq!(plan.position_of(SampleRef { file: files, sample: 0 }), None);
+            prop_assert_eq!(plan.position_of(SampleRef { file: 0, sample: spf }), None);
         }
     }
 

@@ -50,6 +50,17 @@ impl Permutation {
         (left << self.half_bits) | right
     }
 
+    /// The preimage under [`Permutation::feistel`]: the rounds run backwards with their keys reversed.
+    fn feistel_inverse(&self, y: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut left, mut right) = (y >> self.half_bits, y & mask);
+        for key in self.keys.iter().rev() {
+            let f = mix64(left ^ key) & mask;
+            (left, right) = (right ^ f, left);
+        }
+        (left << self.half_bits) | right
+    }
+
     /// The image of `index` (which must be < n).
     pub fn apply(&self, index: u64) -> u64 {
         debug_assert!(index < self.n, "index {index} out of range {}", self.n);
@@ -57,6 +68,17 @@ impl Permutation {
         let mut x = self.feistel(index);
         while x >= self.n {
             x = self.feistel(x);
+        }
+        x
+    }
+
+    /// The index whose image is `image` (which must be < n): `invert(apply(i)) == i`.
+    pub fn invert(&self, image: u64) -> u64 {
+        debug_assert!(image < self.n, "image {image} out of range {}", self.n);
+        // Walking the cycle backwards passes the same out-of-range points `apply` walked through.
+        let mut x = self.feistel_inverse(image);
+        while x >= self.n {
+            x = self.feistel_inverse(x);
         }
         x
     }
@@ -101,7 +123,54 @@ mod tests {
         assert_ne!(a, identity);
     }
 
+    fn inverts_exhaustively(n: u64, key: u64) -> bool {
+        let p = Permutation::new(n, key);
+        (0..n).all(|i| p.invert(p.apply(i)) == i && p.apply(p.invert(i)) == i)
+    }
+
+    #[test]
+    fn invert_undoes_apply_at_edge_sizes() {
+        let mut sizes = vec![0, 1, 2, 3, 5, 7, 13, 31, 97, 127, 4093, 65521];
+        for k in 1..=16 {
+            sizes.extend([(1u64 << k) - 1, 1 << k, (1 << k) + 1]);
+        }
+        for n in sizes {
+            for key in [0, 1, 123, 0xDEAD_BEEF, u64::MAX] {
+                assert!(inverts_exhaustively(n, key), "n={n} key={key}");
+            }
+        }
+    }
+
+    #[test]
+    fn invert_undoes_apply_on_huge_domains() {
+        for n in [
+            (1u64 << 40) - 1,
+            1 << 40,
+            (1 << 40) + 1,
+            1 << 48,
+            281_474_976_710_597,
+        ] {
+            let p = Permutation::new(n, 7);
+            for i in [0, 1, n / 3, n / 2, n - 2, n - 1] {
+                assert_eq!(p.invert(p.apply(i)), i, "n={n} i={i}");
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn invert_is_the_inverse(n in 0u64..3000, key in any::<u64>()) {
+            prop_assert!(inverts_exhaustively(n, key));
+        }
+
+        #[test]
+        fn invert_is_the_inverse_for_large_n(n in 1u64..(1 << 48), key in any::<u64>(), seed in any::<u64>()) {
+            let p = Permutation::new(n, key);
+            let i = seed % n;
+            prop_assert_eq!(p.invert(p.apply(i)), i);
+            prop_assert_eq!(p.apply(p.invert(i)), i);
+        }
+
         #[test]
         fn random_sizes_and_keys_are_permutations(n in 0u64..5000, key in any::<u64>()) {
             prop_assert!(is_permutation(n, key));

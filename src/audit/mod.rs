@@ -1,0 +1,307 @@
+//! `dlio-rs audit OUTPUT`: checks a traced run against the epoch plans recomputed from the
+//! configuration it saved, so that what the engine read can be told apart from what it should
+//! have read.
+//!
+//! Inputs: `OUTPUT/report.json` (`workload`, `configuration`, `num_accelerators`, `run_entropy`)
+//! and `OUTPUT/trace/{rank}.csv` for every rank (format in `trace.rs`). Each rank's rows come in
+//! run order of segments (epoch 1 train, epoch 1 eval if due, epoch 2 train, …); inside a segment
+//! the rows of different reader threads may interleave, but each thread's rows are in the order it
+//! read them, and with `read_threads = R ≥ 1` the batch of step k is read by thread k mod R.
+//!
+//! Per segment, every planned sample must be read exactly once, at its planned rank and step, by
+//! its planned thread, in plan order within the thread; nothing else may be read (not the
+//! remainder the plan leaves out, not files or samples outside the split, not rows of segments the
+//! run does not have), and every rank must take the plan's number of steps.
+//!
+//! Memory does not grow with the number of rows: the rank files are streamed side by side, one
+//! segment at a time, and each row is located in the plan by inverting its permutations. Per
+//! segment the audit keeps one bit per planned sample. The order metrics of training epochs
+//! (`order.rs`) keep one u64 per training sample and two bits per file and rank (when that memory
+//! cannot be had, those metrics are null; with one epoch they are not kept). Where a repeated
+//! sample was first read is found by a second pass over the traces, only when there are repeats.
+
+mod bitset;
+mod file_names;
+mod order;
+mod segment;
+mod summary;
+mod trace;
+mod violations;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use crate::config::value::Value;
+use crate::config::Config;
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::plan::{EpochPlan, Phase, PlanSpec};
+use crate::trainer::eval_due;
+
+use bitset::BitSet;
+use file_names::{commas_in_names, FileNames};
+use order::OrderTracker;
+use segment::SegmentCheck;
+pub use summary::{AuditReport, PhaseAudit};
+pub use trace::HEADER as TRACE_HEADER;
+use trace::{trace_label, TraceReader, TraceRow};
+use violations::Violations;
+
+/// The run as its `report.json` describes it.
+struct SavedRun {
+    config: Config,
+    world: u64,
+    run_entropy: u64,
+}
+
+fn load_run(dir: &Path) -> Result<SavedRun> {
+    let path = dir.join("report.json");
+    let shown = path.display();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::run(format!("cannot read {shown}: {e}")))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::run(format!("{shown} is not valid JSON: {e}")))?;
+    let field = |key: &str, what: &str| {
+        json.get(key)
+            .ok_or_else(|| Error::run(format!("{shown} has no '{key}' ({what})")))
+    };
+    let bad = |key: &str, what: &str| Error::run(format!("{shown}: '{key}' must be {what}"));
+    let workload = field("workload", "the workload's name")?
+        .as_str()
+        .ok_or_else(|| bad("workload", "a string"))?;
+    let world = field("num_accelerators", "the number of ranks")?
+        .as_u64()
+        .filter(|&w| w >= 1)
+        .ok_or_else(|| bad("num_accelerators", "a whole number ≥ 1"))?;
+    let run_entropy = field("run_entropy", "the entropy of random shuffles")?
+        .as_u64()
+        .ok_or_else(|| bad("run_entropy", "a whole number ≥ 0"))?;
+    let tree = Value::from_json(field("configuration", "the workload configuration")?);
+    let config = Config::from_tree(workload, tree).map_err(|e| {
+        Error::run(format!(
+            "{shown}: the saved configuration is not valid: {e}"
+        ))
+    })?;
+    Ok(SavedRun {
+        config,
+        world,
+        run_entropy,
+    })
+}
+
+/// Whether the run has this segment: training every epoch, evaluation when due.
+fn segment_exists(config: &Config, epoch: u64, phase: Phase) -> bool {
+    (1..=config.train.epochs).contains(&epoch) && (phase == Phase::Train || eval_due(config, epoch))
+}
+
+/// Run order of segments.
+fn run_order(epoch: u64, phase: Phase) -> (u64, bool) {
+    (epoch, phase == Phase::Eval)
+}
+
+/// A row that belongs to no segment being checked: one of a segment the run does not have, or
+/// one behind the rows of a later segment.
+fn stray_row(config: &Config, rank: u64, row: &TraceRow, violations: &mut Violations) {
+    violations.add(|| {
+        let why = if segment_exists(config, row.epoch, row.phase) {
+            "comes after rows of a later phase (a rank's rows must be in run order)".to_string()
+        } else if row.phase == Phase::Eval && segment_exists(config, row.epoch, Phase::Train) {
+            "is not part of the run: no evaluation is due after this epoch".to_string()
+        } else {
+            format!(
+                "is not part of the run (epochs 1 to {})",
+                config.train.epochs
+            )
+        };
+        format!(
+            "{}:{}: epoch {} {} step {}: {} sample {}: this read {why}",
+            trace_label(rank),
+            row.line,
+            row.epoch,
+            row.phase.as_str(),
+            row.step,
+            row.file,
+            row.sample
+        )
+    });
+}
+
+/// Trace files of ranks the run does not have.
+fn check_no_extra_traces(trace_dir: &Path, world: u64, violations: &mut Violations) -> Result<()> {
+    let entries = std::fs::read_dir(trace_dir)
+        .map_err(|e| Error::run(format!("cannot list {}: {e}", trace_dir.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let rank = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".csv"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(rank) = rank.filter(|&r| r >= world) {
+            violations.add(|| {
+                format!(
+                    "{}: a trace of rank {rank}, but the run had {world} ranks",
+                    trace_label(rank)
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Completes the messages of repeated reads with where each sample was first read: the earliest
+/// counted row with the same segment, file and sample in (rank, line) order, the order the audit
+/// checks rows in.
+fn locate_first_reads(
+    trace_dir: &Path,
+    config: &Config,
+    world: u64,
+    file_commas: usize,
+    violations: &mut Violations,
+) -> Result<()> {
+    let repeats = violations.repeats_to_locate().to_vec();
+    if repeats.is_empty() {
+        return Ok(());
+    }
+    let mut first: Vec<Option<(u64, u64)>> = vec![None; repeats.len()];
+    for rank in 0..world {
+        let Some(mut reader) = TraceReader::open(trace_dir, rank, file_commas)? else {
+            continue;
+        };
+        let mut latest = run_order(0, Phase::Train);
+        while let Some(row) = reader.peek()? {
+            let order = run_order(row.epoch, row.phase);
+            // Rows behind a later segment's were not counted as reads.
+            if segment_exists(config, row.epoch, row.phase) && order >= latest {
+                latest = order;
+                for (repeat, found) in repeats.iter().zip(&mut first) {
+                    if found.is_none()
+                        && (repeat.epoch, repeat.phase, repeat.sample)
+                            == (row.epoch, row.phase, row.sample)
+                        && repeat.file == row.file
+                        && (rank, row.line) < (repeat.rank, repeat.line)
+                    {
+                        *found = Some((rank, row.line));
+                    }
+                }
+            }
+            reader.consume();
+        }
+    }
+    for (repeat, found) in repeats.iter().zip(first) {
+        if let Some((rank, line)) = found {
+            violations.first_read_at(repeat.message, rank, line);
+        }
+    }
+    Ok(())
+}
+
+/// Audits the traced run in `dir`. An unreadable or malformed output folder is an error; what
+/// the traces show wrong is in the report (`passed` false).
+pub fn audit(dir: &Path) -> Result<AuditReport> {
+    let SavedRun {
+        config,
+        world,
+        run_entropy,
+    } = load_run(dir)?;
+    if !config.workflow.train {
+        return Err(Error::run(format!(
+            "{}: the run did not train (workflow.train is False), so it read nothing to audit",
+            dir.join("report.json").display()
+        )));
+    }
+    let trace_dir = dir.join("trace");
+    if !trace_dir.is_dir() {
+        return Err(Error::run(format!(
+            "{} is not a folder; trace a run with `dlio-rs run --trace` (or output.trace: True)",
+            trace_dir.display()
+        )));
+    }
+    let dataset = Dataset::from_config(&config);
+    let file_commas = commas_in_names(&dataset);
+    let mut violations = Violations::default();
+    let mut readers = Vec::with_capacity(world as usize);
+    for rank in 0..world {
+        let reader = TraceReader::open(&trace_dir, rank, file_commas)?;
+        if reader.is_none() {
+            violations.add(|| format!("{}: missing (rank {rank} of {world})", trace_label(rank)));
+        }
+        readers.push(reader);
+    }
+    check_no_extra_traces(&trace_dir, world, &mut violations)?;
+    let has_trace: Vec<bool> = readers.iter().map(Option::is_some).collect();
+
+    // One epoch has nothing to compare its order with: no need for a position per sample.
+    let mut order = (config.train.epochs > 1)
+        .then(|| {
+            OrderTracker::new(&PlanSpec::for_phase(
+                &config,
+                Phase::Train,
+                world,
+                run_entropy,
+            ))
+        })
+        .flatten();
+    let mut phases = Vec::new();
+    let mut read = BitSet::default();
+    for epoch in 1..=config.train.epochs {
+        for phase in [Phase::Train, Phase::Eval] {
+            if !segment_exists(&config, epoch, phase) {
+                continue;
+            }
+            let plan = EpochPlan::new(
+                PlanSpec::for_phase(&config, phase, world, run_entropy),
+                epoch,
+            );
+            let names = FileNames::new(&dataset, dataset.split(phase));
+            let read_threads = config.reader.read_threads;
+            let mut check = SegmentCheck::new(
+                epoch,
+                phase,
+                plan,
+                read_threads,
+                names,
+                std::mem::take(&mut read),
+            );
+            let tracks_order = phase == Phase::Train;
+            for (rank, reader) in readers.iter_mut().enumerate() {
+                let Some(reader) = reader else { continue };
+                let rank = rank as u64;
+                while let Some(row) = reader.peek()? {
+                    if (row.epoch, row.phase) == (epoch, phase) {
+                        let order = order.as_mut().filter(|_| tracks_order);
+                        check.check(rank, row, &mut violations, order);
+                    } else if segment_exists(&config, row.epoch, row.phase)
+                        && run_order(row.epoch, row.phase) > run_order(epoch, phase)
+                    {
+                        break;
+                    } else {
+                        stray_row(&config, rank, row, &mut violations);
+                    }
+                    reader.consume();
+                }
+            }
+            let order = order.as_mut().filter(|_| tracks_order);
+            let (summary, bitmap) = check.finish(&has_trace, &mut violations, order);
+            read = bitmap;
+            phases.push(summary);
+        }
+    }
+    for (rank, reader) in readers.iter_mut().enumerate() {
+        let Some(reader) = reader else { continue };
+        while let Some(row) = reader.peek()? {
+            stray_row(&config, rank as u64, row, &mut violations);
+            reader.consume();
+        }
+    }
+    locate_first_reads(&trace_dir, &config, world, file_commas, &mut violations)?;
+    let count = violations.count();
+    Ok(AuditReport {
+        passed: count == 0,
+        violations: count,
+        first_violations: violations.into_messages(),
+        phases,
+        world,
+    })
+}

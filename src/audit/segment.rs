@@ -1,0 +1,344 @@
+//! The check of one segment (one epoch's train or eval phase) of the run: each trace row of the
+//! segment, from every rank, against the segment's plan; then what the segment missed.
+//!
+//! A row is located in the plan by inverting the plan's permutations ([`EpochPlan::position_of`]):
+//! its position gives the rank, step and index in the batch it was planned for, and one bit per
+//! planned position catches a second read. Each row gets at most one violation, the most basic of
+//! what is wrong with it.
+
+use crate::plan::{EpochPlan, Phase, SampleRef};
+
+use super::bitset::BitSet;
+use super::file_names::FileNames;
+use super::order::OrderTracker;
+use super::trace::{trace_label, TraceRow};
+use super::violations::{RepeatToLocate, Violations};
+use super::PhaseAudit;
+
+/// What one reader thread of one rank has read so far in the segment.
+#[derive(Debug, Clone, Default)]
+struct ThreadState {
+    /// Planned (step, index in batch) of its last correctly placed row.
+    last_planned: Option<(u64, u64)>,
+    /// The step column of its last row, and how many rows of that step it has read: the index
+    /// in the batch as measured.
+    measured_step: u64,
+    read_in_step: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    distinct: u64,
+    repeated: u64,
+    unplanned: u64,
+    remainder_read: u64,
+}
+
+pub struct SegmentCheck<'a> {
+    epoch: u64,
+    phase: Phase,
+    plan: EpochPlan,
+    read_threads: u64,
+    /// Thread states per rank: `read_threads`, or 1 when the training loop reads inline.
+    threads_per_rank: u64,
+    names: FileNames<'a>,
+    /// Plan positions read, over `[0, samples_read)`.
+    read: BitSet,
+    /// Per rank, per thread seen; grown as threads appear so an absurd `read_threads` costs
+    /// nothing.
+    threads: Vec<Vec<ThreadState>>,
+    highest_step: Vec<u64>,
+    counts: Counts,
+}
+
+/// `trace/1.csv:57: epoch 2 train step 3`
+fn row_context(rank: u64, row: &TraceRow) -> String {
+    format!(
+        "{}:{}: epoch {} {} step {}",
+        trace_label(rank),
+        row.line,
+        row.epoch,
+        row.phase.as_str(),
+        row.step
+    )
+}
+
+impl<'a> SegmentCheck<'a> {
+    /// `read` is a bitmap to reuse (its contents are discarded).
+    pub fn new(
+        epoch: u64,
+        phase: Phase,
+        plan: EpochPlan,
+        read_threads: u64,
+        names: FileNames<'a>,
+        mut read: BitSet,
+    ) -> SegmentCheck<'a> {
+        let world = plan.spec().world;
+        let threads_per_rank = read_threads.max(1);
+        read.reset(plan.samples_read());
+        SegmentCheck {
+            epoch,
+            phase,
+            read_threads,
+            threads_per_rank,
+            names,
+            read,
+            threads: vec![Vec::new(); world as usize],
+            highest_step: vec![0; world as usize],
+            counts: Counts::default(),
+            plan,
+        }
+    }
+
+    /// Checks one row of this segment found in `rank`'s trace; `order` follows training epochs.
+    pub fn check(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        violations: &mut Violations,
+        order: Option<&mut OrderTracker>,
+    ) {
+        self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
+        let slot = (row.thread < self.threads_per_rank).then_some(row.thread as usize);
+        let measured_position = self.measure_position(rank, row, slot);
+        let Some((sample, position)) = self.locate(rank, row, violations) else {
+            return;
+        };
+        let about = || {
+            format!(
+                "{}: {} sample {}",
+                row_context(rank, row),
+                row.file,
+                row.sample
+            )
+        };
+        if !self.read.insert(position) {
+            self.counts.repeated += 1;
+            violations.add_repeat(
+                || format!("{} read a second time", about()),
+                RepeatToLocate {
+                    message: 0,
+                    epoch: self.epoch,
+                    phase: self.phase,
+                    file: row.file.clone(),
+                    sample: row.sample,
+                    rank,
+                    line: row.line,
+                },
+            );
+            return;
+        }
+        self.counts.distinct += 1;
+        if let Some(order) = order {
+            order.record(sample, rank, measured_position);
+        }
+        if let Some(problem) = self.placement_problem(rank, row, slot, position) {
+            violations.add(|| format!("{}: {problem}", about()));
+        }
+    }
+
+    /// The position the row was read at, as the trace shows it: its rank, its step, and how many
+    /// rows of that step its thread read before it.
+    fn measure_position(&mut self, rank: u64, row: &TraceRow, slot: Option<usize>) -> Option<u64> {
+        let (steps, batch) = (self.plan.steps(), self.plan.batch_size());
+        let threads = &mut self.threads[rank as usize];
+        let slot = slot?;
+        if slot >= threads.len() {
+            threads.resize(slot + 1, ThreadState::default());
+        }
+        let thread = &mut threads[slot];
+        if thread.measured_step != row.step {
+            thread.measured_step = row.step;
+            thread.read_in_step = 0;
+        }
+        let index = thread.read_in_step;
+        thread.read_in_step += 1;
+        let step = row.step.checked_sub(1).filter(|&s| s < steps)?;
+        (index < batch).then(|| (rank * steps + step) * batch + index)
+    }
+
+    /// The row's sample and its position in the plan, when the plan reads it; otherwise counts
+    /// the row as unplanned.
+    fn locate(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        violations: &mut Violations,
+    ) -> Option<(SampleRef, u64)> {
+        let Some(file) = self.names.index_of(&row.file) else {
+            self.counts.unplanned += 1;
+            violations.add(|| {
+                format!(
+                    "{}: {} is not a file of the {} split",
+                    row_context(rank, row),
+                    row.file,
+                    self.phase.as_str()
+                )
+            });
+            return None;
+        };
+        let sample = SampleRef {
+            file,
+            sample: row.sample,
+        };
+        let about = || {
+            format!(
+                "{}: {} sample {}",
+                row_context(rank, row),
+                row.file,
+                row.sample
+            )
+        };
+        let Some(position) = self.plan.position_of(sample) else {
+            self.counts.unplanned += 1;
+            let per_file = self.plan.spec().samples_per_file;
+            violations
+                .add(|| format!("{} is not in the file (it has {per_file} samples)", about()));
+            return None;
+        };
+        let samples_read = self.plan.samples_read();
+        if position >= samples_read {
+            self.counts.unplanned += 1;
+            self.counts.remainder_read += 1;
+            violations.add(|| {
+                format!(
+                    "{} read, but it is in the remainder this epoch does not read (position {position}; the plan reads positions below {samples_read})",
+                    about()
+                )
+            });
+            return None;
+        }
+        Some((sample, position))
+    }
+
+    /// What is wrong with where a planned sample was read: rank, step, thread, or order within
+    /// the thread. Moves the thread's order on when the row is at its planned rank and step, so
+    /// that one displaced row is one violation, not one per row after it.
+    fn placement_problem(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        slot: Option<usize>,
+        position: u64,
+    ) -> Option<String> {
+        let (steps, batch) = (self.plan.steps(), self.plan.batch_size());
+        let shard = steps * batch;
+        let (planned_rank, planned_step, planned_index) =
+            (position / shard, position % shard / batch, position % batch);
+        let placed = planned_rank == rank && row.step.checked_sub(1) == Some(planned_step);
+        let planned_thread = planned_step % self.threads_per_rank;
+        let thread = slot.map(|slot| &mut self.threads[rank as usize][slot]);
+        let previous = thread.as_ref().and_then(|t| t.last_planned);
+        if let (true, Some(thread)) = (placed, thread) {
+            thread.last_planned = Some((planned_step, planned_index));
+        }
+        if row.rank != rank {
+            Some(format!(
+                "rank column is {} in rank {rank}'s trace",
+                row.rank
+            ))
+        } else if !placed {
+            Some(format!(
+                "planned for rank {planned_rank} step {}",
+                planned_step + 1
+            ))
+        } else if slot.is_none() {
+            let inline = if self.read_threads == 0 {
+                ", read inline as thread 0"
+            } else {
+                ""
+            };
+            Some(format!(
+                "thread {} does not exist (reader.read_threads = {}{inline})",
+                row.thread, self.read_threads
+            ))
+        } else if row.thread != planned_thread {
+            Some(format!(
+                "read by thread {}, but step {} is thread {planned_thread}'s",
+                row.thread, row.step
+            ))
+        } else {
+            previous
+                .filter(|&last| last >= (planned_step, planned_index))
+                .map(|(last_step, last_index)| {
+                    format!(
+                        "read out of order: index {planned_index} of its batch after index {last_index} of step {} by the same thread",
+                        last_step + 1
+                    )
+                })
+        }
+    }
+
+    /// What the segment missed, and its summary; gives back the bitmap for reuse.
+    /// `has_trace[rank]` says whether the rank's trace file exists.
+    pub fn finish(
+        self,
+        has_trace: &[bool],
+        violations: &mut Violations,
+        order: Option<&mut OrderTracker>,
+    ) -> (PhaseAudit, BitSet) {
+        let SegmentCheck {
+            epoch,
+            phase,
+            plan,
+            mut names,
+            read,
+            highest_step,
+            counts,
+            ..
+        } = self;
+        let (steps, batch) = (plan.steps(), plan.batch_size());
+        let missing = plan.samples_read() - counts.distinct;
+        let mut listed = 0;
+        for position in read.absent() {
+            if !violations.wants_messages() {
+                break;
+            }
+            let sample = plan.sample_at(position);
+            let rank = position / (steps * batch);
+            let step = position % (steps * batch) / batch + 1;
+            let file = names.name_of(sample.file);
+            violations.add(|| {
+                format!(
+                    "{}: epoch {epoch} {} step {step}: {file} sample {} never read (index {} of the batch)",
+                    trace_label(rank),
+                    phase.as_str(),
+                    sample.sample,
+                    position % batch
+                )
+            });
+            listed += 1;
+        }
+        violations.add_unlisted(missing - listed);
+        for (rank, &highest) in highest_step.iter().enumerate() {
+            if has_trace[rank] && highest != steps {
+                violations.add(|| {
+                    format!(
+                        "{}: epoch {epoch} {}: rank {rank} took {highest} steps, the plan has {steps}",
+                        trace_label(rank as u64),
+                        phase.as_str()
+                    )
+                });
+            }
+        }
+        let change = order
+            .map(|order| order.finish_epoch(&plan, &read))
+            .unwrap_or_default();
+        let summary = PhaseAudit {
+            epoch,
+            phase: phase.as_str(),
+            samples_planned: plan.samples_read(),
+            samples_read: counts.distinct,
+            repeated: counts.repeated,
+            unplanned: counts.unplanned,
+            missing,
+            samples_not_read: plan.samples_not_read(),
+            steps,
+            order_changed_fraction: change.order_changed,
+            mean_displacement_fraction: change.mean_displacement,
+            rank_files_changed_fraction: change.rank_files_changed,
+            remainder_read: counts.remainder_read,
+        };
+        (summary, read)
+    }
+}

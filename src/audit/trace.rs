@@ -1,0 +1,319 @@
+//! The read trace a traced run leaves in `OUTPUT/trace/{rank}.csv`: a header line, then one row
+//! per sample read, `epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us`.
+//!
+//! Rows are streamed one at a time into a reused buffer, so reading a trace costs the same memory
+//! whatever its length. The file column is written unquoted; when the dataset's file prefix holds
+//! commas, so does that column, which is why the numeric columns are found from both ends of the
+//! line and the expected number of commas is given by the caller.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::plan::Phase;
+
+pub const HEADER: &str =
+    "epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us";
+const COLUMNS: usize = 11;
+/// Columns before the file column, and after it.
+const LEADING: usize = 5;
+const TRAILING: usize = 5;
+
+/// The columns the audit checks; the byte range and timing columns are only checked to be numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceRow {
+    /// Line number in the trace file (1-based; line 1 is the header).
+    pub line: u64,
+    pub epoch: u64,
+    pub phase: Phase,
+    /// 1-based, as written.
+    pub step: u64,
+    pub rank: u64,
+    pub thread: u64,
+    pub file: String,
+    pub sample: u64,
+}
+
+/// `trace/{rank}.csv`, as a trace file is named in messages (relative to the output folder).
+pub fn trace_label(rank: u64) -> String {
+    format!("trace/{rank}.csv")
+}
+
+/// One rank's trace file, read row by row with one row of look-ahead.
+pub struct TraceReader {
+    label: String,
+    lines: BufReader<File>,
+    text: String,
+    line_number: u64,
+    commas: usize,
+    row: TraceRow,
+    /// Whether `row` holds a row not consumed yet.
+    loaded: bool,
+}
+
+impl TraceReader {
+    /// Opens `trace/{rank}.csv` under `trace_dir` and checks its header; None when the file does
+    /// not exist. `file_commas` is how many commas the dataset's file names hold.
+    pub fn open(trace_dir: &Path, rank: u64, file_commas: usize) -> Result<Option<TraceReader>> {
+        let path = trace_dir.join(format!("{rank}.csv"));
+        let label = trace_label(rank);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::run(format!("cannot open {label}: {e}"))),
+        };
+        let mut reader = TraceReader {
+            label,
+            lines: BufReader::new(file),
+            text: String::new(),
+            line_number: 0,
+            commas: COLUMNS - 1 + file_commas,
+            row: TraceRow {
+                line: 0,
+                epoch: 0,
+                phase: Phase::Train,
+                step: 0,
+                rank: 0,
+                thread: 0,
+                file: String::new(),
+                sample: 0,
+            },
+            loaded: false,
+        };
+        if !reader.next_line()? {
+            return Err(Error::run(format!(
+                "{}: empty; expected the header line '{HEADER}'",
+                reader.label
+            )));
+        }
+        if reader.text != HEADER {
+            return Err(
+                reader.malformed(&format!("header is '{}', expected '{HEADER}'", reader.text))
+            );
+        }
+        Ok(Some(reader))
+    }
+
+    /// The next row, without consuming it; None at the end of the file.
+    pub fn peek(&mut self) -> Result<Option<&TraceRow>> {
+        if !self.loaded {
+            if !self.next_line()? {
+                return Ok(None);
+            }
+            self.parse_row()?;
+            self.loaded = true;
+        }
+        Ok(Some(&self.row))
+    }
+
+    /// Moves past the row [`TraceReader::peek`] returned.
+    pub fn consume(&mut self) {
+        self.loaded = false;
+    }
+
+    /// Reads the next line into `text` without its line ending; false at the end of the file.
+    fn next_line(&mut self) -> Result<bool> {
+        self.text.clear();
+        self.line_number += 1;
+        let read = self.lines.read_line(&mut self.text).map_err(|e| {
+            Error::run(format!(
+                "{}:{}: cannot read: {e}",
+                self.label, self.line_number
+            ))
+        })?;
+        if read == 0 {
+            return Ok(false);
+        }
+        if self.text.ends_with('\n') {
+            self.text.pop();
+            if self.text.ends_with('\r') {
+                self.text.pop();
+            }
+        }
+        Ok(true)
+    }
+
+    fn malformed(&self, what: &str) -> Error {
+        Error::run(format!(
+            "{}:{}: malformed trace line: {what}",
+            self.label, self.line_number
+        ))
+    }
+
+    fn parse_row(&mut self) -> Result<()> {
+        let line = self.text.as_str();
+        let commas = line.bytes().filter(|&b| b == b',').count();
+        if commas != self.commas {
+            return Err(self.malformed(&format!(
+                "{} columns, expected {}",
+                commas + 1,
+                self.commas + 1
+            )));
+        }
+        let mut leading = line.splitn(LEADING + 1, ',');
+        let mut fields = [""; LEADING];
+        for field in &mut fields {
+            *field = leading.next().unwrap_or_default();
+        }
+        let rest = leading.next().unwrap_or_default();
+        let mut trailing_fields = [""; TRAILING];
+        let mut trailing = rest.rsplitn(TRAILING + 1, ',');
+        for field in trailing_fields.iter_mut().rev() {
+            *field = trailing.next().unwrap_or_default();
+        }
+        let file = trailing.next().unwrap_or_default();
+        let [epoch, phase, step, rank, thread] = fields;
+        let [sample, offset, length, start_us, duration_us] = trailing_fields;
+        let number = |name: &str, text: &str| {
+            text.parse::<u64>().map_err(|_| {
+                self.malformed(&format!("{name} = '{text}' is not a whole number ≥ 0"))
+            })
+        };
+        let parsed = TraceRow {
+            line: self.line_number,
+            epoch: number("epoch", epoch)?,
+            phase: match phase {
+                "train" => Phase::Train,
+                "eval" => Phase::Eval,
+                other => {
+                    return Err(
+                        self.malformed(&format!("phase = '{other}' is neither train nor eval"))
+                    )
+                }
+            },
+            step: number("step", step)?,
+            rank: number("rank", rank)?,
+            thread: number("thread", thread)?,
+            file: String::new(),
+            sample: number("sample", sample)?,
+        };
+        for (name, text) in [
+            ("offset", offset),
+            ("length", length),
+            ("start_us", start_us),
+            ("duration_us", duration_us),
+        ] {
+            number(name, text)?;
+        }
+        if file.is_empty() {
+            return Err(self.malformed("the file column is empty"));
+        }
+        // Reuse the row's file buffer: one allocation per reader, not per row.
+        let mut file_buffer = std::mem::take(&mut self.row.file);
+        file_buffer.clear();
+        file_buffer.push_str(file);
+        self.row = TraceRow {
+            file: file_buffer,
+            ..parsed
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader_of(name: &str, text: &str, file_commas: usize) -> Result<Option<TraceReader>> {
+        let dir = std::env::temp_dir().join(format!("dlio-rs-trace-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("3.csv"), text).unwrap();
+        let reader = TraceReader::open(&dir, 3, file_commas);
+        std::fs::remove_dir_all(&dir).unwrap();
+        reader
+    }
+
+    fn rows(name: &str, text: &str, file_commas: usize) -> Result<Vec<TraceRow>> {
+        let mut reader = reader_of(name, text, file_commas)?.expect("file exists");
+        let mut rows = Vec::new();
+        while let Some(row) = reader.peek()? {
+            rows.push(row.clone());
+            reader.consume();
+        }
+        Ok(rows)
+    }
+
+    #[test]
+    fn rows_parse_with_crlf_and_commas_in_names() {
+        let text = format!(
+            "{HEADER}\r\n1,train,2,3,0,train/img_1_of_4.npz,5,100,64,7,8\r\n2,eval,1,3,1,valid/a,b_1_of_2.npz,0,0,1,2,3"
+        );
+        let err = rows("ok", &text, 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("trace/3.csv:2: malformed trace line: 11 columns, expected 12"),
+            "{err}"
+        );
+        let text = format!(
+            "{HEADER}\n1,train,2,3,0,train/img_1_of_4.npz,5,100,64,7,8\n2,eval,1,3,1,valid/img_1_of_2.npz,0,0,1,2,3\n"
+        );
+        let parsed = rows("ok2", &text, 0).unwrap();
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(
+            parsed[0],
+            TraceRow {
+                line: 2,
+                epoch: 1,
+                phase: Phase::Train,
+                step: 2,
+                rank: 3,
+                thread: 0,
+                file: "train/img_1_of_4.npz".into(),
+                sample: 5,
+            }
+        );
+        assert_eq!(parsed[1].phase, Phase::Eval);
+        assert_eq!(parsed[1].line, 3);
+        let with_comma = format!("{HEADER}\r\n2,eval,1,3,1,valid/a,b_1_of_2.npz,0,0,1,2,3\r\n");
+        let parsed = rows("comma", &with_comma, 1).unwrap();
+        assert_eq!(parsed[0].file, "valid/a,b_1_of_2.npz");
+    }
+
+    #[test]
+    fn malformed_files_name_file_and_line() {
+        let cases = [
+            ("", "trace/3.csv: empty"),
+            (
+                "epoch,phase\n",
+                "trace/3.csv:1: malformed trace line: header is",
+            ),
+            (
+                "HEADER\n1,train,1,0,0,f,0,0,0,0\n",
+                "trace/3.csv:2: malformed trace line: 10 columns, expected 11",
+            ),
+            (
+                "HEADER\n1,train,1,0,0,f,0,0,0,0,0\n1,train,x,0,0,f,0,0,0,0,0\n",
+                "trace/3.csv:3: malformed trace line: step = 'x' is not a whole number",
+            ),
+            (
+                "HEADER\n1,train,1,0,0,f,0,-1,0,0,0\n",
+                "trace/3.csv:2: malformed trace line: offset = '-1'",
+            ),
+            (
+                "HEADER\n1,test,1,0,0,f,0,0,0,0,0\n",
+                "phase = 'test' is neither train nor eval",
+            ),
+            (
+                "HEADER\n1,train,1,0,0,,0,0,0,0,0\n",
+                "the file column is empty",
+            ),
+            (
+                "HEADER\n\n",
+                "trace/3.csv:2: malformed trace line: 1 columns",
+            ),
+        ];
+        for (i, (text, expected)) in cases.iter().enumerate() {
+            let text = text.replace("HEADER", HEADER);
+            let err = rows(&format!("bad{i}"), &text, 0).unwrap_err();
+            assert_eq!(err.exit_code(), 1);
+            assert!(err.to_string().contains(expected), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_missing_file_is_none() {
+        let dir = std::env::temp_dir().join("dlio-rs-trace-surely-missing");
+        assert!(TraceReader::open(&dir, 0, 0).unwrap().is_none());
+    }
+}

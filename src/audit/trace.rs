@@ -2,9 +2,9 @@
 //! per sample read, `epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us`.
 //!
 //! Rows are streamed one at a time into a reused buffer, so reading a trace costs the same memory
-//! whatever its length. The file column is written unquoted; when the dataset's file prefix holds
-//! commas, so does that column, which is why the numeric columns are found from both ends of the
-//! line and the expected number of commas is given by the caller.
+//! whatever its length. A file name holding a comma or quote is written quoted (RFC 4180), so the
+//! file column may hold commas: the numeric columns are found from both ends of the line, the
+//! expected number of commas is given by the caller, and the file column is unquoted.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -13,8 +13,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::plan::Phase;
 
-pub const HEADER: &str =
-    "epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us";
+pub use crate::loader::trace::HEADER;
 const COLUMNS: usize = 11;
 /// Columns before the file column, and after it.
 const LEADING: usize = 5;
@@ -202,7 +201,13 @@ impl TraceReader {
         // Reuse the row's file buffer: one allocation per reader, not per row.
         let mut file_buffer = std::mem::take(&mut self.row.file);
         file_buffer.clear();
-        file_buffer.push_str(file);
+        match file
+            .strip_prefix('"')
+            .and_then(|quoted| quoted.strip_suffix('"'))
+        {
+            Some(quoted) => file_buffer.push_str(&quoted.replace("\"\"", "\"")),
+            None => file_buffer.push_str(file),
+        }
         self.row = TraceRow {
             file: file_buffer,
             ..parsed

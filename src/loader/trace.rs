@@ -16,8 +16,9 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::plan::Phase;
 
+/// The first line of every trace file (without its line break).
 pub const HEADER: &str =
-    "epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us\n";
+    "epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us";
 
 /// A thread's rows are appended to the file once they fill this many bytes.
 const FLUSH_AT: usize = 64 * 1024;
@@ -37,7 +38,7 @@ impl TraceFile {
         let mut file = std::fs::create_dir_all(dir)
             .and_then(|()| File::create(&partial))
             .map_err(|e| write_error(&partial, e))?;
-        file.write_all(HEADER.as_bytes())
+        file.write_all(format!("{HEADER}\n").as_bytes())
             .map_err(|e| write_error(&partial, e))?;
         Ok(TraceFile {
             path,
@@ -194,7 +195,7 @@ mod tests {
         file.complete().unwrap();
         let text = std::fs::read_to_string(dir.join("3.csv")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], HEADER.trim_end());
+        assert_eq!(lines[0], HEADER);
         assert_eq!(lines.len() as u64, count + 1);
         assert_eq!(
             lines[6],

@@ -145,6 +145,18 @@ pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
     if let Accounting::Unaccounted(reason) = &results.accounting {
         warnings.push(format!("bytes from storage are not known: {reason}"));
     }
+    let uncounted = results.accounting == Accounting::KernelCounters
+        && results
+            .epochs
+            .iter()
+            .any(|e| e.train.bytes_from_storage.is_none());
+    if uncounted {
+        warnings.push(
+            "bytes from storage are not known: this kernel keeps no per-thread I/O accounting \
+             (/proc/thread-self/io); use ++workload.reader.odirect=True for an exact count"
+                .into(),
+        );
+    }
     for e in &results.epochs {
         warnings.extend(phase_warning(&format!("epoch {} train", e.epoch), &e.train));
         if let Some(eval) = &e.eval {

@@ -130,6 +130,22 @@ fn shuffled_runs_pass_the_audit_and_reshuffle_order_and_shards_every_epoch() {
                 assert_eq!(share, 0.0, "{p}");
             }
         }
+
+        // The same folder, run again untraced: the old trace goes, and the audit says why it
+        // cannot check the new run.
+        run_quiet(
+            &tmp.path,
+            world,
+            &with(&words, &["++workload.output.trace=False"]),
+        )
+        .ok();
+        assert!(
+            !out.join("trace").exists(),
+            "a stale trace was left beside a new report"
+        );
+        dlio_rs(&tmp.path, &["audit", &out.display().to_string()])
+            .fails(1)
+            .says(&["was not traced", "--trace"]);
     }
 }
 

@@ -78,6 +78,12 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
     let run_entropy = field("run_entropy", "the entropy of random shuffles")?
         .as_u64()
         .ok_or_else(|| bad("run_entropy", "a whole number ≥ 0"))?;
+    if json.get("traced") == Some(&serde_json::Value::Bool(false)) {
+        return Err(Error::run(format!(
+            "{shown}: this run was not traced, so there is nothing to audit; run it again with \
+             --trace (or ++workload.output.trace=True)"
+        )));
+    }
     let tree = Value::from_json(field("configuration", "the workload configuration")?);
     let config = Config::from_tree(workload, tree).map_err(|e| {
         Error::run(format!(

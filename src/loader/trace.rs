@@ -81,6 +81,8 @@ pub fn remove_old(dir: &Path) -> Result<()> {
             std::fs::remove_file(entry.path()).map_err(|e| write_error(&entry.path(), e))?;
         }
     }
+    // Gone when it held only traces, so an untraced run leaves no empty trace folder behind.
+    let _ = std::fs::remove_dir(dir);
     Ok(())
 }
 

@@ -442,3 +442,30 @@ fn compute_lateness_is_measured_compute_beyond_the_asked_time() {
     );
     assert!(num(&report, "/epochs/0/compute_lateness/p50_us") <= max_us);
 }
+
+/// Dropping the page cache needs root: without it the run stops before anything is written, with
+/// exit code 2 and the option that needs no root. As root, the run is made as `nobody`.
+#[test]
+fn drop_before_epoch_without_root_is_a_usage_error() {
+    let tmp = Scratch::new("noroot");
+    let out = tmp.join("out");
+    let words = [
+        "run".to_string(),
+        "workload=default".into(),
+        "++workload.reader.page_cache=drop_before_epoch".into(),
+        format!("++hydra.run.dir={}", out.display()),
+    ];
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ran = if root {
+        let mut args = strings(&["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        args.push(env!("CARGO_BIN_EXE_dlio-rs").into());
+        args.extend(words);
+        launch("setpriv", &tmp.path, &args, &[])
+    } else {
+        dlio_rs(&tmp.path, &words)
+    };
+    ran.fails(2)
+        .says(&["drop_before_epoch", "root", "evict_after_read"]);
+    assert!(!out.exists(), "nothing is written before the check");
+}

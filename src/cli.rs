@@ -9,6 +9,8 @@ use crate::audit::audit;
 use crate::config::overrides::Overrides;
 use crate::config::{workloads, Source};
 use crate::error::{Error, Result};
+use crate::plan::{draw_run_entropy, Phase};
+use crate::preview::{preview, PreviewRequest};
 use crate::run::{run, RunOptions};
 
 const EXAMPLES: &str = "\
@@ -73,6 +75,27 @@ enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Show what a rank will read in an epoch (the first batches: file#sample), without touching
+    /// storage, and how long computing the plan took
+    Plan {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Number of emulated accelerators (ranks)
+        #[arg(short = 'n', long, default_value_t = 1, value_name = "N")]
+        accelerators: u64,
+        /// The epoch, from 1
+        #[arg(long, default_value_t = 1, value_name = "E")]
+        epoch: u64,
+        /// The rank, from 0
+        #[arg(long, default_value_t = 0, value_name = "R")]
+        rank: u64,
+        /// How many of the rank's batches to list
+        #[arg(long, default_value_t = 4, value_name = "K")]
+        head: u64,
+        /// The evaluation phase instead of training
+        #[arg(long)]
+        eval: bool,
+    },
     /// List the workloads shipped in the binary
     Workloads,
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
@@ -136,6 +159,28 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             let tree =
                 crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
             print!("{}", tree.to_yaml());
+            Ok(())
+        }),
+        Command::Plan {
+            config,
+            accelerators,
+            epoch,
+            rank,
+            head,
+            eval,
+        } => source(&config).and_then(|s| {
+            let resolved = s.resolve(config.strict)?;
+            for key in &resolved.unknown_keys {
+                eprintln!("warning: unknown configuration key workload.{key}");
+            }
+            let request = PreviewRequest {
+                world: accelerators,
+                epoch,
+                rank,
+                phase: if eval { Phase::Eval } else { Phase::Train },
+                head,
+            };
+            print!("{}", preview(&resolved, &request, draw_run_entropy())?);
             Ok(())
         }),
         Command::Workloads => {

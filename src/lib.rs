@@ -4,7 +4,8 @@
 //! [`dataset`] (names, sizes) → [`generate`] (format writers through [`storage`]) or training:
 //! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
 //! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`]; a traced
-//! run can be checked against its plan afterwards by [`audit`].
+//! run can be checked against its plan afterwards by [`audit`], and a plan shown beforehand by
+//! [`preview`].
 
 pub mod audit;
 pub mod cli;
@@ -17,6 +18,7 @@ pub mod format;
 pub mod generate;
 pub mod loader;
 pub mod plan;
+pub mod preview;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use rand::{RngCore, SeedableRng};
-
 use crate::comm::{Comm, ThreadGroup};
 use crate::config::{Config, PageCache, Source};
 use crate::dataset::{Dataset, SplitLayout};
@@ -142,7 +140,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
 
     let clock = Clock::start();
     // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
-    let run_entropy = rand::rngs::SmallRng::from_os_rng().next_u64();
+    let run_entropy = crate::plan::draw_run_entropy();
     let ranks = train_all_ranks(
         &config,
         &dataset,

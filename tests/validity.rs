@@ -469,3 +469,55 @@ fn drop_before_epoch_without_root_is_a_usage_error() {
         .says(&["drop_before_epoch", "root", "evict_after_read"]);
     assert!(!out.exists(), "nothing is written before the check");
 }
+
+/// `dlio-rs plan` shows, without reading anything, exactly the batches a run then reads.
+#[test]
+fn plan_preview_matches_what_the_run_read() {
+    let tmp = Scratch::new("preview");
+    let shape = Shape {
+        files: 20,
+        samples_per_file: 3,
+        batch: 4,
+        threads: 2,
+        epochs: 2,
+    };
+    let seeded = [
+        "++workload.reader.file_shuffle=seed",
+        "++workload.reader.sample_shuffle=seed",
+    ];
+    let out = tmp.join("out");
+    let words = traced_words(&tmp.join("data"), &out, &shape, &seeded);
+    generate_for(&tmp.path, &words);
+    run_quiet(&tmp.path, 2, &words).ok();
+    let read = batches(&out, 2);
+    for (epoch, rank) in [(1u64, 0u64), (2, 1)] {
+        let mut args = strings(&["plan", "-n", "2", "--head", "3"]);
+        args.extend([format!("--epoch={epoch}"), format!("--rank={rank}")]);
+        args.extend(words.iter().cloned());
+        let shown = dlio_rs(&tmp.path, &args).ok();
+        assert!(
+            shown.stdout.contains("no storage touched"),
+            "{}",
+            shown.context()
+        );
+        for step in 1..=3u64 {
+            let line = shown
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("step {step}: ")))
+                .unwrap_or_else(|| panic!("no step {step}\n{}", shown.context()));
+            let planned: Vec<(String, u64)> = line
+                .split(' ')
+                .map(|item| {
+                    let (file, sample) = item.rsplit_once('#').unwrap();
+                    (file.to_string(), sample.parse().unwrap())
+                })
+                .collect();
+            assert_eq!(
+                planned,
+                read[&(epoch, "train".to_string(), rank, step)],
+                "epoch {epoch} rank {rank} step {step}"
+            );
+        }
+    }
+}

@@ -95,6 +95,12 @@ impl PlanSpec {
     }
 }
 
+/// Entropy for a run's `random` shuffles, drawn once per run so every rank plans the same order.
+pub fn draw_run_entropy() -> u64 {
+    use rand::{RngCore, SeedableRng};
+    rand::rngs::SmallRng::from_os_rng().next_u64()
+}
+
 /// The plan of one epoch of one phase.
 #[derive(Debug, Clone)]
 pub struct EpochPlan {

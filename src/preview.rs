@@ -1,0 +1,219 @@
+//! `dlio-rs plan`: what a rank will read in an epoch, computed from the configuration alone,
+//! without touching storage, and how long computing it took. The plan is a pure function of the
+//! configuration, the world size and the epoch, so this is exactly what a run would read (for
+//! `random` shuffles: what a run with this draw would read).
+
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Shuffle};
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::plan::{EpochPlan, Phase, PlanSpec};
+
+/// Which slice of which plan to show.
+#[derive(Debug, Clone, Copy)]
+pub struct PreviewRequest {
+    pub world: u64,
+    pub epoch: u64,
+    pub rank: u64,
+    pub phase: Phase,
+    /// Batches to list from the rank's first.
+    pub head: u64,
+}
+
+fn check(config: &Config, request: &PreviewRequest) -> Result<()> {
+    if request.world == 0 {
+        return Err(Error::usage("--accelerators must be at least 1"));
+    }
+    if request.rank >= request.world {
+        return Err(Error::usage(format!(
+            "--rank {} is not a rank of {} accelerator(s): valid ranks are 0..={}",
+            request.rank,
+            request.world,
+            request.world - 1
+        )));
+    }
+    if !(1..=config.train.epochs).contains(&request.epoch) {
+        return Err(Error::usage(format!(
+            "--epoch {} is not an epoch of this workload: valid epochs are 1..={} (workload.train.epochs)",
+            request.epoch, config.train.epochs
+        )));
+    }
+    if request.phase == Phase::Eval && config.dataset.num_files_eval == 0 {
+        return Err(Error::usage(
+            "--eval: the workload has no evaluation files (workload.dataset.num_files_eval = 0)",
+        ));
+    }
+    Ok(())
+}
+
+fn describe_shuffle(kind: Shuffle) -> &'static str {
+    match kind {
+        Shuffle::Off => "off",
+        Shuffle::Seed => "seed",
+        Shuffle::Random => "random (a fresh order every run)",
+    }
+}
+
+/// Computes and renders the plan `request` asks for, with the time it took to build the plan and
+/// the rank's first batch (file names included); `run_entropy` stands for a run's draw.
+pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> Result<String> {
+    check(config, request)?;
+    let started = Instant::now();
+    let plan = EpochPlan::new(
+        PlanSpec::for_phase(config, request.phase, request.world, run_entropy),
+        request.epoch,
+    );
+    let build = started.elapsed();
+    let dataset = Dataset::from_config(config);
+    let split = dataset.split(request.phase);
+    let mut key = String::new();
+    let mut batches: Vec<Vec<(String, u64)>> = Vec::new();
+    let mut first_batch = Duration::ZERO;
+    let listed = request.head.min(plan.steps());
+    for step in 0..listed {
+        let started = Instant::now();
+        let batch: Vec<(String, u64)> = plan
+            .batch(request.rank, step)
+            .map(|sample| {
+                dataset.write_file_key(&mut key, split, sample.file);
+                (key.clone(), sample.sample)
+            })
+            .collect();
+        if step == 0 {
+            first_batch = started.elapsed();
+        }
+        batches.push(batch);
+    }
+
+    let spec = plan.spec();
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} · {} accelerator(s) · epoch {} · {} · rank {}",
+        config.workload_name,
+        request.world,
+        request.epoch,
+        request.phase.as_str(),
+        request.rank
+    );
+    let _ = writeln!(
+        text,
+        "{} sample(s) in {} file(s) of {}; {} step(s) of {} per rank; {} sample(s) not read",
+        spec.total_samples(),
+        spec.files,
+        spec.samples_per_file,
+        plan.steps(),
+        plan.batch_size(),
+        plan.samples_not_read()
+    );
+    let _ = writeln!(
+        text,
+        "file_shuffle {}, sample_shuffle {}, seed {}{}",
+        describe_shuffle(spec.file_shuffle),
+        describe_shuffle(spec.sample_shuffle),
+        spec.seed,
+        if spec.seed_change_epoch {
+            " (changes every epoch)"
+        } else {
+            " (the same every epoch)"
+        }
+    );
+    let _ = writeln!(
+        text,
+        "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; no storage touched",
+        build.as_secs_f64() * 1e6,
+        request.rank,
+        first_batch.as_secs_f64() * 1e6
+    );
+    for (step, batch) in batches.iter().enumerate() {
+        let _ = write!(text, "step {}:", step + 1);
+        for (file, sample) in batch {
+            let _ = write!(text, " {file}#{sample}");
+        }
+        text.push('\n');
+    }
+    if listed < plan.steps() {
+        let _ = writeln!(
+            text,
+            "… {} more step(s) (--head N shows more)",
+            plan.steps() - listed
+        );
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::value::Value;
+
+    fn config(yaml: &str) -> Config {
+        Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn lists_exactly_the_rank_s_batches_of_the_run_plan() {
+        let c = config(
+            "dataset:\n  num_files_train: 10\n  num_samples_per_file: 3\n  format: npz\nreader:\n  batch_size: 4\n  file_shuffle: seed\n  sample_shuffle: seed\ntrain:\n  epochs: 3\n",
+        );
+        let request = PreviewRequest {
+            world: 2,
+            epoch: 2,
+            rank: 1,
+            phase: Phase::Train,
+            head: 2,
+        };
+        let shown = preview(&c, &request, 7).unwrap();
+        let plan = EpochPlan::new(PlanSpec::for_phase(&c, Phase::Train, 2, 7), 2);
+        let dataset = Dataset::from_config(&c);
+        for step in 0..2 {
+            let line: String = plan
+                .batch(1, step)
+                .map(|s| format!(" {}#{}", dataset.file_key(&dataset.train, s.file), s.sample))
+                .collect();
+            assert!(
+                shown.contains(&format!("step {}:{line}\n", step + 1)),
+                "{shown}"
+            );
+        }
+        assert!(
+            shown.contains(
+                "30 sample(s) in 10 file(s) of 3; 3 step(s) of 4 per rank; 6 sample(s) not read"
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains("… 1 more step(s)"), "{shown}");
+    }
+
+    #[test]
+    fn out_of_range_requests_are_usage_errors() {
+        let c = config("train:\n  epochs: 2\n");
+        let ok = PreviewRequest {
+            world: 2,
+            epoch: 1,
+            rank: 1,
+            phase: Phase::Train,
+            head: 1,
+        };
+        assert!(preview(&c, &ok, 0).is_ok());
+        for (bad, needle) in [
+            (PreviewRequest { rank: 2, ..ok }, "valid ranks are 0..=1"),
+            (PreviewRequest { epoch: 3, ..ok }, "valid epochs are 1..=2"),
+            (PreviewRequest { epoch: 0, ..ok }, "valid epochs are 1..=2"),
+            (PreviewRequest { world: 0, ..ok }, "at least 1"),
+            (
+                PreviewRequest {
+                    phase: Phase::Eval,
+                    ..ok
+                },
+                "num_files_eval = 0",
+            ),
+        ] {
+            let error = preview(&c, &bad, 0).err().expect("rejected");
+            assert_eq!(error.exit_code(), 2);
+            assert!(error.to_string().contains(needle), "{error}");
+        }
+    }
+}

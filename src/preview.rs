@@ -211,7 +211,7 @@ mod tests {
                 "num_files_eval = 0",
             ),
         ] {
-            let error = preview(&c, &bad, 0).err().expect("rejected");
+            let error = preview(&c, &bad, 0).expect_err("rejected");
             assert_eq!(error.exit_code(), 2);
             assert!(error.to_string().contains(needle), "{error}");
         }

@@ -52,6 +52,11 @@ pub struct SegmentCheck<'a> {
 }
 
 /// `trace/1.csv:57: epoch 2 train step 3`
+/// A row's place and what it read, for messages.
+fn describe_read(rank: u64, row: &TraceRow) -> String {
+    format!("{}: {} sample {}", row_context(rank, row), row.file, row.sample)
+}
+
 fn row_context(rank: u64, row: &TraceRow) -> String {
     format!(
         "{}:{}: epoch {} {} step {}",
@@ -104,14 +109,7 @@ impl<'a> SegmentCheck<'a> {
         let Some((sample, position)) = self.locate(rank, row, violations) else {
             return;
         };
-        let about = || {
-            format!(
-                "{}: {} sample {}",
-                row_context(rank, row),
-                row.file,
-                row.sample
-            )
-        };
+        let about = || describe_read(rank, row);
         if !self.read.insert(position) {
             self.counts.repeated += 1;
             violations.add_repeat(
@@ -181,14 +179,7 @@ impl<'a> SegmentCheck<'a> {
             file,
             sample: row.sample,
         };
-        let about = || {
-            format!(
-                "{}: {} sample {}",
-                row_context(rank, row),
-                row.file,
-                row.sample
-            )
-        };
+        let about = || describe_read(rank, row);
         let Some(position) = self.plan.position_of(sample) else {
             self.counts.unplanned += 1;
             let per_file = self.plan.spec().samples_per_file;

@@ -177,7 +177,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         print!("{}", terminal::render(&config, &results, &output_folder));
     }
     // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
-    for warning in validity::warnings(&config, &results) {
+    for warning in &results.warnings {
         eprintln!("WARNING: {warning}");
     }
     Ok(Outcome {
@@ -226,8 +226,8 @@ fn create_outputs(
 /// DLIO's files, our report.json and the end of the log.
 fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> {
     log.epochs(run);
-    for warning in validity::warnings(run.config, run.results) {
-        log.warning(&warning);
+    for warning in &run.results.warnings {
+        log.warning(warning);
     }
     dlio_report::write_all(folder, run)?;
     write_json(&folder.join("report.json"), &ours::report(run))?;

@@ -54,7 +54,12 @@ pub struct SegmentCheck<'a> {
 /// `trace/1.csv:57: epoch 2 train step 3`
 /// A row's place and what it read, for messages.
 fn describe_read(rank: u64, row: &TraceRow) -> String {
-    format!("{}: {} sample {}", row_context(rank, row), row.file, row.sample)
+    format!(
+        "{}: {} sample {}",
+        row_context(rank, row),
+        row.file,
+        row.sample
+    )
 }
 
 fn row_context(rank: u64, row: &TraceRow) -> String {

@@ -96,6 +96,9 @@ pub struct Results {
     pub world: usize,
     /// How the bytes from storage were counted.
     pub accounting: Accounting,
+    /// Why the numbers may not describe the storage (validity::warnings), computed once for
+    /// every output that shows them.
+    pub warnings: Vec<String>,
 }
 
 fn phase_result(
@@ -180,14 +183,17 @@ impl Results {
             PlanSpec::for_phase(config, Phase::Train, ranks.len() as u64, 0),
             1,
         );
-        Results {
+        let mut results = Results {
             train: phase_metrics(config, &train),
             eval: (!eval.is_empty()).then(|| phase_metrics(config, &eval)),
             train_samples_not_read: plan.samples_not_read(),
             world: ranks.len(),
             epochs,
             accounting,
-        }
+            warnings: Vec::new(),
+        };
+        results.warnings = validity::warnings(config, &results);
+        results
     }
 }
 

@@ -90,7 +90,7 @@ pub fn report(run: &FinishedRun) -> Value {
             "dlio_potential_caching": super::dlio::potential_caching(config, results.world as u64),
         },
         "traced": config.output.trace,
-        "warnings": validity::warnings(config, results),
+        "warnings": results.warnings,
         "configuration": config.tree.to_json(),
     })
 }

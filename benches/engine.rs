@@ -10,73 +10,13 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
-const MIB: f64 = 1048576.0;
+mod common;
+use common::*;
+
 const ROUNDS: usize = 9;
-
-/// Runs `dlio-rs run -q WORDS`; returns its report.json and the process's wall time.
-fn dlio(words: &[String]) -> (serde_json::Value, f64) {
-    let started = Instant::now();
-    // Its stderr holds the page-cache warnings every page-cached benchmark earns; shown on failure.
-    let ran = Command::new(DLIO_RS)
-        .arg("run")
-        .arg("-q")
-        .args(words)
-        .output()
-        .expect("starting dlio-rs");
-    let wall = started.elapsed().as_secs_f64();
-    assert!(
-        ran.status.success(),
-        "dlio-rs failed: {words:?}\n{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    let out = words
-        .iter()
-        .find_map(|w| w.strip_prefix("++hydra.run.dir="))
-        .map(PathBuf::from)
-        .expect("benchmarks set hydra.run.dir");
-    let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
-    (
-        serde_json::from_str(&report).expect("report.json is JSON"),
-        wall,
-    )
-}
-
-fn words(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
-/// Generates a dataset once (kept between benchmark runs when its marker is present).
-fn generated_dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
-    let folder = dir.join(name);
-    let marker = folder.join(".complete");
-    if !marker.exists() {
-        eprintln!("generating {}", folder.display());
-        let mut w = words(&[
-            "workload=default",
-            "++workload.workflow.generate_data=True",
-            "++workload.workflow.train=False",
-        ]);
-        w.extend(settings.iter().cloned());
-        w.push(format!(
-            "++workload.dataset.data_folder={}",
-            folder.display()
-        ));
-        let status = Command::new(DLIO_RS)
-            .arg("run")
-            .arg("-q")
-            .args(&w)
-            .status()
-            .expect("dlio-rs");
-        assert!(status.success());
-        std::fs::write(&marker, b"").unwrap();
-    }
-    folder
-}
 
 fn files_of(folder: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(folder.join("train"))
@@ -124,11 +64,6 @@ fn raw_read(files: &[PathBuf], threads: usize, epochs: usize) -> (f64, f64) {
     (total as f64 / secs, bytes as f64 / secs)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn mean_of(report: &serde_json::Value, field: &str) -> f64 {
     let epochs = report["epochs"].as_array().unwrap();
     epochs
@@ -136,14 +71,6 @@ fn mean_of(report: &serde_json::Value, field: &str) -> f64 {
         .map(|e| e[field].as_f64().unwrap())
         .sum::<f64>()
         / epochs.len() as f64
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "PASS"
-    } else {
-        "MISS"
-    }
 }
 
 /// A training run of the `default` workload on a benchmark dataset.

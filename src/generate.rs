@@ -1,6 +1,12 @@
-//! Data generation: every file of both splits, in the format's real layout, written under a
-//! temporary name and renamed. File i belongs to rank `i mod world` (as in DLIO); this process
-//! writes the files of its ranks with a pool of writer threads.
+//! Data generation: every file of both splits, in the format's real layout. File i belongs to
+//! rank `i mod world` (as in DLIO); this process writes the files of its ranks with a pool of
+//! writer threads.
+//!
+//! The dataset is committed as a whole: a marker file sits in the data folder from before the
+//! first file is written until every file is written and flushed, and a run refuses a folder
+//! that holds it. Files are written in place under their final names, as DLIO writes them: a
+//! temporary name and a rename per file would cost a second metadata operation per file, which on
+//! a million small files is most of the time (measured: 60% of the write-only rate on tmpfs).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -34,6 +40,12 @@ impl Share {
     }
 }
 
+/// Files a writer claims at a time: small beside a dataset, large enough that claiming is rare.
+const FILES_PER_CLAIM: u64 = 16;
+
+/// Present in the data folder while a generation runs, and left behind if it is interrupted.
+pub const INCOMPLETE_MARKER: &str = ".dlio-rs-generating";
+
 /// Writes this process's share of the dataset with `threads` writers.
 pub fn generate(
     dataset: &Dataset,
@@ -49,27 +61,54 @@ pub fn generate(
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let threads = threads.clamp(1, mine.max(1) as usize);
+    let marker = format!(
+        "dlio-rs is generating this dataset ({total} files) since {}, process {}; while this file \
+         exists the dataset is incomplete\n",
+        crate::report::timestamp(std::time::SystemTime::now()),
+        std::process::id()
+    );
+    storage
+        .put(INCOMPLETE_MARKER, marker.as_bytes())
+        .map_err(|e| {
+            Error::run(format!(
+                "cannot write {}: {e}",
+                storage.describe(INCOMPLETE_MARKER)
+            ))
+        })?;
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| -> Result<()> {
                     let mut buffer = Vec::new();
+                    let mut key = String::new();
                     loop {
-                        let file = next.fetch_add(1, Ordering::Relaxed);
-                        if file >= total || failed.load(Ordering::Relaxed) {
+                        // Files are handed out in runs: one shared counter update per run, not
+                        // per file, keeps the writers off each other's cache lines.
+                        let first = next.fetch_add(FILES_PER_CLAIM, Ordering::Relaxed);
+                        if first >= total {
                             return Ok(());
                         }
-                        if !share.owns(file) {
-                            continue;
-                        }
-                        let written = write_file(dataset, format, storage, file, &mut buffer);
-                        match written {
-                            Ok(bytes) => counter.add(bytes),
-                            Err(e) => {
-                                failed.store(true, Ordering::Relaxed);
-                                return Err(e);
+                        let (mut files, mut bytes) = (0, 0);
+                        for file in first..(first + FILES_PER_CLAIM).min(total) {
+                            if failed.load(Ordering::Relaxed) {
+                                return Ok(());
+                            }
+                            if !share.owns(file) {
+                                continue;
+                            }
+                            match write_file(dataset, format, storage, file, &mut key, &mut buffer)
+                            {
+                                Ok(written) => {
+                                    files += 1;
+                                    bytes += written;
+                                }
+                                Err(e) => {
+                                    failed.store(true, Ordering::Relaxed);
+                                    return Err(e);
+                                }
                             }
                         }
+                        counter.add_many(files, bytes);
                     }
                 })
             })
@@ -88,6 +127,12 @@ pub fn generate(
     storage
         .sync()
         .map_err(|e| Error::run(format!("cannot flush the generated files: {e}")))?;
+    storage.delete(INCOMPLETE_MARKER).map_err(|e| {
+        Error::run(format!(
+            "cannot remove {}: {e}",
+            storage.describe(INCOMPLETE_MARKER)
+        ))
+    })?;
     let (files, bytes, seconds) = counter.finish();
     Ok(Generated {
         files,
@@ -101,15 +146,16 @@ fn write_file(
     format: &dyn FileFormat,
     storage: &dyn Storage,
     file: u64,
+    key: &mut String,
     buffer: &mut Vec<u8>,
 ) -> Result<u64> {
     let (split, index) = dataset.locate(file);
-    let key = dataset.file_key(split, index);
+    dataset.write_file_key(key, split, index);
     let shape = dataset.file_shape(file);
     let mut rng = SmallRng::seed_from_u64(mix64(file ^ 0xDA7A));
     format.encode(&shape, &mut rng, buffer)?;
     storage
-        .put(&key, buffer)
-        .map_err(|e| Error::run(format!("cannot write {}: {e}", storage.describe(&key))))?;
+        .put(key, buffer)
+        .map_err(|e| Error::run(format!("cannot write {}: {e}", storage.describe(key))))?;
     Ok(buffer.len() as u64)
 }

@@ -71,8 +71,8 @@ pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> R
     let mut key = String::new();
     let mut batches: Vec<Vec<(String, u64)>> = Vec::new();
     let mut first_batch = Duration::ZERO;
-    let listed = request.head.min(plan.steps());
-    for step in 0..listed {
+    let shown = request.head.min(plan.steps());
+    for step in 0..shown {
         let started = Instant::now();
         let batch: Vec<(String, u64)> = plan
             .batch(request.rank, step)
@@ -122,10 +122,12 @@ pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> R
     );
     let _ = writeln!(
         text,
-        "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; no storage touched",
+        "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; peak RSS {}; no storage touched",
         build.as_secs_f64() * 1e6,
         request.rank,
-        first_batch.as_secs_f64() * 1e6
+        first_batch.as_secs_f64() * 1e6,
+        crate::system::peak_rss_bytes()
+            .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
     );
     for (step, batch) in batches.iter().enumerate() {
         let _ = write!(text, "step {}:", step + 1);
@@ -134,11 +136,11 @@ pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> R
         }
         text.push('\n');
     }
-    if listed < plan.steps() {
+    if shown < plan.steps() {
         let _ = writeln!(
             text,
             "… {} more step(s) (--head N shows more)",
-            plan.steps() - listed
+            plan.steps() - shown
         );
     }
     Ok(text)

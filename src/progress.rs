@@ -2,6 +2,7 @@
 //! watches, nothing when it does not; and one permanent line per finished epoch phase (unless quiet).
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -65,13 +66,17 @@ impl Redraw {
     }
 }
 
-/// A counter of finished items (files generated) with rate and ETA; shared by writer threads.
+/// A counter of finished items (files generated, names checked) with rate and ETA; shared by
+/// worker threads, which only add to atomics: the line is redrawn by whichever thread finds it
+/// due and the lock free. A total of 0 means unknown (a listing).
 pub struct Counter {
     display: Display,
     label: String,
     total: u64,
     started: Instant,
-    state: Mutex<(u64, u64, Redraw)>,
+    done: AtomicU64,
+    bytes: AtomicU64,
+    redraw: Mutex<Redraw>,
 }
 
 impl Counter {
@@ -81,19 +86,27 @@ impl Counter {
             label: label.to_string(),
             total,
             started: Instant::now(),
-            state: Mutex::new((0, 0, Redraw { last: None })),
+            done: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            redraw: Mutex::new(Redraw { last: None }),
         }
     }
 
     /// One more item of `bytes` is done.
     pub fn add(&self, bytes: u64) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.0 += 1;
-        state.1 += bytes;
-        if self.display.live && state.2.due() {
-            let (done, bytes) = (state.0, state.1);
-            drop(state);
-            self.display.redraw(&self.summary(done, bytes, true));
+        self.add_many(1, bytes);
+    }
+
+    /// `items` more items, of `bytes` in all, are done.
+    pub fn add_many(&self, items: u64, bytes: u64) {
+        let done = self.done.fetch_add(items, Ordering::Relaxed) + items;
+        let bytes = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if self.display.live {
+            if let Ok(mut redraw) = self.redraw.try_lock() {
+                if redraw.due() {
+                    self.display.redraw(&self.summary(done, bytes, true));
+                }
+            }
         }
     }
 
@@ -105,20 +118,39 @@ impl Counter {
         } else {
             String::new()
         };
+        let progress = if self.total > 0 {
+            format!("{} {done}/{}", bar(done, self.total), self.total)
+        } else {
+            done.to_string()
+        };
+        let throughput = if bytes > 0 {
+            format!("  {:.1} MiB/s", bytes as f64 / secs / 1048576.0)
+        } else {
+            String::new()
+        };
         format!(
-            "{} {} {done}/{} files  {rate:.0} files/s  {:.1} MiB/s  {secs:.1} s{eta}",
+            "{} {progress} files  {rate:.0} files/s{throughput}  {secs:.1} s{eta}",
             self.label,
-            bar(done, self.total),
-            self.total,
-            bytes as f64 / secs / 1048576.0
         )
     }
 
     /// Prints the final line; returns (files, bytes, seconds).
     pub fn finish(&self) -> (u64, u64, f64) {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        self.display.line(&self.summary(state.0, state.1, false));
-        (state.0, state.1, self.started.elapsed().as_secs_f64())
+        let (done, bytes) = (
+            self.done.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        );
+        self.display.line(&self.summary(done, bytes, false));
+        (done, bytes, self.started.elapsed().as_secs_f64())
+    }
+
+    /// Clears the live line, if one was drawn, without leaving a permanent one: for steps that
+    /// are usually too quick to mention.
+    pub fn finish_quietly(&self) {
+        let drawn = self.redraw.lock().is_ok_and(|r| r.last.is_some());
+        if self.display.live && drawn {
+            self.display.redraw("");
+        }
     }
 }
 

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::comm::{Comm, ThreadGroup};
 use crate::config::{Config, PageCache, Source};
-use crate::dataset::{Dataset, SplitLayout};
+use crate::dataset::names::{self, ListingRules, SplitNames};
+use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::{self, FileFormat};
 use crate::generate::{self, Generated, Share};
@@ -15,7 +16,7 @@ use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
 use crate::report::log::DlioLog;
 use crate::report::{
-    self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes,
+    self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
 use crate::storage::{LocalFs, LocalOptions, Storage};
@@ -75,7 +76,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         return Err(Error::usage("--accelerators must be at least 1"));
     }
     let world = options.accelerators as u64;
-    let dataset = Dataset::from_config(&config);
+    let mut dataset = Dataset::from_config(&config);
     let format = format::for_format(config.dataset.format, options.verify)?;
     let storage = LocalFs::with_options(
         config.data_folder(),
@@ -89,8 +90,9 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     if config.workflow.train {
         check_steps(&config, world)?;
     }
+    let mut file_names = Vec::new();
     if config.workflow.train && !config.workflow.generate_data {
-        check_dataset(&config, source, &dataset, &storage, with_eval)?;
+        file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
     }
     let start = std::time::SystemTime::now();
     let (output_folder, log) = create_outputs(&config, source, start, world)?;
@@ -125,7 +127,10 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
 
     if config.workflow.generate_data {
-        check_dataset(&config, source, &dataset, &storage, with_eval)?;
+        file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
+    }
+    for found in &file_names {
+        log.output(&found.describe());
     }
     log.run_plan(&config, world);
     if dlio_report::potential_caching(&config, world) {
@@ -161,6 +166,11 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         end: std::time::SystemTime::now(),
     };
     let results = Results::from_ranks(&config, &ranks, storage.accounting());
+    let startup = Startup {
+        first_batch_seconds: crate::stats::first_batch_at(&ranks)
+            .map(|at| clock.since_process_start(at)),
+        file_names,
+    };
     let finished = FinishedRun {
         config: &config,
         results: &results,
@@ -168,13 +178,17 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         clock: &clock,
         times,
         run_entropy,
+        startup: &startup,
     };
     write_reports(&output_folder, &log, &finished)?;
     if !config.dataset.keep_files {
         delete_dataset(&dataset, &storage)?;
     }
     if !options.quiet {
-        print!("{}", terminal::render(&config, &results, &output_folder));
+        print!(
+            "{}",
+            terminal::render(&config, &results, &startup, &output_folder)
+        );
     }
     // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
     for warning in &results.warnings {
@@ -290,16 +304,17 @@ fn check_steps(config: &Config, world: u64) -> Result<()> {
     Ok(())
 }
 
-/// Checks that the files the plan will read are there, without listing the folder: the first and
-/// last file of each split read. Only when one is missing is the folder listed, to say how many
-/// files it holds.
-fn check_dataset(
+/// Finds the files the run will read (see [`names`]): by DLIO's naming scheme, checked on a sample,
+/// or by listing the folder once when the names do not follow it. A folder whose generation did
+/// not finish is refused.
+fn find_dataset(
     config: &Config,
     source: &Source,
-    dataset: &Dataset,
+    dataset: &mut Dataset,
     storage: &LocalFs,
     with_eval: bool,
-) -> Result<()> {
+    display: Display,
+) -> Result<Vec<SplitNames>> {
     let root = storage.root();
     if !root.is_dir() {
         return Err(Error::usage(format!(
@@ -308,54 +323,43 @@ fn check_dataset(
             generate_hint(config, source)
         )));
     }
-    let mut splits: Vec<&SplitLayout> = vec![&dataset.train];
+    let marker = storage.describe(generate::INCOMPLETE_MARKER);
+    if storage
+        .exists(generate::INCOMPLETE_MARKER)
+        .map_err(|e| Error::run(format!("cannot check {marker}: {e}")))?
+    {
+        return Err(Error::usage(format!(
+            "the dataset in {} is incomplete: its generation did not finish ({marker} is still \
+             there); {}",
+            root.display(),
+            generate_hint(config, source)
+        )));
+    }
+    let mut phases = vec![Phase::Train];
     if with_eval {
-        splits.push(&dataset.eval);
+        phases.push(Phase::Eval);
     }
-    for split in splits {
-        if split.files == 0 {
-            continue;
-        }
-        for index in [0, split.files - 1] {
-            let key = dataset.file_key(split, index);
-            let present = storage
-                .exists(&key)
-                .map_err(|e| Error::run(format!("cannot check {}: {e}", storage.describe(&key))))?;
-            if !present {
-                let extension = format!(".{}", dataset.format);
-                let found = storage.list(split.folder).map_or(0, |keys| {
-                    keys.iter().filter(|k| k.ends_with(&extension)).count()
-                });
-                return Err(Error::usage(format!(
-                    "the data folder {} has {found} {} file(s) in {}/, the workload expects {} (missing: {}); {}",
-                    root.display(),
-                    dataset.format,
-                    split.folder,
-                    split.files,
-                    key,
-                    generate_hint(config, source)
-                )));
-            }
-        }
-    }
+    let rules = ListingRules {
+        skip_listing: config.dataset.skip_listing,
+        validation_interval: config.dataset.listing_validation_interval,
+    };
+    let hint = generate_hint(config, source);
+    let found = names::find_files(dataset, &phases, storage, rules, display, &hint)?;
     if config.reader.odirect && dataset.train.files > 0 {
         // A file system that refuses O_DIRECT is found before training, not in its first read.
         storage.check_direct_io(&dataset.file_key(&dataset.train, 0))?;
     }
-    Ok(())
+    Ok(found)
 }
 
 /// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends.
 fn delete_dataset(dataset: &Dataset, storage: &LocalFs) -> Result<()> {
     for split in [&dataset.train, &dataset.eval] {
         for index in 0..split.files {
-            let path = storage.path(&dataset.file_key(split, index));
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("cannot delete", &path, e))
-                }
-                _ => {}
-            }
+            let key = dataset.file_key(split, index);
+            storage
+                .delete(&key)
+                .map_err(|e| Error::io("cannot delete", &storage.path(&key), e))?;
         }
     }
     Ok(())

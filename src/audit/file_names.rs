@@ -1,13 +1,9 @@
 //! The trace's `file` column back to a file index, without a table of names: the index is read
 //! from the name (`…_{index}_of_{files}.{format}`) and accepted only if the dataset's own key of
 //! that index is exactly the name, so memory stays constant however many files the split has.
+//! A listed split is searched in its (sorted) listing instead.
 
 use crate::dataset::{Dataset, SplitLayout};
-
-/// Commas in the dataset's file names (they come from the file prefix only).
-pub fn commas_in_names(dataset: &Dataset) -> usize {
-    dataset.file_prefix.matches(',').count()
-}
 
 /// Names of one split's files.
 pub struct FileNames<'a> {
@@ -33,6 +29,10 @@ impl<'a> FileNames<'a> {
 
     /// The index of the file with this storage key, or None if no file of the split has it.
     pub fn index_of(&mut self, name: &str) -> Option<u64> {
+        if let Some(list) = &self.split.listed {
+            let in_folder = name.strip_prefix(self.split.folder)?.strip_prefix('/')?;
+            return list.position(in_folder);
+        }
         let stem = name.strip_suffix(&self.suffix)?;
         let digits_start = stem.len().checked_sub(self.index_width)?;
         let digits = stem.get(digits_start..)?;
@@ -101,9 +101,22 @@ mod tests {
         ] {
             assert_eq!(names.index_of(wrong), None, "{wrong}");
         }
-        assert_eq!(
-            commas_in_names(&dataset("dataset:\n  file_prefix: 'a,b,c'\n")),
-            2
-        );
+        let mut listed = d.clone();
+        listed.train.listed = Some(std::sync::Arc::new(crate::dataset::FileList::sorted(
+            ["b.npz", "a.npz"],
+            false,
+        )));
+        let mut names = FileNames::new(&listed, &listed.train);
+        assert_eq!(names.index_of("train/a.npz"), Some(0));
+        assert_eq!(names.index_of("train/b.npz"), Some(1));
+        assert_eq!(names.name_of(1), "train/b.npz");
+        for wrong in [
+            "a.npz",
+            "valid/a.npz",
+            "train/c.npz",
+            "train/img_00_of_16.npz",
+        ] {
+            assert_eq!(names.index_of(wrong), None, "{wrong}");
+        }
     }
 }

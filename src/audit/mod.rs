@@ -35,13 +35,15 @@ use std::path::Path;
 
 use crate::config::value::Value;
 use crate::config::Config;
+use crate::dataset::listing::list_split;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
+use crate::storage::{LocalFs, Storage};
 use crate::trainer::eval_due;
 
 use bitset::BitSet;
-use file_names::{commas_in_names, FileNames};
+use file_names::FileNames;
 use order::OrderTracker;
 use segment::SegmentCheck;
 pub use summary::{AuditReport, PhaseAudit};
@@ -54,6 +56,8 @@ struct SavedRun {
     config: Config,
     world: u64,
     run_entropy: u64,
+    /// Folders of the splits whose names the run listed (`startup.file_names`).
+    listed: Vec<String>,
 }
 
 fn load_run(dir: &Path) -> Result<SavedRun> {
@@ -90,10 +94,19 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
             "{shown}: the saved configuration is not valid: {e}"
         ))
     })?;
+    let listed = json
+        .pointer("/startup/file_names")
+        .and_then(|names| names.as_array())
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == "listed")
+        .filter_map(|n| n["folder"].as_str().map(str::to_string))
+        .collect();
     Ok(SavedRun {
         config,
         world,
         run_entropy,
+        listed,
     })
 }
 
@@ -163,7 +176,6 @@ fn locate_first_reads(
     trace_dir: &Path,
     config: &Config,
     world: u64,
-    file_commas: usize,
     violations: &mut Violations,
 ) -> Result<()> {
     let repeats = violations.repeats_to_locate().to_vec();
@@ -172,7 +184,7 @@ fn locate_first_reads(
     }
     let mut first: Vec<Option<(u64, u64)>> = vec![None; repeats.len()];
     for rank in 0..world {
-        let Some(mut reader) = TraceReader::open(trace_dir, rank, file_commas)? else {
+        let Some(mut reader) = TraceReader::open(trace_dir, rank)? else {
             continue;
         };
         let mut latest = run_order(0, Phase::Train);
@@ -203,6 +215,37 @@ fn locate_first_reads(
     Ok(())
 }
 
+/// Lists the data folder's splits that the run listed, as it did: their names are not the
+/// scheme's, so the plan's file indices are positions in that listing.
+fn relist(dataset: &mut Dataset, config: &Config, listed: &[String]) -> Result<()> {
+    let storage = LocalFs::new(config.data_folder());
+    for phase in [Phase::Train, Phase::Eval] {
+        let split = dataset.split(phase);
+        if !listed.iter().any(|folder| folder == split.folder) {
+            continue;
+        }
+        let mut list =
+            list_split(&storage, split.folder, dataset.format, &mut |_| {}).map_err(|e| {
+                Error::run(format!(
+                    "the run listed {}, and listing it again failed: {e}",
+                    storage.describe(split.folder)
+                ))
+            })?;
+        if list.len() < split.files {
+            return Err(Error::run(format!(
+                "the run listed {}, which now holds {} {} file(s), fewer than the {} it read",
+                storage.describe(split.folder),
+                list.len(),
+                dataset.format,
+                split.files
+            )));
+        }
+        list.truncate(split.files);
+        dataset.split_mut(phase).listed = Some(std::sync::Arc::new(list));
+    }
+    Ok(())
+}
+
 /// Audits the traced run in `dir`. An unreadable or malformed output folder is an error; what
 /// the traces show wrong is in the report (`passed` false).
 pub fn audit(dir: &Path) -> Result<AuditReport> {
@@ -210,6 +253,7 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
         config,
         world,
         run_entropy,
+        listed,
     } = load_run(dir)?;
     if !config.workflow.train {
         return Err(Error::run(format!(
@@ -224,12 +268,12 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
             trace_dir.display()
         )));
     }
-    let dataset = Dataset::from_config(&config);
-    let file_commas = commas_in_names(&dataset);
+    let mut dataset = Dataset::from_config(&config);
+    relist(&mut dataset, &config, &listed)?;
     let mut violations = Violations::default();
     let mut readers = Vec::with_capacity(world as usize);
     for rank in 0..world {
-        let reader = TraceReader::open(&trace_dir, rank, file_commas)?;
+        let reader = TraceReader::open(&trace_dir, rank)?;
         if reader.is_none() {
             violations.add(|| format!("{}: missing (rank {rank} of {world})", trace_label(rank)));
         }
@@ -301,7 +345,7 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
             reader.consume();
         }
     }
-    locate_first_reads(&trace_dir, &config, world, file_commas, &mut violations)?;
+    locate_first_reads(&trace_dir, &config, world, &mut violations)?;
     let count = violations.count();
     Ok(AuditReport {
         passed: count == 0,

@@ -134,6 +134,12 @@ pub struct DatasetConfig {
     pub keep_files: bool,
     pub record_dims: Vec<u64>,
     pub record_element_type: ElementType,
+    /// DLIO's (MLPerf fork) `skip_listing`: the files must follow the naming scheme; a missing
+    /// one is an error, never a reason to list the folder.
+    pub skip_listing: bool,
+    /// Every how many files the naming scheme is checked before training (the first and last
+    /// file always are).
+    pub listing_validation_interval: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -391,8 +397,6 @@ const ACCEPTED_SECTIONS: &[&str] = &[
     "dataset.record_length_bytes_resize",
     "dataset.hdf5",
     "dataset.parquet",
-    "dataset.skip_listing",
-    "dataset.listing_validation_interval",
     "dataset.num_files_generated",
     "dataset.total_disk_bytes",
     "reader.transfer_size",
@@ -445,6 +449,8 @@ impl Config {
             keep_files: f.bool("dataset.keep_files", true),
             record_dims: f.uint_list("dataset.record_dims"),
             record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
+            skip_listing: f.bool("dataset.skip_listing", false),
+            listing_validation_interval: f.count("dataset.listing_validation_interval", 1000, 0),
         };
         let reader = ReaderConfig {
             data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),

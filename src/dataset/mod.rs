@@ -8,7 +8,13 @@
 //!   The draws are a pure function of the file's index (train files first, then eval files), so
 //!   they do not depend on how many ranks generate.
 //!
-//! Files are addressed by index and never listed when their names follow this scheme.
+//! Files are addressed by index and never listed when their names follow this scheme; only a
+//! split whose names do not is listed, once, into a [`FileList`] (see [`names`]).
+
+pub mod listing;
+pub mod names;
+
+use std::sync::Arc;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -16,6 +22,7 @@ use rand_distr::{Distribution, Normal};
 
 use crate::config::{Config, ElementType, Format};
 use crate::plan::{mix64, Phase};
+pub use listing::FileList;
 
 /// DLIO seeds its size draws with 10.
 const SIZE_SEED: u64 = 10;
@@ -28,6 +35,8 @@ pub struct SplitLayout {
     pub subfolders: u64,
     /// Index of this split's first file in generation order (eval files follow train files).
     pub first_global_index: u64,
+    /// The split's names as listed, when they do not follow the scheme; shared, never copied.
+    pub listed: Option<Arc<FileList>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -73,12 +82,14 @@ impl Dataset {
                 files: d.num_files_train,
                 subfolders: d.num_subfolders_train,
                 first_global_index: 0,
+                listed: None,
             },
             eval: SplitLayout {
                 folder: "valid",
                 files: d.num_files_eval,
                 subfolders: d.num_subfolders_eval,
                 first_global_index: d.num_files_train,
+                listed: None,
             },
             file_prefix: d.file_prefix.clone(),
             format: d.format,
@@ -87,6 +98,13 @@ impl Dataset {
             record_length_stdev: d.record_length_bytes_stdev,
             record_dims: d.record_dims.clone(),
             element: d.record_element_type,
+        }
+    }
+
+    pub fn split_mut(&mut self, phase: Phase) -> &mut SplitLayout {
+        match phase {
+            Phase::Train => &mut self.train,
+            Phase::Eval => &mut self.eval,
         }
     }
 
@@ -115,6 +133,10 @@ impl Dataset {
         key.clear();
         key.push_str(split.folder);
         key.push('/');
+        if let Some(list) = &split.listed {
+            key.push_str(list.name(index));
+            return;
+        }
         if split.subfolders > 1 {
             let sub = index % split.subfolders;
             let _ = write!(key, "{sub:0width$}/", width = digits(split.subfolders));

@@ -214,6 +214,16 @@ pub struct FinishedRun<'a> {
     pub times: RunTimes,
     /// The entropy of `random` shuffles, so the plan can be recomputed.
     pub run_entropy: u64,
+    pub startup: &'a Startup,
+}
+
+/// What happened before the first batch.
+#[derive(Debug, Clone, Default)]
+pub struct Startup {
+    /// Seconds from the start of the process until every rank had its first training batch.
+    pub first_batch_seconds: Option<f64>,
+    /// How each split's files were found.
+    pub file_names: Vec<crate::dataset::names::SplitNames>,
 }
 
 /// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.

@@ -89,6 +89,17 @@ pub fn report(run: &FinishedRun) -> Value {
             "meets_mlperf_5x_memory": size.meets_mlperf_rule(),
             "dlio_potential_caching": super::dlio::potential_caching(config, results.world as u64),
         },
+        "startup": {
+            "first_batch_seconds": run.startup.first_batch_seconds,
+            "file_names": run.startup.file_names.iter().map(|n| json!({
+                "folder": n.folder,
+                "method": if n.listed.is_some() { "listed" } else { "scheme" },
+                "checked": n.checked,
+                "listed": n.listed,
+                "listing_bytes": n.listing_bytes,
+                "seconds": n.seconds,
+            })).collect::<Vec<_>>(),
+        },
         "traced": config.output.trace,
         "warnings": results.warnings,
         "configuration": config.tree.to_json(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Results;
+use super::{Results, Startup};
 use crate::config::Config;
 
 fn us(v: Option<f64>) -> String {
@@ -13,7 +13,12 @@ fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.0}", v * 100.0))
 }
 
-pub fn render(config: &Config, results: &Results, output_folder: &std::path::Path) -> String {
+pub fn render(
+    config: &Config,
+    results: &Results,
+    startup: &Startup,
+    output_folder: &std::path::Path,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -104,6 +109,22 @@ pub fn render(config: &Config, results: &Results, output_folder: &std::path::Pat
         out,
         "Cache %: share of the bytes read that did not come from the storage ({method}; docs/valid-measurement.md)"
     );
+    if let Some(seconds) = startup.first_batch_seconds {
+        let names: Vec<String> = startup
+            .file_names
+            .iter()
+            .map(|n| match n.listed {
+                None => format!("{}/ by name, {} checked", n.folder, n.checked),
+                Some(found) => format!("{}/ listed, {found} files", n.folder),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "First batch on every accelerator {:.0} ms after start ({})",
+            seconds * 1000.0,
+            names.join("; ")
+        );
+    }
     let _ = writeln!(out, "Outputs: {}", output_folder.display());
     out
 }

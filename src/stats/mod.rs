@@ -30,6 +30,14 @@ impl Clock {
         }
     }
 
+    /// Seconds from the start of the process to `seconds` on this clock.
+    pub fn since_process_start(&self, seconds: f64) -> f64 {
+        self.start
+            .saturating_duration_since(crate::system::process_start())
+            .as_secs_f64()
+            + seconds
+    }
+
     pub fn now(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
     }
@@ -101,6 +109,21 @@ pub struct EpochRecord {
 pub struct RankRecord {
     pub rank: usize,
     pub epochs: Vec<EpochRecord>,
+}
+
+/// When the last rank got its first training batch, on the run's clock: until then no rank can
+/// finish its first step.
+pub fn first_batch_at(ranks: &[RankRecord]) -> Option<f64> {
+    ranks
+        .iter()
+        .map(|r| {
+            let train = &r.epochs.first()?.train;
+            let step = train.blocks.first()?.steps.first()?;
+            Some(train.start + step.load)
+        })
+        .collect::<Option<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::max)
 }
 
 /// The steps counted by the metrics: `exclude_start` first and `exclude_end` last steps are not.

@@ -10,10 +10,9 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::{fs_type, Accounting, IoBuffer, Storage};
+use super::{fs_type, Accounting, EntryKind, IoBuffer, Storage};
 use crate::error::{Error, Result};
 
 /// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.
@@ -32,7 +31,7 @@ pub struct LocalFs {
     options: LocalOptions,
     /// The root, opened once: reads open files relative to it, so the kernel walks only the
     /// key's components and no path is allocated per read.
-    root_dir: OnceLock<Option<File>>,
+    root_dir: OnceLock<File>,
 }
 
 /// Keys longer than this are opened by full path instead.
@@ -137,31 +136,62 @@ impl LocalFs {
 
     fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
         let direct_flag = if direct { libc::O_DIRECT } else { 0 };
-        let root_dir = self.root_dir.get_or_init(|| File::open(&self.root).ok());
-        match root_dir {
-            Some(dir) if key.len() < MAX_RELATIVE_KEY && !key.as_bytes().contains(&0) => {
-                let mut relative = [0u8; MAX_RELATIVE_KEY];
-                relative[..key.len()].copy_from_slice(key.as_bytes());
-                // SAFETY: `relative` is NUL-terminated (zeroed past the key) and outlives the call.
-                let fd = unsafe {
-                    libc::openat(
-                        dir.as_raw_fd(),
-                        relative.as_ptr().cast(),
-                        libc::O_RDONLY | libc::O_CLOEXEC | direct_flag,
-                    )
-                };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: a non-negative result of openat is a new descriptor that nothing else
-                // owns; the File takes it over.
-                Ok(unsafe { File::from_raw_fd(fd) })
-            }
-            _ => OpenOptions::new()
-                .read(true)
-                .custom_flags(direct_flag)
-                .open(self.path(key)),
+        self.open_relative(key, libc::O_RDONLY | direct_flag)
+            .unwrap_or_else(|| {
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(direct_flag)
+                    .open(self.path(key))
+            })
+    }
+
+    /// Opens `key` relative to the root's descriptor (no path is built), or None when that cannot
+    /// be done (no root yet, a key too long) and the caller should open the full path.
+    fn open_relative(&self, key: &str, flags: libc::c_int) -> Option<io::Result<File>> {
+        if key.len() >= MAX_RELATIVE_KEY || key.as_bytes().contains(&0) {
+            return None;
         }
+        let dir = self.root_dir()?;
+        let mut relative = [0u8; MAX_RELATIVE_KEY];
+        relative[..key.len()].copy_from_slice(key.as_bytes());
+        // SAFETY: `relative` is NUL-terminated (zeroed past the key) and outlives the call; the
+        // mode argument is read only with O_CREAT.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                relative.as_ptr().cast(),
+                flags | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Some(Err(io::Error::last_os_error()));
+        }
+        // SAFETY: a non-negative result of openat is a new descriptor that nothing else owns;
+        // the File takes it over.
+        Some(Ok(unsafe { File::from_raw_fd(fd) }))
+    }
+
+    /// The root, opened once it exists (generation may create it after the first call).
+    fn root_dir(&self) -> Option<&File> {
+        if let Some(dir) = self.root_dir.get() {
+            return Some(dir);
+        }
+        let dir = File::open(&self.root).ok()?;
+        Some(self.root_dir.get_or_init(|| dir))
+    }
+
+    /// Creates (or truncates) `key` and writes `data`; NotFound when its folder is missing.
+    fn write_in_place(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        let mut file = self.open_relative(key, flags).unwrap_or_else(|| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(self.path(key))
+        })?;
+        file.write_all(data)
     }
 }
 
@@ -334,16 +364,6 @@ fn evict_from_page_cache(file: &File) -> io::Result<()> {
 }
 
 /// A name no other writer (thread, rank or process) uses at the same time.
-fn temporary_name(target: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    target.with_file_name(format!(".{name}.{}.{unique}.tmp", std::process::id()))
-}
-
 impl Storage for LocalFs {
     fn describe(&self, key: &str) -> String {
         self.path(key).display().to_string()
@@ -354,19 +374,17 @@ impl Storage for LocalFs {
     }
 
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        let target = self.path(key);
-        if let Some(parent) = target.parent() {
-            // Tolerates a concurrent creator: ranks of a shared file system race here.
-            fs::create_dir_all(parent)?;
-        }
-        let temporary = temporary_name(&target);
-        let written = File::create(&temporary).and_then(|mut f| f.write_all(data));
-        match written.and_then(|()| fs::rename(&temporary, &target)) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let _ = fs::remove_file(&temporary);
-                Err(e)
+        // The folder is made only when the first write into it finds it missing: a generator
+        // writing millions of files pays no extra system call per file.
+        match self.write_in_place(key, data) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(parent) = self.path(key).parent() {
+                    // Tolerates a concurrent creator: ranks of a shared file system race here.
+                    fs::create_dir_all(parent)?;
+                }
+                self.write_in_place(key, data)
             }
+            written => written,
         }
     }
 
@@ -378,27 +396,39 @@ impl Storage for LocalFs {
         }
     }
 
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
-        let mut keys = Vec::new();
-        let mut pending = vec![prefix.trim_end_matches('/').to_string()];
-        while let Some(dir) = pending.pop() {
-            for entry in fs::read_dir(self.path(&dir))? {
-                let entry = entry?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let key = if dir.is_empty() {
-                    name
-                } else {
-                    format!("{dir}/{name}")
-                };
-                if entry.file_type()?.is_dir() {
-                    pending.push(key);
-                } else {
-                    keys.push(key);
+    fn delete(&self, key: &str) -> io::Result<bool> {
+        match fs::remove_file(self.path(key)) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
+        for entry in fs::read_dir(self.path(prefix.trim_end_matches('/')))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            // A name that is not UTF-8 cannot be a key; such files are not the dataset's.
+            let Some(name) = name.to_str() else { continue };
+            // The directory entry's own type: no stat per file. Links are followed, as DLIO's
+            // listing does.
+            let mut kind = entry.file_type()?;
+            if kind.is_symlink() {
+                match fs::metadata(entry.path()) {
+                    Ok(target) => kind = target.file_type(),
+                    Err(_) => continue,
                 }
             }
+            let kind = if kind.is_file() {
+                EntryKind::File
+            } else if kind.is_dir() {
+                EntryKind::Folder
+            } else {
+                EntryKind::Other
+            };
+            each(name, kind);
         }
-        keys.sort();
-        Ok(keys)
+        Ok(())
     }
 
     /// Memory file systems read nothing from a device, O_DIRECT or not; otherwise O_DIRECT makes
@@ -461,7 +491,7 @@ mod tests {
     };
 
     #[test]
-    fn put_is_atomic_and_read_all_reads_it_back() {
+    fn put_writes_whole_files_that_read_all_list_dir_and_delete_see() {
         let dir = scratch_dir("local");
         let storage = LocalFs::new(&dir);
         storage.put("a/b/c.bin", b"hello").unwrap();
@@ -469,12 +499,24 @@ mod tests {
         let mut buf = IoBuffer::new();
         assert_eq!(storage.read_all("a/b/c.bin", &mut buf).unwrap(), 5);
         assert_eq!(buf.as_slice(), b"hello");
+        let mut listed = Vec::new();
+        storage
+            .list_dir("a", &mut |name, kind| listed.push((name.to_string(), kind)))
+            .unwrap();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
-            storage.list("a").unwrap(),
-            vec!["a/b/c.bin".to_string(), "a/d.bin".to_string()]
+            listed,
+            [
+                ("b".to_string(), EntryKind::Folder),
+                ("d.bin".to_string(), EntryKind::File)
+            ]
         );
         assert!(storage.exists("a/d.bin").unwrap());
         assert!(!storage.exists("a/e.bin").unwrap());
+        storage.put("a/d.bin", b"x").unwrap();
+        assert_eq!(storage.read_all("a/d.bin", &mut buf).unwrap(), 1);
+        assert!(storage.delete("a/d.bin").unwrap());
+        assert!(!storage.delete("a/d.bin").unwrap());
         assert!(storage.read_all("a/e.bin", &mut buf).is_err());
         fs::remove_dir_all(dir).unwrap();
     }

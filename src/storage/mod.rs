@@ -19,13 +19,20 @@ pub trait Storage: Send + Sync {
     /// shrinks); returns its length.
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize>;
 
-    /// Writes a whole object so that it appears complete or not at all.
+    /// Writes a whole object at `key`, replacing any, creating its folders as needed. A writer
+    /// that dies midway may leave part of it: callers that need all-or-nothing commit a whole set
+    /// of objects at once (generation's marker), which costs nothing per object.
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()>;
 
     fn exists(&self, key: &str) -> io::Result<bool>;
 
-    /// Keys of the objects below `prefix`, recursively, sorted.
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
+    /// Removes the object at `key`; false if there was none.
+    fn delete(&self, key: &str) -> io::Result<bool>;
+
+    /// Calls `each` with the name and kind of every entry directly below the folder `prefix`,
+    /// in no particular order, without collecting them: a listing of millions of names costs
+    /// only what the caller keeps.
+    fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()>;
 
     /// How the bytes that reads take from the storage device can be counted.
     fn accounting(&self) -> Accounting;
@@ -33,6 +40,15 @@ pub trait Storage: Send + Sync {
     /// Makes everything written so far durable on the device, so that its write-back does not
     /// run during later reads and its pages, clean again, can be evicted.
     fn sync(&self) -> io::Result<()>;
+}
+
+/// What a listed entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Folder,
+    /// Anything else (a socket, a dangling link): never data.
+    Other,
 }
 
 /// How the bytes a read takes from storage (rather than from a cache) can be known.

@@ -227,3 +227,65 @@ pub fn nums(v: &Value, pointer: &str) -> Vec<f64> {
         })
         .collect()
 }
+
+/// A small traced training run over an existing dataset in `data`.
+pub fn traced_words(data: &Path, out: &Path, shape: &Shape, extra: &[&str]) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=False",
+        "++workload.workflow.train=True",
+        "++workload.dataset.format=npz",
+        "++workload.dataset.record_length_bytes=2048",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.train.computation_time=0",
+        "++workload.evaluation.eval_time=0",
+        "++workload.output.trace=True",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", data.display()));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    words.push(format!(
+        "++workload.dataset.num_files_train={}",
+        shape.files
+    ));
+    words.push(format!(
+        "++workload.dataset.num_samples_per_file={}",
+        shape.samples_per_file
+    ));
+    words.push(format!("++workload.reader.batch_size={}", shape.batch));
+    words.push(format!("++workload.reader.read_threads={}", shape.threads));
+    words.push(format!("++workload.train.epochs={}", shape.epochs));
+    words.extend(extra.iter().map(|w| w.to_string()));
+    words
+}
+
+pub struct Shape {
+    pub files: u64,
+    pub samples_per_file: u64,
+    pub batch: u64,
+    pub threads: u64,
+    pub epochs: u64,
+}
+
+/// Generates the dataset `words` describe (the same words with generation on and training off).
+pub fn generate_for(cwd: &Path, words: &[String]) {
+    run_quiet(
+        cwd,
+        1,
+        &with(
+            words,
+            &[
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+            ],
+        ),
+    )
+    .ok();
+}
+
+/// `dlio-rs audit DIR --json`, parsed; also returns the exit code.
+pub fn audit(cwd: &Path, out: &Path) -> (Option<i32>, Value, Ran) {
+    let ran = dlio_rs(cwd, &["audit", &out.display().to_string(), "--json"]);
+    let report: Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|e| panic!("audit --json printed no JSON: {e}\n{}", ran.context()));
+    (ran.code, report, ran)
+}

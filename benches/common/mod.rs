@@ -1,0 +1,82 @@
+//! What the benchmarks share: running dlio-rs, generating datasets once, and summing up.
+#![allow(dead_code)] // each benchmark uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
+pub const MIB: f64 = 1048576.0;
+
+/// Runs `dlio-rs run -q WORDS`; returns its report.json and the process's wall time.
+pub fn dlio(words: &[String]) -> (serde_json::Value, f64) {
+    let started = Instant::now();
+    // Its stderr holds the page-cache warnings every page-cached benchmark earns; shown on failure.
+    let ran = Command::new(DLIO_RS)
+        .arg("run")
+        .arg("-q")
+        .args(words)
+        .output()
+        .expect("starting dlio-rs");
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        ran.status.success(),
+        "dlio-rs failed: {words:?}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let out = words
+        .iter()
+        .find_map(|w| w.strip_prefix("++hydra.run.dir="))
+        .map(PathBuf::from)
+        .expect("benchmarks set hydra.run.dir");
+    let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    (
+        serde_json::from_str(&report).expect("report.json is JSON"),
+        wall,
+    )
+}
+
+pub fn words(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Generates a dataset once (kept between benchmark runs when its marker is present).
+pub fn generated_dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
+    let folder = dir.join(name);
+    let marker = folder.join(".complete");
+    if !marker.exists() {
+        eprintln!("generating {}", folder.display());
+        let mut w = words(&[
+            "workload=default",
+            "++workload.workflow.generate_data=True",
+            "++workload.workflow.train=False",
+        ]);
+        w.extend(settings.iter().cloned());
+        w.push(format!(
+            "++workload.dataset.data_folder={}",
+            folder.display()
+        ));
+        let status = Command::new(DLIO_RS)
+            .arg("run")
+            .arg("-q")
+            .args(&w)
+            .status()
+            .expect("dlio-rs");
+        assert!(status.success());
+        std::fs::write(&marker, b"").unwrap();
+    }
+    folder
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+pub fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}

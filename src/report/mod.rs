@@ -9,6 +9,7 @@ pub mod ours;
 pub mod terminal;
 pub mod validity;
 
+use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -252,6 +253,15 @@ pub fn timestamp(time: SystemTime) -> String {
 
 /// Writes a file under a temporary name, then renames it: readers never see half a file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    write_atomic_with(path, |file| file.write_all(contents))
+}
+
+/// [`write_atomic`] with the contents streamed by `write` into a buffered file, so that a large
+/// output is never held whole in memory.
+fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
     let temporary = path.with_file_name(format!(
         ".{}.{}.tmp",
         path.file_name()
@@ -259,8 +269,13 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
             .unwrap_or_default(),
         std::process::id()
     ));
-    std::fs::write(&temporary, contents)
-        .and_then(|()| std::fs::rename(&temporary, path))
+    std::fs::File::create(&temporary)
+        .and_then(|file| {
+            let mut out = std::io::BufWriter::new(file);
+            write(&mut out)?;
+            out.into_inner().map_err(|e| e.into_error())?;
+            std::fs::rename(&temporary, path)
+        })
         .map_err(|e| {
             let _ = std::fs::remove_file(&temporary);
             Error::io("cannot write", path, e)
@@ -269,10 +284,9 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
 
 /// JSON as Python's `json.dump(obj, f, indent=4)` lays it out.
 pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
-    let mut out = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-    serde::Serialize::serialize(value, &mut serializer)
-        .map_err(|e| Error::run(format!("cannot encode {}: {e}", path.display())))?;
-    write_atomic(path, &out)
+    write_atomic_with(path, |out| {
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+        let mut serializer = serde_json::Serializer::with_formatter(out, formatter);
+        serde::Serialize::serialize(value, &mut serializer).map_err(std::io::Error::from)
+    })
 }

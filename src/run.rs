@@ -97,6 +97,8 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let start = std::time::SystemTime::now();
     let (output_folder, log) = create_outputs(&config, source, start, world)?;
 
+    // Start-up is timed from the start of the process, or from the end of generation.
+    let mut startup_origin = crate::system::process_start();
     let generated = if config.workflow.generate_data {
         log.output("Starting data generation");
         let share = Share {
@@ -113,6 +115,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
             display,
         )?;
         log.output("Generation done");
+        startup_origin = std::time::Instant::now();
         Some(generated)
     } else {
         None
@@ -168,7 +171,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     let results = Results::from_ranks(&config, &ranks, storage.accounting());
     let startup = Startup {
         first_batch_seconds: crate::stats::first_batch_at(&ranks)
-            .map(|at| clock.since_process_start(at)),
+            .map(|at| clock.seconds_since(startup_origin, at)),
         file_names,
     };
     let finished = FinishedRun {

@@ -151,12 +151,21 @@ fn with_skip_listing_a_missing_file_is_named_before_training() {
             "++workload.dataset.listing_validation_interval=5",
         ],
     );
-    run_quiet(&tmp.path, 1, &skip).ok();
+    let started = std::time::Instant::now();
+    run_quiet(&tmp.path, 2, &skip).ok();
+    let wall = started.elapsed().as_secs_f64();
     let report = read_json(&out.join("report.json"));
     let names = at(&report, "/startup/file_names/0");
     assert_eq!(names["method"], "scheme", "{names}");
     assert_eq!(int(names, "/checked"), 5, "0, 5, 10, 15 and 19");
-    assert!(num(&report, "/startup/first_batch_seconds") > 0.0);
+    // The first batch arrives after every rank's first load and before the process ends.
+    let first_batch = num(&report, "/startup/first_batch_seconds");
+    for rank in 0..2 {
+        let output = read_json(&out.join(format!("{rank}_output.json")));
+        let first_load = nums(&output, "/1/load/block1")[0];
+        assert!(first_batch >= first_load, "{first_batch} < {first_load}");
+    }
+    assert!(first_batch < wall, "{first_batch} ≥ the process's {wall} s");
 
     std::fs::remove_file(data.join("train/img_10_of_20.npz")).unwrap();
     std::fs::remove_dir_all(&out).unwrap();

@@ -108,8 +108,8 @@ pub fn find_files(
                 break;
             }
         }
+        counter.finish_quietly();
         let Some((index, key)) = missing else {
-            counter.finish_quietly();
             found.push(SplitNames {
                 folder: split.folder,
                 checked,
@@ -119,7 +119,6 @@ pub fn find_files(
             });
             continue;
         };
-        counter.finish_quietly();
         if rules.skip_listing {
             return Err(Error::usage(format!(
                 "{} is missing (file {index} of {} by DLIO's naming scheme; dataset.skip_listing \

@@ -221,7 +221,8 @@ pub struct FinishedRun<'a> {
 /// What happened before the first batch.
 #[derive(Debug, Clone, Default)]
 pub struct Startup {
-    /// Seconds from the start of the process until every rank had its first training batch.
+    /// Seconds from the start of the process (or the end of generation, when the run generated)
+    /// until every rank had its first training batch.
     pub first_batch_seconds: Option<f64>,
     /// How each split's files were found.
     pub file_names: Vec<crate::dataset::names::SplitNames>,

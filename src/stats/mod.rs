@@ -30,12 +30,9 @@ impl Clock {
         }
     }
 
-    /// Seconds from the start of the process to `seconds` on this clock.
-    pub fn since_process_start(&self, seconds: f64) -> f64 {
-        self.start
-            .saturating_duration_since(crate::system::process_start())
-            .as_secs_f64()
-            + seconds
+    /// Seconds from `origin` (before the clock started) to `seconds` on this clock.
+    pub fn seconds_since(&self, origin: Instant, seconds: f64) -> f64 {
+        self.start.saturating_duration_since(origin).as_secs_f64() + seconds
     }
 
     pub fn now(&self) -> f64 {

@@ -404,28 +404,12 @@ fn p6(dir: &Path) -> bool {
 }
 
 fn main() {
-    let selected: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let dir = PathBuf::from(
-        std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()),
-    );
-    std::fs::create_dir_all(&dir).unwrap();
-    type Bench = fn(&Path) -> bool;
-    let all: [(&str, Bench); 6] = [
+    run_selected(&[
         ("p1", p1),
         ("p2", p2),
         ("p3", p3),
         ("p4", p4),
         ("p5", p5),
         ("p6", p6),
-    ];
-    let mut ok = true;
-    for (name, bench) in all {
-        if selected.is_empty() || selected.iter().any(|s| s == name) {
-            ok &= bench(&dir);
-        }
-    }
-    std::process::exit(if ok { 0 } else { 1 });
+    ]);
 }

@@ -21,7 +21,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
@@ -119,24 +119,6 @@ fn minimal_writes(folder: &Path, count: u64, size: usize, threads: u64) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-fn dlio_generate(folder: &Path) -> f64 {
-    let mut w = words(&[
-        "workload=default",
-        "++workload.workflow.generate_data=True",
-        "++workload.workflow.train=False",
-    ]);
-    w.extend(small_file_settings(folder));
-    let started = Instant::now();
-    let status = Command::new(DLIO_RS)
-        .arg("run")
-        .arg("-q")
-        .args(&w)
-        .status()
-        .expect("dlio-rs");
-    assert!(status.success());
-    started.elapsed().as_secs_f64()
-}
-
 fn remove(folder: &Path) {
     if folder.exists() {
         std::fs::remove_dir_all(folder).unwrap();
@@ -154,20 +136,9 @@ fn s2(dir: &Path) -> bool {
     // The loop writes files of the size dlio-rs writes: learned from one file.
     let probe = dir.join("s2-probe");
     remove(&probe);
-    let mut w = words(&[
-        "workload=default",
-        "++workload.workflow.generate_data=True",
-        "++workload.workflow.train=False",
-    ]);
-    w.extend(small_file_settings(&probe));
+    let mut w = small_file_settings(&probe);
     w.push("++workload.dataset.num_files_train=1".into());
-    assert!(Command::new(DLIO_RS)
-        .arg("run")
-        .arg("-q")
-        .args(&w)
-        .status()
-        .unwrap()
-        .success());
+    generate(&w);
     let size = std::fs::metadata(probe.join("train/img_0_of_1.npy"))
         .unwrap()
         .len() as usize;
@@ -178,7 +149,7 @@ fn s2(dir: &Path) -> bool {
     for round in 0..3 {
         let loop_seconds = minimal_writes(&folder, count, size, threads);
         remove(&folder);
-        let dlio_seconds = dlio_generate(&folder);
+        let dlio_seconds = generate(&small_file_settings(&folder));
         let (loop_rate, dlio_rate) = (count as f64 / loop_seconds, count as f64 / dlio_seconds);
         println!(
             "   round {}: loop {loop_rate:.0} files/s, dlio-rs {dlio_rate:.0} files/s ({:.1}%)",
@@ -320,21 +291,5 @@ fn s3(dir: &Path) -> bool {
 }
 
 fn main() {
-    let selected: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let dir = PathBuf::from(
-        std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()),
-    );
-    std::fs::create_dir_all(&dir).unwrap();
-    type Bench = fn(&Path) -> bool;
-    let all: [(&str, Bench); 3] = [("s1", s1), ("s2", s2), ("s3", s3)];
-    let mut ok = true;
-    for (name, bench) in all {
-        if selected.is_empty() || selected.iter().any(|s| s == name) {
-            ok &= bench(&dir);
-        }
-    }
-    std::process::exit(if ok { 0 } else { 1 });
+    run_selected(&[("s1", s1), ("s2", s2), ("s3", s3)]);
 }

@@ -40,32 +40,64 @@ pub fn words(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// Runs a generate-only `dlio-rs run -q workload=default SETTINGS` (which name the data folder);
+/// returns its wall time in seconds.
+pub fn generate(settings: &[String]) -> f64 {
+    let mut w = words(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.train=False",
+    ]);
+    w.extend(settings.iter().cloned());
+    let started = Instant::now();
+    let status = Command::new(DLIO_RS)
+        .arg("run")
+        .arg("-q")
+        .args(&w)
+        .status()
+        .expect("starting dlio-rs");
+    assert!(status.success(), "generation failed: {w:?}");
+    started.elapsed().as_secs_f64()
+}
+
 /// Generates a dataset once (kept between benchmark runs when its marker is present).
 pub fn generated_dataset(dir: &Path, name: &str, settings: &[String]) -> PathBuf {
     let folder = dir.join(name);
     let marker = folder.join(".complete");
     if !marker.exists() {
         eprintln!("generating {}", folder.display());
-        let mut w = words(&[
-            "workload=default",
-            "++workload.workflow.generate_data=True",
-            "++workload.workflow.train=False",
-        ]);
-        w.extend(settings.iter().cloned());
+        let mut w = settings.to_vec();
         w.push(format!(
             "++workload.dataset.data_folder={}",
             folder.display()
         ));
-        let status = Command::new(DLIO_RS)
-            .arg("run")
-            .arg("-q")
-            .args(&w)
-            .status()
-            .expect("dlio-rs");
-        assert!(status.success());
+        generate(&w);
         std::fs::write(&marker, b"").unwrap();
     }
     folder
+}
+
+/// A benchmark: runs with its data under the given folder, true when its target is met.
+pub type Bench = fn(&Path) -> bool;
+
+/// Runs the benchmarks named on the command line (all when none is), with their data in
+/// $DLIO_BENCH_DIR (default target/bench-data); exits 1 when any target is missed.
+pub fn run_selected(all: &[(&str, Bench)]) -> ! {
+    let selected: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let dir = PathBuf::from(
+        std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into()),
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ok = true;
+    for (name, bench) in all {
+        if selected.is_empty() || selected.iter().any(|s| s == name) {
+            ok &= bench(&dir);
+        }
+    }
+    std::process::exit(if ok { 0 } else { 1 });
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {

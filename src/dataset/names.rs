@@ -221,11 +221,18 @@ mod tests {
         assert_eq!(of(4, 1000), [0, 3]);
     }
 
-    fn rules(skip_listing: bool, validation_interval: u64) -> ListingRules {
-        ListingRules {
+    /// `find_files` of the training split.
+    fn find(
+        d: &mut Dataset,
+        storage: &LocalFs,
+        skip_listing: bool,
+        validation_interval: u64,
+    ) -> Result<Vec<SplitNames>> {
+        let rules = ListingRules {
             skip_listing,
             validation_interval,
-        }
+        };
+        find_files(d, &[Phase::Train], storage, rules, QUIET, "generate it")
     }
 
     #[test]
@@ -236,29 +243,13 @@ mod tests {
         for i in 0..12 {
             storage.put(&d.file_key(&d.train, i), b"x").unwrap();
         }
-        let found = find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(true, 5),
-            QUIET,
-            "hint",
-        )
-        .unwrap();
+        let found = find(&mut d, &storage, true, 5).unwrap();
         assert_eq!(found[0].checked, 4, "0, 5, 10 and 11");
         assert_eq!(found[0].listed, None);
         assert!(d.train.listed.is_none());
 
         std::fs::remove_file(dir.join("train/img_05_of_12.npy")).unwrap();
-        let e = find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(true, 5),
-            QUIET,
-            "hint",
-        )
-        .unwrap_err();
+        let e = find(&mut d, &storage, true, 5).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         let message = e.to_string();
         assert!(message.contains("img_05_of_12.npy is missing"), "{message}");
@@ -266,25 +257,9 @@ mod tests {
         // A file between the sampled ones is not looked for.
         std::fs::remove_file(dir.join("train/img_03_of_12.npy")).unwrap();
         storage.put("train/img_05_of_12.npy", b"x").unwrap();
-        assert!(find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(true, 5),
-            QUIET,
-            "h"
-        )
-        .is_ok());
+        assert!(find(&mut d, &storage, true, 5).is_ok());
         // Checking every file finds it.
-        let e = find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(true, 1),
-            QUIET,
-            "h",
-        )
-        .unwrap_err();
+        let e = find(&mut d, &storage, true, 1).unwrap_err();
         assert!(e.to_string().contains("img_03_of_12.npy is missing"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -297,40 +272,16 @@ mod tests {
         for name in ["d.npz", "b.npz", "c.npz", "a.npz", "notes.txt"] {
             storage.put(&format!("train/{name}"), b"x").unwrap();
         }
-        let e = find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(true, 1000),
-            QUIET,
-            "h",
-        )
-        .unwrap_err();
+        let e = find(&mut d, &storage, true, 1000).unwrap_err();
         assert!(e.to_string().contains("img_0_of_3.npz is missing"), "{e}");
-        let found = find_files(
-            &mut d,
-            &[Phase::Train],
-            &storage,
-            rules(false, 1000),
-            QUIET,
-            "h",
-        )
-        .unwrap();
+        let found = find(&mut d, &storage, false, 1000).unwrap();
         assert_eq!(found[0].listed, Some(4));
         assert!(found[0].listing_bytes > 0);
         let keys: Vec<String> = (0..3).map(|i| d.file_key(&d.train, i)).collect();
         assert_eq!(keys, ["train/a.npz", "train/b.npz", "train/c.npz"]);
 
         let mut too_many = dataset("dataset:\n  format: npz\n  num_files_train: 5\n");
-        let e = find_files(
-            &mut too_many,
-            &[Phase::Train],
-            &storage,
-            rules(false, 1000),
-            QUIET,
-            "generate it",
-        )
-        .unwrap_err();
+        let e = find(&mut too_many, &storage, false, 1000).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(
             e.to_string().contains("has 4 npz file(s)") && e.to_string().contains("expects 5"),

@@ -15,7 +15,7 @@ use rand::SeedableRng;
 
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::format::FileFormat;
+use crate::format::{Encoded, FileFormat};
 use crate::plan::mix64;
 use crate::progress::{Counter, Display};
 use crate::storage::Storage;
@@ -79,7 +79,7 @@ pub fn generate(
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| -> Result<()> {
-                    let mut buffer = Vec::new();
+                    let mut buffer = Encoded::default();
                     let mut key = String::new();
                     loop {
                         // Files are handed out in runs: one shared counter update per run, not
@@ -147,15 +147,21 @@ fn write_file(
     storage: &dyn Storage,
     file: u64,
     key: &mut String,
-    buffer: &mut Vec<u8>,
+    encoded: &mut Encoded,
 ) -> Result<u64> {
     let (split, index) = dataset.locate(file);
     dataset.write_file_key(key, split, index);
     let shape = dataset.file_shape(file);
     let mut rng = SmallRng::seed_from_u64(mix64(file ^ 0xDA7A));
-    format.encode(&shape, &mut rng, buffer)?;
-    storage
-        .put(key, buffer)
-        .map_err(|e| Error::run(format!("cannot write {}: {e}", storage.describe(key))))?;
-    Ok(buffer.len() as u64)
+    format.encode(key, &shape, &mut rng, encoded)?;
+    let put = |key: &str, bytes: &[u8]| {
+        storage
+            .put(key, bytes)
+            .map_err(|e| Error::run(format!("cannot write {}: {e}", storage.describe(key))))
+    };
+    put(key, &encoded.data)?;
+    for side in encoded.side_files() {
+        put(&side.key, &side.bytes)?;
+    }
+    Ok(encoded.total_bytes())
 }

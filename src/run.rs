@@ -77,7 +77,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
     let world = options.accelerators as u64;
     let mut dataset = Dataset::from_config(&config);
-    let format = format::for_format(config.dataset.format, options.verify)?;
+    let format = format::for_config(&config, options.verify)?;
     let storage = LocalFs::with_options(
         config.data_folder(),
         LocalOptions {

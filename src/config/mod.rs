@@ -6,6 +6,7 @@
 //! valid; an unknown key is a warning, or an error with `strict`).
 
 pub mod fields;
+pub mod formats;
 pub mod overrides;
 pub mod value;
 pub mod workloads;
@@ -89,8 +90,16 @@ impl ElementType {
 
 impl Format {
     /// Formats this build can generate and read.
+    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy];
+
     pub fn is_supported(self) -> bool {
-        matches!(self, Format::Npz | Format::Npy)
+        Format::SUPPORTED.contains(&self)
+    }
+
+    /// The supported formats, for messages.
+    pub fn supported_list() -> String {
+        let names: Vec<String> = Format::SUPPORTED.iter().map(|f| f.to_string()).collect();
+        names.join(", ")
     }
 }
 
@@ -140,6 +149,8 @@ pub struct DatasetConfig {
     /// Every how many files the naming scheme is checked before training (the first and last
     /// file always are).
     pub listing_validation_interval: u64,
+    pub hdf5: formats::Hdf5Config,
+    pub parquet: formats::ParquetConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -157,6 +168,8 @@ pub struct ReaderConfig {
     pub preprocess_time: TimeSpec,
     pub odirect: bool,
     pub page_cache: PageCache,
+    /// dlio-rs's own key: decode JPEG/PNG samples as PIL does (True), or only read them.
+    pub decode_images: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -395,8 +408,6 @@ const ACCEPTED_SECTIONS: &[&str] = &[
     "model.transformer",
     "storage.storage_options",
     "dataset.record_length_bytes_resize",
-    "dataset.hdf5",
-    "dataset.parquet",
     "dataset.num_files_generated",
     "dataset.total_disk_bytes",
     "reader.transfer_size",
@@ -451,6 +462,8 @@ impl Config {
             record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
             skip_listing: f.bool("dataset.skip_listing", false),
             listing_validation_interval: f.count("dataset.listing_validation_interval", 1000, 0),
+            hdf5: formats::hdf5(&mut f),
+            parquet: formats::parquet(&mut f),
         };
         let reader = ReaderConfig {
             data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
@@ -466,6 +479,7 @@ impl Config {
             preprocess_time: time_spec(&mut f, "reader.preprocess_time"),
             odirect: f.bool("reader.odirect", false),
             page_cache: f.choice("reader.page_cache", PageCache::Keep),
+            decode_images: f.bool("reader.decode_images", true),
         };
         let train = TrainConfig {
             epochs: f.count("train.epochs", 1, 1),
@@ -532,7 +546,7 @@ impl Config {
         if uses_data && !self.dataset.format.is_supported() {
             return not_yet(
                 format!("workload.dataset.format = {}", self.dataset.format),
-                "supported formats are npz, npy",
+                &format!("supported formats are {}", Format::supported_list()),
             );
         }
         if uses_data && self.dataset.compression != Compression::None {

@@ -4,7 +4,7 @@
 use rand::rngs::SmallRng;
 use rand::RngCore;
 
-use super::{corrupt, read_whole, FileFormat, ReadBuffer, SampleRead};
+use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::Result;
 use crate::storage::Storage;
@@ -139,14 +139,27 @@ pub(crate) fn check_array(bytes: &[u8], sample: u64) -> std::result::Result<Arra
 }
 
 impl FileFormat for Npy {
-    fn encode(&self, shape: &FileShape, rng: &mut SmallRng, out: &mut Vec<u8>) -> Result<()> {
+    fn encode(
+        &self,
+        _key: &str,
+        shape: &FileShape,
+        rng: &mut SmallRng,
+        out: &mut Encoded,
+    ) -> Result<()> {
         out.clear();
-        write_random_array(out, shape, rng);
+        write_random_array(&mut out.data, shape, rng);
         Ok(())
     }
 
+    fn reader(&self) -> Box<dyn SampleReader + '_> {
+        Box::new(Npy)
+    }
+}
+
+/// `np.load` reads the whole file for every sample.
+impl SampleReader for Npy {
     fn read_sample(
-        &self,
+        &mut self,
         storage: &dyn Storage,
         key: &str,
         sample: u64,

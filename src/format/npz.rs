@@ -7,19 +7,27 @@ use rand::rngs::SmallRng;
 
 use super::npy::{check_array, write_header, write_random_array};
 use super::zip::{stored_member, ZipWriter};
-use super::{corrupt, read_whole, FileFormat, ReadBuffer, SampleRead};
+use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
+#[derive(Clone, Copy)]
 pub struct Npz {
     /// Check the CRC-32 of the `x` member on every read (numpy does; it costs CPU, not I/O).
     pub verify: bool,
 }
 
 impl FileFormat for Npz {
-    fn encode(&self, shape: &FileShape, rng: &mut SmallRng, out: &mut Vec<u8>) -> Result<()> {
+    fn encode(
+        &self,
+        _key: &str,
+        shape: &FileShape,
+        rng: &mut SmallRng,
+        out: &mut Encoded,
+    ) -> Result<()> {
         out.clear();
+        let out = &mut out.data;
         let samples = *shape.dims.last().unwrap_or(&1);
         let mut zip = ZipWriter::new();
         zip.member(out, "x.npy", |o| write_random_array(o, shape, rng))
@@ -32,8 +40,14 @@ impl FileFormat for Npz {
         zip.finish(out).map_err(Error::run)
     }
 
+    fn reader(&self) -> Box<dyn SampleReader + '_> {
+        Box::new(*self)
+    }
+}
+
+impl SampleReader for Npz {
     fn read_sample(
-        &self,
+        &mut self,
         storage: &dyn Storage,
         key: &str,
         sample: u64,
@@ -65,10 +79,16 @@ mod tests {
             dims: vec![7, 1000, 3],
             element: ElementType::Float32,
         };
-        let npz = Npz { verify: true };
-        let mut file = Vec::new();
-        npz.encode(&shape, &mut SmallRng::seed_from_u64(3), &mut file)
-            .unwrap();
+        let mut npz = Npz { verify: true };
+        let mut encoded = Encoded::default();
+        npz.encode(
+            "a.npz",
+            &shape,
+            &mut SmallRng::seed_from_u64(3),
+            &mut encoded,
+        )
+        .unwrap();
+        let file = encoded.data;
         let dir = scratch_dir("npz");
         let buffered = LocalFs::new(&dir);
         buffered.put("a.npz", &file).unwrap();

@@ -22,7 +22,7 @@ use crate::comm::Comm;
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
-use crate::format::{FileFormat, ReadBuffer};
+use crate::format::{FileFormat, ReadBuffer, SampleReader};
 use crate::plan::{EpochPlan, Phase};
 use crate::stats::{Clock, Histogram};
 use crate::storage::Storage;
@@ -53,10 +53,12 @@ pub struct BatchSource<'a> {
     pub trace: Option<&'a TraceFile>,
 }
 
-/// A reader's private state: its buffer, its latency record and its draws of preprocess time.
-struct ReaderState {
+/// A reader's private state: its buffer, the format's reader, its latency record and its draws of
+/// preprocess time.
+struct ReaderState<'a> {
     thread: usize,
     buffer: ReadBuffer,
+    reader: Box<dyn SampleReader + 'a>,
     latency: Histogram,
     rng: rand::rngs::SmallRng,
     sleeper: Sleeper,
@@ -68,7 +70,7 @@ struct ReaderState {
     bytes_from_storage: Option<u64>,
 }
 
-impl ReaderState {
+impl ReaderState<'_> {
     /// Ends the reader's phase: its last trace rows written, its storage bytes counted.
     fn close(&mut self, trace: Option<&TraceFile>) -> Result<()> {
         self.bytes_from_storage = self
@@ -82,12 +84,13 @@ impl ReaderState {
     }
 }
 
-impl BatchSource<'_> {
+impl<'a> BatchSource<'a> {
     /// Called on the thread that will read.
-    fn reader_state(&self, thread: usize, buffer: ReadBuffer) -> ReaderState {
+    fn reader_state(&self, thread: usize, buffer: ReadBuffer) -> ReaderState<'a> {
         ReaderState {
             thread,
             buffer,
+            reader: self.format.reader(),
             latency: Histogram::default(),
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
             sleeper: Sleeper::default(),
@@ -110,7 +113,7 @@ impl BatchSource<'_> {
             self.dataset
                 .write_file_key(&mut state.key, self.split, sample.file);
             let started = Instant::now();
-            let read = self.format.read_sample(
+            let read = state.reader.read_sample(
                 self.storage,
                 &state.key,
                 sample.sample,
@@ -284,11 +287,11 @@ impl Drop for ClosedOnDrop {
     }
 }
 
-enum Mode<'scope> {
-    Inline(ReaderState),
+enum Mode<'scope, 'env> {
+    Inline(ReaderState<'env>),
     Threads {
         handoffs: ClosedOnDrop,
-        readers: Vec<ScopedJoinHandle<'scope, (ReaderState, Result<()>)>>,
+        readers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
     },
 }
 
@@ -306,7 +309,7 @@ pub struct LoaderReport {
 pub struct Loader<'scope, 'env> {
     source: &'env BatchSource<'env>,
     next_step: u64,
-    mode: Mode<'scope>,
+    mode: Mode<'scope, 'env>,
 }
 
 impl<'scope, 'env> Loader<'scope, 'env> {
@@ -462,15 +465,22 @@ mod tests {
     impl FileFormat for CountingFormat {
         fn encode(
             &self,
+            _: &str,
             _: &crate::dataset::FileShape,
             _: &mut rand::rngs::SmallRng,
-            _: &mut Vec<u8>,
+            _: &mut crate::format::Encoded,
         ) -> Result<()> {
             Ok(())
         }
 
+        fn reader(&self) -> Box<dyn SampleReader + '_> {
+            Box::new(self)
+        }
+    }
+
+    impl SampleReader for &CountingFormat {
         fn read_sample(
-            &self,
+            &mut self,
             _: &dyn Storage,
             _: &str,
             _: u64,

@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{fs_type, Accounting, EntryKind, IoBuffer, Storage};
+use super::{fs_type, Accounting, EntryKind, IoBuffer, Mapped, RangeRead, Storage};
 use crate::error::{Error, Result};
 
 /// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.
@@ -65,7 +65,7 @@ impl LocalFs {
     /// avoid O_DIRECT; any other failure is a run error naming the file.
     pub fn check_direct_io(&self, key: &str) -> Result<()> {
         let mut first_block = IoBuffer::new();
-        match self.read_head(key, true, 1, &mut first_block) {
+        match self.read_span(key, true, 0, 1, &mut first_block) {
             Ok(_) => Ok(()),
             Err(e) if is_direct_io_refusal(&e) => Err(Error::usage(e.to_string())),
             Err(e) => Err(Error::run(format!(
@@ -75,16 +75,17 @@ impl LocalFs {
         }
     }
 
-    /// Reads the first `limit` bytes of the file at `key` (all of it if shorter) into `buf`, with
-    /// O_DIRECT if `direct`; returns how many bytes that is.
-    fn read_head(
+    /// Reads up to `limit` bytes of the file at `key` from `offset` (fewer where the file ends)
+    /// into `buf`, with O_DIRECT if `direct`.
+    fn read_span(
         &self,
         key: &str,
         direct: bool,
+        offset: u64,
         limit: usize,
         buf: &mut IoBuffer,
-    ) -> io::Result<usize> {
-        let read = self.read_head_unexplained(key, direct, limit, buf);
+    ) -> io::Result<RangeRead> {
+        let read = self.read_span_unexplained(key, direct, offset, limit, buf);
         if direct {
             read.map_err(|e| explain_direct_io_error(&self.path(key), e))
         } else {
@@ -92,13 +93,14 @@ impl LocalFs {
         }
     }
 
-    fn read_head_unexplained(
+    fn read_span_unexplained(
         &self,
         key: &str,
         direct: bool,
+        offset: u64,
         limit: usize,
         buf: &mut IoBuffer,
-    ) -> io::Result<usize> {
+    ) -> io::Result<RangeRead> {
         let file = self.open_for_reading(key, direct)?;
         let (size, direct_block) = if direct {
             let (size, block) = direct_io_geometry(&file, || self.path(key))?;
@@ -109,19 +111,27 @@ impl LocalFs {
         let too_large = || {
             io::Error::new(
                 io::ErrorKind::OutOfMemory,
-                format!("the file is too large ({size} bytes) to read into memory"),
+                format!("the read ({limit} bytes at {offset} of {size}) is too large for memory"),
             )
         };
-        let needed = usize::try_from(size).map_err(|_| too_large())?.min(limit);
+        let start = offset.min(size);
+        let end = start.saturating_add(limit as u64).min(size);
+        // O_DIRECT moves whole blocks: the read starts at the block holding `start` and asks for
+        // whole blocks; the kernel stops at the end of the file.
+        let first = match direct_block {
+            Some(block) => start / block as u64 * block as u64,
+            None => start,
+        };
+        let needed = usize::try_from(end - first).map_err(|_| too_large())?;
         let request = match direct_block {
             Some(block) => needed
                 .checked_next_multiple_of(block)
                 .ok_or_else(too_large)?,
             None => needed,
         };
-        read_at(
+        let fetched = read_at(
             &file,
-            0,
+            first,
             buf.clear_and_reserve(request)?,
             needed,
             direct_block,
@@ -129,9 +139,13 @@ impl LocalFs {
         // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
         unsafe { buf.set_len(needed) };
         if self.options.evict_after_read {
-            evict_from_page_cache(&file)?;
+            evict_from_page_cache(&file, first, fetched as u64)?;
         }
-        Ok(needed)
+        Ok(RangeRead {
+            start: (start - first) as usize,
+            len: (end - start) as usize,
+            fetched: fetched as u64,
+        })
     }
 
     fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
@@ -299,7 +313,7 @@ fn read_at(
     into: &mut [MaybeUninit<u8>],
     needed: usize,
     direct_block: Option<usize>,
-) -> io::Result<()> {
+) -> io::Result<usize> {
     let shrank = || {
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -342,15 +356,18 @@ fn read_at(
             }
         }
     }
-    Ok(())
+    Ok(done)
 }
 
-/// Drops the file's clean pages from the page cache. Dirty ones stay: written data must have
-/// been flushed ([`Storage::sync`]) for this to leave nothing behind.
-fn evict_from_page_cache(file: &File) -> io::Result<()> {
-    // SAFETY: a plain system call on an open descriptor; offset 0 and length 0 mean the whole
-    // file.
-    let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+/// Drops the clean pages of `len` bytes of the file from `offset` from the page cache. Dirty ones
+/// stay: written data must have been flushed ([`Storage::sync`]) for this to leave nothing behind.
+fn evict_from_page_cache(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Ok(());
+    };
+    // SAFETY: a plain system call on an open descriptor.
+    let status =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
     if status != 0 {
         return Err(io::Error::new(
             io::Error::from_raw_os_error(status).kind(),
@@ -370,7 +387,23 @@ impl Storage for LocalFs {
     }
 
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize> {
-        self.read_head(key, self.options.odirect, usize::MAX, buf)
+        self.read_span(key, self.options.odirect, 0, usize::MAX, buf)
+            .map(|read| read.len)
+    }
+
+    fn read_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead> {
+        self.read_span(key, self.options.odirect, offset, len, buf)
+    }
+
+    fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {
+        let file = self.open_for_reading(key, false)?;
+        Mapped::new(file, offset, len, self.options.evict_after_read)
     }
 
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {

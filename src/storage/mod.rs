@@ -5,11 +5,13 @@
 mod buffer;
 mod fs_type;
 mod local;
+mod mapped;
 
 use std::io;
 
 pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
+pub use mapped::Mapped;
 
 pub trait Storage: Send + Sync {
     /// Where the data lives, for messages.
@@ -18,6 +20,21 @@ pub trait Storage: Send + Sync {
     /// Replaces the contents of `buf` with the whole object (`buf` grows as needed, never
     /// shrinks); returns its length.
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize>;
+
+    /// Reads `len` bytes of the object from `offset` into `buf` (fewer where the object ends, none
+    /// past its end). Where the storage moves whole blocks (O_DIRECT), `buf` holds the blocks and
+    /// the result says where the asked-for bytes sit in it.
+    fn read_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead>;
+
+    /// Maps `len` bytes of the object from `offset` into memory, for readers that read by
+    /// mapping; an error if the object ends before them, or where the storage cannot map.
+    fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped>;
 
     /// Writes a whole object at `key`, replacing any, creating its folders as needed. A writer
     /// that dies midway may leave part of it: callers that need all-or-nothing commit a whole set
@@ -40,6 +57,24 @@ pub trait Storage: Send + Sync {
     /// Makes everything written so far durable on the device, so that its write-back does not
     /// run during later reads and its pages, clean again, can be evicted.
     fn sync(&self) -> io::Result<()>;
+}
+
+/// Where the bytes a [`Storage::read_range`] asked for landed, and what the read cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RangeRead {
+    /// Offset of the asked-for bytes in the buffer.
+    pub start: usize,
+    /// How many of them there are (fewer than asked where the object ends).
+    pub len: usize,
+    /// Bytes the storage moved to deliver them (whole blocks with O_DIRECT).
+    pub fetched: u64,
+}
+
+impl RangeRead {
+    /// The asked-for bytes, in `buf`.
+    pub fn bytes<'a>(&self, buf: &'a IoBuffer) -> &'a [u8] {
+        &buf.as_slice()[self.start..self.start + self.len]
+    }
 }
 
 /// What a listed entry is.

@@ -91,7 +91,9 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         check_steps(&config, world)?;
     }
     let mut file_names = Vec::new();
-    if config.workflow.train && !config.workflow.generate_data {
+    // A format that reads no storage (synthetic) needs no dataset: none is generated or looked for.
+    let needs_data = format.reads_storage();
+    if config.workflow.train && !config.workflow.generate_data && needs_data {
         file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
     }
     let start = std::time::SystemTime::now();
@@ -99,7 +101,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
 
     // Start-up is timed from the start of the process, or from the end of generation.
     let mut startup_origin = crate::system::process_start();
-    let generated = if config.workflow.generate_data {
+    let generated = if config.workflow.generate_data && needs_data {
         log.output("Starting data generation");
         let share = Share {
             local_ranks: 0..world,
@@ -129,7 +131,7 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         });
     }
 
-    if config.workflow.generate_data {
+    if config.workflow.generate_data && needs_data {
         file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
     }
     for found in &file_names {
@@ -184,8 +186,8 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
         startup: &startup,
     };
     write_reports(&output_folder, &log, &finished)?;
-    if !config.dataset.keep_files {
-        delete_dataset(&dataset, &storage)?;
+    if !config.dataset.keep_files && needs_data {
+        delete_dataset(&dataset, format.as_ref(), &storage)?;
     }
     if !options.quiet {
         print!(
@@ -356,13 +358,24 @@ fn find_dataset(
 }
 
 /// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends.
-fn delete_dataset(dataset: &Dataset, storage: &LocalFs) -> Result<()> {
+fn delete_dataset(dataset: &Dataset, format: &dyn FileFormat, storage: &LocalFs) -> Result<()> {
+    let delete = |key: &str| {
+        storage
+            .delete(key)
+            .map(|_| ())
+            .map_err(|e| Error::io("cannot delete", &storage.path(key), e))
+    };
     for split in [&dataset.train, &dataset.eval] {
         for index in 0..split.files {
             let key = dataset.file_key(split, index);
-            storage
-                .delete(&key)
-                .map_err(|e| Error::io("cannot delete", &storage.path(&key), e))?;
+            delete(&key)?;
+            let mut side_result = Ok(());
+            format.side_files(&key, &mut |side| {
+                if side_result.is_ok() {
+                    side_result = delete(side);
+                }
+            });
+            side_result?;
         }
     }
     Ok(())

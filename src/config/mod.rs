@@ -90,7 +90,13 @@ impl ElementType {
 
 impl Format {
     /// Formats this build can generate and read.
-    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy];
+    pub const SUPPORTED: &'static [Format] = &[
+        Format::Npz,
+        Format::Npy,
+        Format::IndexedBinary,
+        Format::MmapIndexedBinary,
+        Format::Synthetic,
+    ];
 
     pub fn is_supported(self) -> bool {
         Format::SUPPORTED.contains(&self)
@@ -547,15 +553,6 @@ impl Config {
             return not_yet(
                 format!("workload.dataset.format = {}", self.dataset.format),
                 &format!("supported formats are {}", Format::supported_list()),
-            );
-        }
-        if uses_data && self.dataset.compression != Compression::None {
-            return not_yet(
-                format!(
-                    "workload.dataset.compression = {}",
-                    self.dataset.compression
-                ),
-                "use ++workload.dataset.compression=none",
             );
         }
         if !matches!(

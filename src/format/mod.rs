@@ -1,19 +1,23 @@
 //! File formats: each one writes files in the real layout and reads a sample with the access
 //! pattern of the framework's loader for that format. One file per format behind [`FileFormat`].
 
+mod indexed_binary;
 mod npy;
 mod npz;
+mod synthetic;
 mod zip;
 
 use rand::rngs::SmallRng;
 
-use crate::config::{Config, Format};
+use crate::config::{Compression, Config, Format};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
+pub use indexed_binary::IndexedBinary;
 pub use npy::Npy;
 pub use npz::Npz;
+pub use synthetic::Synthetic;
 
 /// Reusable per-thread memory for reads, so steady-state reading allocates nothing; aligned so
 /// that O_DIRECT can read into it.
@@ -101,6 +105,9 @@ pub trait FileFormat: Send + Sync {
     fn reads_storage(&self) -> bool {
         true
     }
+
+    /// Calls `each` with the key of every side file [`FileFormat::encode`] writes beside `key`.
+    fn side_files(&self, _key: &str, _each: &mut dyn FnMut(&str)) {}
 }
 
 pub trait SampleReader: Send {
@@ -120,14 +127,48 @@ pub trait SampleReader: Send {
 /// the structure and sizes only, so the CPU never stands between the storage and the measurement.
 pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> {
     let dataset = &config.dataset;
+    if dataset.format == Format::MmapIndexedBinary && config.reader.odirect {
+        return Err(Error::usage(
+            "workload.reader.odirect = True cannot apply to dataset.format = mmap_indexed_binary: \
+             a memory-mapped file is read through the page cache by definition; use \
+             ++workload.reader.page_cache=evict_after_read to make every epoch read from storage",
+        ));
+    }
+    // Formats that compress decide for themselves; the others have no compressed form.
+    let compresses = matches!(dataset.format, Format::Npz | Format::Hdf5);
+    if !compresses && dataset.compression != Compression::None {
+        return Err(unsupported_compression(
+            dataset.format,
+            dataset.compression,
+            "none",
+        ));
+    }
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),
-        Format::Npz => Ok(Box::new(Npz { verify })),
+        Format::Npz => Ok(Box::new(Npz {
+            verify,
+            compressed: match dataset.compression {
+                Compression::None => false,
+                Compression::Zip => true,
+                other => return Err(unsupported_compression(Format::Npz, other, "none, zip")),
+            },
+        })),
+        Format::IndexedBinary => Ok(Box::new(IndexedBinary { mapped: false })),
+        Format::MmapIndexedBinary => Ok(Box::new(IndexedBinary { mapped: true })),
+        Format::Synthetic => Ok(Box::new(Synthetic)),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()
         ))),
     }
+}
+
+/// A `dataset.compression` the format cannot apply.
+fn unsupported_compression(format: Format, compression: Compression, valid: &str) -> Error {
+    Error::usage(format!(
+        "workload.dataset.compression = {compression} does not apply to dataset.format = \
+         {format}; valid values for {format} are {valid}"
+    ))
 }
 
 /// An error about the contents of a data file, naming it.

@@ -6,7 +6,7 @@
 use rand::rngs::SmallRng;
 
 use super::npy::{check_array, write_header, write_random_array};
-use super::zip::{stored_member, ZipWriter};
+use super::zip::{member, ZipWriter};
 use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
@@ -16,6 +16,8 @@ use crate::storage::Storage;
 pub struct Npz {
     /// Check the CRC-32 of the `x` member on every read (numpy does; it costs CPU, not I/O).
     pub verify: bool,
+    /// `np.savez_compressed` (`dataset.compression: zip`): members deflated.
+    pub compressed: bool,
 }
 
 impl FileFormat for Npz {
@@ -29,7 +31,7 @@ impl FileFormat for Npz {
         out.clear();
         let out = &mut out.data;
         let samples = *shape.dims.last().unwrap_or(&1);
-        let mut zip = ZipWriter::new();
+        let mut zip = ZipWriter::new(self.compressed);
         zip.member(out, "x.npy", |o| write_random_array(o, shape, rng))
             .map_err(Error::run)?;
         zip.member(out, "y.npy", |o| {
@@ -41,11 +43,20 @@ impl FileFormat for Npz {
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
-        Box::new(*self)
+        Box::new(NpzReader {
+            verify: self.verify,
+            inflated: Vec::new(),
+        })
     }
 }
 
-impl SampleReader for Npz {
+struct NpzReader {
+    verify: bool,
+    /// The inflated `x` member of a compressed file: as large as the largest one read.
+    inflated: Vec<u8>,
+}
+
+impl SampleReader for NpzReader {
     fn read_sample(
         &mut self,
         storage: &dyn Storage,
@@ -54,8 +65,13 @@ impl SampleReader for Npz {
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
         let len = read_whole(storage, key, buf)?;
-        let member = stored_member(buf.bytes.as_slice(), "x.npy", self.verify)
-            .map_err(|why| corrupt(storage, key, why))?;
+        let member = member(
+            buf.bytes.as_slice(),
+            "x.npy",
+            self.verify,
+            &mut self.inflated,
+        )
+        .map_err(|why| corrupt(storage, key, why))?;
         check_array(member, sample)
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
         Ok(SampleRead {
@@ -79,7 +95,10 @@ mod tests {
             dims: vec![7, 1000, 3],
             element: ElementType::Float32,
         };
-        let mut npz = Npz { verify: true };
+        let npz = Npz {
+            verify: true,
+            compressed: false,
+        };
         let mut encoded = Encoded::default();
         npz.encode(
             "a.npz",
@@ -101,11 +120,17 @@ mod tests {
         );
         let mut buf = ReadBuffer::default();
         for storage in [&buffered, &direct] {
-            let read = npz.read_sample(storage, "a.npz", 2, &mut buf).unwrap();
+            let read = npz
+                .reader()
+                .read_sample(storage, "a.npz", 2, &mut buf)
+                .unwrap();
             assert_eq!(read.bytes, file.len() as u64);
             assert_eq!(buf.bytes.as_slice(), &file[..]);
         }
-        let error = npz.read_sample(&direct, "a.npz", 3, &mut buf).unwrap_err();
+        let error = npz
+            .reader()
+            .read_sample(&direct, "a.npz", 3, &mut buf)
+            .unwrap_err();
         assert!(error.to_string().contains("out of range"), "{error}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -1,5 +1,8 @@
-//! The subset of ZIP that numpy's `.npz` uses: stored (uncompressed) members, with zip64 extra
-//! fields read where numpy writes them (`force_zip64` local headers) and where sizes need them.
+//! The subset of ZIP that numpy's `.npz` uses: stored members (`np.savez`) or deflated ones
+//! (`np.savez_compressed`, zlib's default level), with zip64 extra fields read where numpy writes
+//! them (`force_zip64` local headers) and where sizes need them.
+
+use std::io::Write;
 
 const LOCAL_HEADER: u32 = 0x0403_4b50;
 const CENTRAL_HEADER: u32 = 0x0201_4b50;
@@ -8,16 +11,24 @@ const ZIP64_EXTRA: u16 = 0x0001;
 /// 1980-01-01 00:00, the earliest DOS date: files have no meaningful time.
 const DOS_DATE: u16 = 0x0021;
 
+const STORED: u16 = 0;
+const DEFLATED: u16 = 8;
+
 struct Member {
     name: String,
     header_offset: u32,
     crc: u32,
+    method: u16,
+    compressed: u32,
     size: u32,
 }
 
-/// Writes a stored zip: members are appended with [`ZipWriter::member`] straight into `out`.
+/// Writes a zip: members are appended with [`ZipWriter::member`] straight into `out`, deflated
+/// when `deflate` (then through a scratch buffer that lives as long as the writer).
 pub struct ZipWriter {
     members: Vec<Member>,
+    deflate: bool,
+    scratch: Vec<u8>,
 }
 
 fn u16le(b: &[u8], at: usize) -> u16 {
@@ -33,9 +44,11 @@ fn u64le(b: &[u8], at: usize) -> u64 {
 }
 
 impl ZipWriter {
-    pub fn new() -> ZipWriter {
+    pub fn new(deflate: bool) -> ZipWriter {
         ZipWriter {
             members: Vec::new(),
+            deflate,
+            scratch: Vec::new(),
         }
     }
 
@@ -47,30 +60,50 @@ impl ZipWriter {
         fill: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), String> {
         let header_offset = out.len();
+        let method = if self.deflate { DEFLATED } else { STORED };
         out.extend_from_slice(&LOCAL_HEADER.to_le_bytes());
-        out.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0]); // version, flags, method = stored, time
+        out.extend_from_slice(&[20, 0, 0, 0]); // version needed, flags
+        out.extend_from_slice(&method.to_le_bytes());
+        out.extend_from_slice(&[0, 0]); // time
         out.extend_from_slice(&DOS_DATE.to_le_bytes());
         out.extend_from_slice(&[0; 12]); // crc, sizes: patched below
         out.extend_from_slice(&(name.len() as u16).to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(name.as_bytes());
         let data_start = out.len();
-        fill(out);
-        let size = out.len() - data_start;
-        if size >= u32::MAX as usize || header_offset >= u32::MAX as usize {
+        let (crc, size) = if self.deflate {
+            self.scratch.clear();
+            fill(&mut self.scratch);
+            let mut encoder =
+                flate2::write::DeflateEncoder::new(&mut *out, flate2::Compression::default());
+            encoder
+                .write_all(&self.scratch)
+                .and_then(|_| encoder.finish().map(|_| ()))
+                .map_err(|e| format!("cannot deflate member {name}: {e}"))?;
+            (crc32fast::hash(&self.scratch), self.scratch.len())
+        } else {
+            fill(out);
+            (crc32fast::hash(&out[data_start..]), out.len() - data_start)
+        };
+        let compressed = out.len() - data_start;
+        if size >= u32::MAX as usize
+            || compressed >= u32::MAX as usize
+            || header_offset >= u32::MAX as usize
+        {
             return Err(format!(
                 "member {name} of {size} bytes needs zip64, which dlio-rs does not write"
             ));
         }
-        let crc = crc32fast::hash(&out[data_start..]);
         let fields = header_offset + 14;
         out[fields..fields + 4].copy_from_slice(&crc.to_le_bytes());
-        out[fields + 4..fields + 8].copy_from_slice(&(size as u32).to_le_bytes());
+        out[fields + 4..fields + 8].copy_from_slice(&(compressed as u32).to_le_bytes());
         out[fields + 8..fields + 12].copy_from_slice(&(size as u32).to_le_bytes());
         self.members.push(Member {
             name: name.to_string(),
             header_offset: header_offset as u32,
             crc,
+            method,
+            compressed: compressed as u32,
             size: size as u32,
         });
         Ok(())
@@ -81,10 +114,12 @@ impl ZipWriter {
         let directory_start = out.len();
         for m in &self.members {
             out.extend_from_slice(&CENTRAL_HEADER.to_le_bytes());
-            out.extend_from_slice(&[20, 0, 20, 0, 0, 0, 0, 0, 0, 0]); // made by, needed, flags, method, time
+            out.extend_from_slice(&[20, 0, 20, 0, 0, 0]); // made by, needed, flags
+            out.extend_from_slice(&m.method.to_le_bytes());
+            out.extend_from_slice(&[0, 0]); // time
             out.extend_from_slice(&DOS_DATE.to_le_bytes());
             out.extend_from_slice(&m.crc.to_le_bytes());
-            out.extend_from_slice(&m.size.to_le_bytes());
+            out.extend_from_slice(&m.compressed.to_le_bytes());
             out.extend_from_slice(&m.size.to_le_bytes());
             out.extend_from_slice(&(m.name.len() as u16).to_le_bytes());
             out.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
@@ -107,9 +142,15 @@ impl ZipWriter {
     }
 }
 
-/// Finds member `name` in a whole zip archive and returns its bytes; with `verify`, after checking
-/// its CRC as Python's zipfile does when numpy reads the member.
-pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<&'a [u8], String> {
+/// Finds member `name` in a whole zip archive and returns its bytes (a deflated member is inflated
+/// into `inflated`, as numpy must); with `verify`, after checking its CRC as Python's zipfile does
+/// when numpy reads the member.
+pub fn member<'a>(
+    archive: &'a [u8],
+    name: &str,
+    verify: bool,
+    inflated: &'a mut Vec<u8>,
+) -> Result<&'a [u8], String> {
     let truncated =
         || "truncated or not a zip archive (no end-of-central-directory record)".to_string();
     if archive.len() < 22 {
@@ -134,6 +175,7 @@ pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<
         }
         let method = u16le(header, 10);
         let crc = u32le(header, 16);
+        let mut compressed = u32le(header, 20) as u64;
         let mut size = u32le(header, 24) as u64;
         let name_len = u16le(header, 28) as usize;
         let extra_len = u16le(header, 30) as usize;
@@ -146,9 +188,12 @@ pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<
             .get(at + 46 + name_len..at + 46 + name_len + extra_len)
             .ok_or("the central directory is truncated")?;
         if entry_name == name.as_bytes() {
-            read_zip64_extra(extra, &mut size, &mut local, u32le(header, 20) == u32::MAX);
-            if method != 0 {
-                return Err(format!("member {name} is compressed (method {method}); only stored npz files are supported yet"));
+            read_zip64_extra(extra, &mut size, &mut compressed, &mut local);
+            if method != STORED && method != DEFLATED {
+                return Err(format!(
+                    "member {name} uses compression method {method}; numpy writes stored (0) \
+                     or deflated (8) members"
+                ));
             }
             let local = local as usize;
             let local_header = archive
@@ -159,9 +204,17 @@ pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<
             }
             let start =
                 local + 30 + u16le(local_header, 26) as usize + u16le(local_header, 28) as usize;
-            let data = archive
-                .get(start..start + size as usize)
-                .ok_or_else(|| format!("member {name} is truncated: {size} bytes expected"))?;
+            let stored = archive
+                .get(start..start.saturating_add(compressed as usize))
+                .ok_or_else(|| {
+                    format!("member {name} is truncated: {compressed} bytes expected")
+                })?;
+            let data = if method == DEFLATED {
+                inflate(stored, size, inflated).map_err(|why| format!("member {name}: {why}"))?;
+                &inflated[..]
+            } else {
+                stored
+            };
             let actual = if verify { crc32fast::hash(data) } else { crc };
             if actual != crc {
                 return Err(format!(
@@ -175,9 +228,31 @@ pub fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<
     Err(format!("the archive has no member {name}"))
 }
 
+/// Inflates a raw deflate stream that must hold exactly `size` bytes.
+fn inflate(stored: &[u8], size: u64, into: &mut Vec<u8>) -> Result<(), String> {
+    use std::io::Read;
+    into.clear();
+    let mut decoder = flate2::read::DeflateDecoder::new(stored);
+    // One byte more than promised is read, so a member that inflates to more is caught.
+    let limit = size.saturating_add(1);
+    decoder
+        .by_ref()
+        .take(limit)
+        .read_to_end(into)
+        .map_err(|e| format!("corrupt deflate data ({e})"))?;
+    if into.len() as u64 != size {
+        return Err(format!(
+            "inflates to {}{} bytes, the directory says {size} (truncated or corrupt)",
+            into.len().min(size as usize),
+            if into.len() as u64 > size { "+" } else { "" }
+        ));
+    }
+    Ok(())
+}
+
 /// Applies a zip64 extended-information field: the 64-bit values appear only for the fields that
 /// are saturated in the fixed header, in the order uncompressed size, compressed size, offset.
-fn read_zip64_extra(extra: &[u8], size: &mut u64, offset: &mut u64, compressed_saturated: bool) {
+fn read_zip64_extra(extra: &[u8], size: &mut u64, compressed: &mut u64, offset: &mut u64) {
     let mut at = 0;
     while at + 4 <= extra.len() {
         let (id, len) = (u16le(extra, at), u16le(extra, at + 2) as usize);
@@ -192,8 +267,8 @@ fn read_zip64_extra(extra: &[u8], size: &mut u64, offset: &mut u64, compressed_s
             if *size == u32::MAX as u64 {
                 *size = next(body).unwrap_or(*size);
             }
-            if compressed_saturated {
-                next(body);
+            if *compressed == u32::MAX as u64 {
+                *compressed = next(body).unwrap_or(*compressed);
             }
             if *offset == u32::MAX as u64 {
                 *offset = next(body).unwrap_or(*offset);
@@ -222,10 +297,39 @@ fn zip64_directory_offset(archive: &[u8], end: usize) -> Result<usize, String> {
 mod tests {
     use super::*;
 
+    fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<&'a [u8], String> {
+        // Stored members never touch the inflate buffer; a leaked one keeps the test simple.
+        member(archive, name, verify, Box::leak(Box::default()))
+    }
+
+    #[test]
+    fn deflated_members_round_trip_and_damage_is_caught() {
+        let mut out = Vec::new();
+        let mut zip = ZipWriter::new(true);
+        let text: Vec<u8> = b"abcdefgh".repeat(1000);
+        zip.member(&mut out, "x.npy", |o| o.extend_from_slice(&text))
+            .unwrap();
+        zip.finish(&mut out).unwrap();
+        assert!(out.len() < 1000, "{} bytes: not deflated", out.len());
+        let mut inflated = Vec::new();
+        assert_eq!(
+            member(&out, "x.npy", true, &mut inflated).unwrap(),
+            &text[..]
+        );
+        for cut in [40, 50, out.len() - 30] {
+            let mut inflated = Vec::new();
+            assert!(member(&out[..cut], "x.npy", true, &mut inflated).is_err());
+        }
+        let mut flipped = out.clone();
+        flipped[45] ^= 0x55; // inside the deflate stream
+        let mut inflated = Vec::new();
+        assert!(member(&flipped, "x.npy", true, &mut inflated).is_err());
+    }
+
     #[test]
     fn round_trip_and_corruption() {
         let mut out = Vec::new();
-        let mut zip = ZipWriter::new();
+        let mut zip = ZipWriter::new(false);
         zip.member(&mut out, "x.npy", |o| o.extend_from_slice(b"hello world"))
             .unwrap();
         zip.member(&mut out, "y.npy", |o| o.extend_from_slice(b"labels"))

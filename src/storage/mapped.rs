@@ -101,11 +101,6 @@ impl Mapped {
         unsafe { std::slice::from_raw_parts(self.start.as_ptr().add(self.skip), self.len) }
     }
 
-    /// Bytes of the file the mapping spans: the page faults can bring in no more.
-    pub fn span(&self) -> u64 {
-        self.mapped as u64
-    }
-
     /// Unmaps, then evicts the mapped pages from the page cache if the run asks for it.
     pub fn finish(mut self) -> io::Result<()> {
         self.unmap();

@@ -1,0 +1,346 @@
+//! Indexed binary, as DLIO's indexed_binary generator writes it for the DLRM and Megatron
+//! workloads: the data file holds the samples back to back, and two side files beside it hold one
+//! little-endian u64 per sample: `<file>.off.idx` (where the sample starts) and `<file>.sz.idx` (its
+//! length).
+//!
+//! Two readers share the layout:
+//! - `indexed_binary`: the sample's index entries, then one read of exactly its byte range (DLIO's
+//!   seek + readinto);
+//! - `mmap_indexed_binary`: Megatron's `MMapIndexedDataset` maps the data file and the loader reads
+//!   the sample through the mapping. DLIO's Python reader maps it and never touches the pages, so it
+//!   reads nothing; here every byte of the sample is really read through the mapping, so storage sees
+//!   the page faults a real training job causes.
+//!
+//! The index files are read a page at a time, and each reader thread keeps the page it last read of
+//! each (8 KiB in all), as a framework keeps its index open: consecutive samples cost one data read
+//! each, and memory does not grow with the dataset.
+
+use rand::rngs::SmallRng;
+use rand::RngCore;
+
+use super::{corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use crate::dataset::FileShape;
+use crate::error::{Error, Result};
+use crate::storage::{IoBuffer, Storage};
+
+const OFFSETS: &str = ".off.idx";
+const SIZES: &str = ".sz.idx";
+const ENTRY: u64 = 8;
+/// The unit in which index entries are fetched: a page holds 512 of them.
+const INDEX_PAGE: u64 = IoBuffer::ALIGNMENT as u64;
+
+#[derive(Clone, Copy)]
+pub struct IndexedBinary {
+    /// Read through a memory mapping (Megatron) rather than with read calls.
+    pub mapped: bool,
+}
+
+impl FileFormat for IndexedBinary {
+    fn encode(
+        &self,
+        key: &str,
+        shape: &FileShape,
+        rng: &mut SmallRng,
+        out: &mut Encoded,
+    ) -> Result<()> {
+        out.clear();
+        let samples = *shape.dims.last().unwrap_or(&1);
+        let sample_bytes = shape.bytes() / samples.max(1);
+        let total = usize::try_from(shape.bytes()).map_err(|_| {
+            Error::run(format!(
+                "{key}: {} bytes do not fit in memory",
+                shape.bytes()
+            ))
+        })?;
+        out.data.resize(total, 0);
+        rng.fill_bytes(&mut out.data);
+        let mut side = |suffix: &str, value: &dyn Fn(u64) -> u64| {
+            let bytes = out.side_file(&format!("{key}{suffix}"));
+            bytes.reserve(samples as usize * ENTRY as usize);
+            for i in 0..samples {
+                bytes.extend_from_slice(&value(i).to_le_bytes());
+            }
+        };
+        side(OFFSETS, &|i| i * sample_bytes);
+        side(SIZES, &|_| sample_bytes);
+        Ok(())
+    }
+
+    fn reader(&self) -> Box<dyn SampleReader + '_> {
+        Box::new(IndexedBinaryReader {
+            mapped: self.mapped,
+            offsets: IndexPage::default(),
+            sizes: IndexPage::default(),
+        })
+    }
+
+    fn side_files(&self, key: &str, each: &mut dyn FnMut(&str)) {
+        each(&format!("{key}{OFFSETS}"));
+        each(&format!("{key}{SIZES}"));
+    }
+}
+
+/// The page of one index file a reader read last.
+#[derive(Default)]
+struct IndexPage {
+    key: String,
+    first_entry: u64,
+    entries: Vec<u64>,
+}
+
+impl IndexPage {
+    /// Entry `entry` of the index beside `key`; reads its page unless it is the one in hand, and
+    /// returns the bytes that took.
+    fn entry(
+        &mut self,
+        storage: &dyn Storage,
+        key: &str,
+        suffix: &str,
+        entry: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<(u64, u64)> {
+        let page_entries = INDEX_PAGE / ENTRY;
+        let first_entry = entry / page_entries * page_entries;
+        let in_hand = self.first_entry == first_entry
+            && self.key.len() == key.len() + suffix.len()
+            && self.key.starts_with(key)
+            && self.key.ends_with(suffix);
+        let mut fetched = 0;
+        if !in_hand {
+            self.key.clear();
+            self.key.push_str(key);
+            self.key.push_str(suffix);
+            let read = storage
+                .read_range(
+                    &self.key,
+                    first_entry * ENTRY,
+                    INDEX_PAGE as usize,
+                    &mut buf.bytes,
+                )
+                .map_err(|e| {
+                    Error::run(format!(
+                        "cannot read index file {}: {e}",
+                        storage.describe(&self.key)
+                    ))
+                })?;
+            fetched = read.fetched;
+            self.first_entry = first_entry;
+            self.entries.clear();
+            self.entries.extend(
+                read.bytes(&buf.bytes)
+                    .chunks_exact(ENTRY as usize)
+                    .map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks"))),
+            );
+        }
+        match self.entries.get((entry - first_entry) as usize) {
+            Some(&value) => Ok((value, fetched)),
+            None => {
+                let index_key = self.key.clone();
+                // Forget the page: the next read must not trust a short one.
+                self.key.clear();
+                Err(corrupt(
+                    storage,
+                    &index_key,
+                    format!("the index has no entry for sample {entry} (truncated?)"),
+                ))
+            }
+        }
+    }
+}
+
+struct IndexedBinaryReader {
+    mapped: bool,
+    offsets: IndexPage,
+    sizes: IndexPage,
+}
+
+impl SampleReader for IndexedBinaryReader {
+    fn read_sample(
+        &mut self,
+        storage: &dyn Storage,
+        key: &str,
+        sample: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<SampleRead> {
+        let (offset, offset_cost) = self.offsets.entry(storage, key, OFFSETS, sample, buf)?;
+        let (size, size_cost) = self.sizes.entry(storage, key, SIZES, sample, buf)?;
+        let size = usize::try_from(size).map_err(|_| {
+            corrupt(
+                storage,
+                key,
+                format!("sample {sample}: size {size} is not addressable"),
+            )
+        })?;
+        let data_cost = if self.mapped {
+            touch_mapped(storage, key, sample, offset, size)?
+        } else {
+            read_exact_range(storage, key, offset, size, buf)
+                .map_err(|e| sample_error(e, sample))?
+                .fetched
+        };
+        Ok(SampleRead {
+            offset,
+            bytes: offset_cost + size_cost + data_cost,
+        })
+    }
+}
+
+fn sample_error(error: Error, sample: u64) -> Error {
+    Error::run(format!("{error} (sample {sample})"))
+}
+
+/// Maps the sample and reads every byte of it; returns the bytes read. The page faults move whole
+/// pages, but a page shared with the next sample is faulted once: the sample's bytes are what the
+/// reader asked for, as a read call's length is.
+fn touch_mapped(
+    storage: &dyn Storage,
+    key: &str,
+    sample: u64,
+    offset: u64,
+    size: usize,
+) -> Result<u64> {
+    let mapped = storage.map_range(key, offset, size).map_err(|e| {
+        corrupt(
+            storage,
+            key,
+            format!("cannot map sample {sample} ({size} bytes at offset {offset}): {e}"),
+        )
+    })?;
+    std::hint::black_box(fold(mapped.as_slice()));
+    mapped.finish().map_err(|e| {
+        Error::run(format!(
+            "cannot release the mapping of {}: {e}",
+            storage.describe(key)
+        ))
+    })?;
+    Ok(size as u64)
+}
+
+/// Reads every byte: an XOR of the 8-byte words, which the compiler cannot skip because the result
+/// is observed.
+fn fold(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut acc = words.by_ref().fold(0u64, |acc, w| {
+        acc ^ u64::from_le_bytes(w.try_into().expect("8-byte chunks"))
+    });
+    for &b in words.remainder() {
+        acc = acc.rotate_left(8) ^ b as u64;
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::config::ElementType;
+    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+
+    fn write(storage: &LocalFs, key: &str, shape: &FileShape) -> Encoded {
+        let mut encoded = Encoded::default();
+        IndexedBinary { mapped: false }
+            .encode(key, shape, &mut SmallRng::seed_from_u64(1), &mut encoded)
+            .unwrap();
+        storage.put(key, &encoded.data).unwrap();
+        for side in encoded.side_files() {
+            storage.put(&side.key, &side.bytes).unwrap();
+        }
+        encoded
+    }
+
+    #[test]
+    fn layout_is_dlio_s_and_each_sample_costs_its_bytes_plus_index_pages() {
+        let dir = scratch_dir("indexed-binary");
+        let storage = LocalFs::new(&dir);
+        let shape = FileShape {
+            dims: vec![10, 30, 1000],
+            element: ElementType::Uint8,
+        };
+        let encoded = write(&storage, "train/a.indexed_binary", &shape);
+        assert_eq!(encoded.data.len(), 300_000);
+        let sides = encoded.side_files();
+        assert_eq!(sides[0].key, "train/a.indexed_binary.off.idx");
+        assert_eq!(sides[1].key, "train/a.indexed_binary.sz.idx");
+        assert_eq!(&sides[0].bytes[8 * 7..8 * 8], &2100u64.to_le_bytes());
+        assert_eq!(&sides[1].bytes[8 * 7..8 * 8], &300u64.to_le_bytes());
+        for mapped in [false, true] {
+            let format = IndexedBinary { mapped };
+            let mut reader = format.reader();
+            let mut buf = ReadBuffer::default();
+            let mut costs = Vec::new();
+            for sample in [0, 1, 511, 512, 999] {
+                let read = reader
+                    .read_sample(&storage, "train/a.indexed_binary", sample, &mut buf)
+                    .unwrap();
+                assert_eq!(read.offset, sample * 300);
+                costs.push(read.bytes);
+            }
+            const SAMPLE: u64 = 300;
+            // First sample: both index pages (4096 bytes each) and the data; 511 is on the same
+            // pages; 512 starts new pages; 999's pages hold the rest of the index (488 entries).
+            assert_eq!(costs[0], 8192 + SAMPLE, "mapped: {mapped}");
+            assert_eq!(costs[1], SAMPLE);
+            assert_eq!(costs[2], SAMPLE);
+            assert_eq!(costs[3], 2 * 488 * 8 + SAMPLE);
+            assert_eq!(costs[4], SAMPLE);
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn reads_are_checked_against_the_files() {
+        let dir = scratch_dir("indexed-binary-bad");
+        let storage = LocalFs::new(&dir);
+        let shape = FileShape {
+            dims: vec![4, 4, 8],
+            element: ElementType::Uint8,
+        };
+        let encoded = write(&storage, "t.indexed_binary", &shape);
+        let direct = LocalFs::with_options(
+            &dir,
+            LocalOptions {
+                odirect: true,
+                evict_after_read: false,
+            },
+        );
+        let mut buf = ReadBuffer::default();
+        for mapped in [false, true] {
+            let format = IndexedBinary { mapped };
+            let read = format
+                .reader()
+                .read_sample(&direct, "t.indexed_binary", 3, &mut buf)
+                .unwrap();
+            assert_eq!(read.offset, 48);
+            // Out of the index: an error naming the index file.
+            let error = format
+                .reader()
+                .read_sample(&storage, "t.indexed_binary", 8, &mut buf)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("t.indexed_binary.off.idx") && error.contains("sample 8"),
+                "{error}"
+            );
+        }
+        // A data file cut short: every cut names the file and the sample, mapped or not.
+        for cut in 0..encoded.data.len() {
+            storage
+                .put("t.indexed_binary", &encoded.data[..cut])
+                .unwrap();
+            let last = 7;
+            for mapped in [false, true] {
+                let error = IndexedBinary { mapped }
+                    .reader()
+                    .read_sample(&storage, "t.indexed_binary", last, &mut buf)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    error.contains("t.indexed_binary") && error.contains("sample 7"),
+                    "{error}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

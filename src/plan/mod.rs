@@ -5,10 +5,16 @@
 //! Positions `[0, files × samples_per_file)` are cut into `world` contiguous shards of
 //! `steps × batch` positions each; the remainder that would not give every rank a full batch (and
 //! everything past `total_training_steps`) is not read, and is reported as such.
+//!
+//! Streamed formats (TFRecord) are sharded by file, as `tf.data`'s `shard` does: each rank gets
+//! `files / world` whole files of the file order and reads their records in order; its shard is
+//! the first `steps × batch` of those records. TensorFlow's sample shuffle is a buffer that reorders
+//! records after they are read, so it does not change what storage sees, and the read order is the
+//! stream's.
 
 pub mod permutation;
 
-use crate::config::{Config, Shuffle};
+use crate::config::{Config, Format, Shuffle};
 pub use permutation::{mix64, Permutation};
 
 /// A sample: its file (index into the split's file list) and its index inside that file.
@@ -50,6 +56,8 @@ pub struct PlanSpec {
     /// Entropy drawn once per run for `random` shuffles (the same on every rank).
     pub run_entropy: u64,
     pub seed_change_epoch: bool,
+    /// Whole files per rank, records in file order (streamed formats; needs files ≥ world).
+    pub file_sharded: bool,
 }
 
 impl PlanSpec {
@@ -67,6 +75,7 @@ impl PlanSpec {
             ),
         };
         PlanSpec {
+            file_sharded: config.dataset.format == Format::Tfrecord && files >= world,
             files,
             samples_per_file: config.dataset.num_samples_per_file,
             batch,
@@ -84,9 +93,19 @@ impl PlanSpec {
         self.files.saturating_mul(self.samples_per_file)
     }
 
-    /// Steps per epoch, the same on every rank: DLIO's floor(samples / batch / world), capped.
+    /// Files of each rank's shard when sharded by file.
+    fn files_per_rank(&self) -> u64 {
+        self.files / self.world.max(1)
+    }
+
+    /// Steps per epoch, the same on every rank: DLIO's floor(samples / batch / world), or with
+    /// file sharding floor(files per rank × samples per file / batch), capped.
     pub fn steps(&self) -> u64 {
-        let full = self.total_samples() / (self.batch * self.world).max(1);
+        let full = if self.file_sharded {
+            self.files_per_rank() * self.samples_per_file / self.batch.max(1)
+        } else {
+            self.total_samples() / (self.batch * self.world).max(1)
+        };
         if self.max_steps > 0 {
             full.min(self.max_steps)
         } else {
@@ -129,6 +148,7 @@ impl EpochPlan {
         let files_order = shuffle_key(spec.file_shuffle, &spec, epoch, 0xF11E)
             .map(|key| Permutation::new(spec.files, key));
         let samples_order = shuffle_key(spec.sample_shuffle, &spec, epoch, 0x5A3B)
+            .filter(|_| !spec.file_sharded)
             .map(|key| Permutation::new(spec.total_samples(), key));
         let steps = spec.steps();
         EpochPlan {
@@ -166,6 +186,7 @@ impl EpochPlan {
         let spf = self.spec.samples_per_file;
         let global = match &self.samples_order {
             Some(p) => p.apply(position),
+            None if self.spec.file_sharded => self.stream_index(position),
             None => position,
         };
         let (file, sample) = (global / spf, global % spf);
@@ -191,8 +212,53 @@ impl EpochPlan {
         let global = file * spf + sample.sample;
         Some(match &self.samples_order {
             Some(p) => p.invert(global),
+            None if self.spec.file_sharded => self.stream_position(global),
             None => global,
         })
+    }
+
+    /// With file sharding: the index in the file order (file slot × samples per file + record)
+    /// of a position. Positions below `samples_read()` are each rank's read prefix of its files,
+    /// rank after rank; then come the ranks' unread tails, then the files no rank was given.
+    fn stream_index(&self, position: u64) -> u64 {
+        let (read_per_rank, shard, tail) = self.stream_geometry();
+        let world = self.spec.world;
+        if position < read_per_rank * world {
+            let (rank, offset) = (
+                position / read_per_rank.max(1),
+                position % read_per_rank.max(1),
+            );
+            return rank * shard + offset;
+        }
+        let past = position - read_per_rank * world;
+        if past < tail * world {
+            let (rank, offset) = (past / tail, past % tail);
+            return rank * shard + read_per_rank + offset;
+        }
+        shard * world + (past - tail * world)
+    }
+
+    /// The inverse of [`EpochPlan::stream_index`].
+    fn stream_position(&self, index: u64) -> u64 {
+        let (read_per_rank, shard, tail) = self.stream_geometry();
+        let world = self.spec.world;
+        if index >= shard * world {
+            return (read_per_rank + tail) * world + (index - shard * world);
+        }
+        let (rank, offset) = (index / shard, index % shard);
+        if offset < read_per_rank {
+            rank * read_per_rank + offset
+        } else {
+            read_per_rank * world + rank * tail + (offset - read_per_rank)
+        }
+    }
+
+    /// With file sharding: samples each rank reads, samples in each rank's files, and the unread
+    /// tail of those.
+    fn stream_geometry(&self) -> (u64, u64, u64) {
+        let read_per_rank = self.steps * self.spec.batch;
+        let shard = self.spec.files_per_rank() * self.spec.samples_per_file;
+        (read_per_rank, shard, shard - read_per_rank)
     }
 
     /// The samples of batch `step` (0-based) of `rank`.
@@ -221,6 +287,7 @@ mod tests {
             seed: 123,
             run_entropy: 99,
             seed_change_epoch: true,
+            file_sharded: false,
         }
     }
 
@@ -244,14 +311,20 @@ mod tests {
         #[test]
         fn every_sample_at_most_once_and_equal_steps(
             files in 0u64..300, spf in 1u64..9, batch in 1u64..40, world in 1u64..9,
-            (fs, ss) in shuffles(), epoch in 0u64..4, cap in 0u64..5,
+            (fs, ss) in shuffles(), epoch in 0u64..4, cap in 0u64..5, sharded: bool,
         ) {
             let mut s = spec(files, spf, batch, world, Shuffle::Off);
             s.file_shuffle = fs;
             s.sample_shuffle = ss;
             s.max_steps = cap;
+            s.file_sharded = sharded && files >= world;
             let plan = EpochPlan::new(s.clone(), epoch);
-            let expected_steps = (files * spf / (batch * world)).min(if cap > 0 { cap } else { u64::MAX });
+            let full = if s.file_sharded {
+                files / world * spf / batch
+            } else {
+                files * spf / (batch * world)
+            };
+            let expected_steps = full.min(if cap > 0 { cap } else { u64::MAX });
             prop_assert_eq!(plan.steps(), expected_steps);
             let reads = all_reads(&plan);
             prop_assert_eq!(reads.len() as u64, plan.samples_read());
@@ -261,8 +334,24 @@ mod tests {
                 prop_assert!(r.file < files && r.sample < spf);
             }
             prop_assert_eq!(plan.samples_read() + plan.samples_not_read(), files * spf);
-            if cap == 0 {
+            if cap == 0 && !s.file_sharded {
                 prop_assert!(plan.samples_not_read() < batch * world);
+            }
+            if s.file_sharded {
+                // Every file is read by one rank only, and a rank reads its records in order.
+                let mut owner = std::collections::HashMap::new();
+                for rank in 0..world {
+                    let mut last: Option<SampleRef> = None;
+                    for step in 0..plan.steps() {
+                        for read in plan.batch(rank, step) {
+                            prop_assert_eq!(*owner.entry(read.file).or_insert(rank), rank);
+                            if let Some(prev) = last.filter(|p| p.file == read.file) {
+                                prop_assert_eq!(read.sample, prev.sample + 1);
+                            }
+                            last = Some(read);
+                        }
+                    }
+                }
             }
         }
     }
@@ -271,10 +360,13 @@ mod tests {
         #[test]
         fn position_of_inverts_sample_at(
             files in 0u64..200, spf in 1u64..7, (fs, ss) in shuffles(), epoch in 0u64..4,
+            sharded: bool, cap in 0u64..4,
         ) {
             let mut s = spec(files, spf, 3, 2, Shuffle::Off);
             s.file_shuffle = fs;
             s.sample_shuffle = ss;
+            s.file_sharded = sharded && files >= 2;
+            s.max_steps = cap;
             let plan = EpochPlan::new(s, epoch);
             for position in 0..files * spf {
                 prop_assert_eq!(plan.position_of(plan.sample_at(position)), Some(position));

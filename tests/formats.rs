@@ -1,0 +1,192 @@
+//! End-to-end tests of the data formats: every shipped training workload runs at reduced size
+//! (each format through its real reader), files made by Python DLIO are read, files dlio-rs makes
+//! open with the Python tools users know, and a damaged file is an error naming it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// Words that generate and train one short epoch with no compute, data and output in `tmp`.
+fn quick(tmp: &Scratch, name: &str) -> Vec<String> {
+    strings(&[
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.checkpoint=False",
+        "++workload.train.computation_time=0",
+        "++workload.train.epochs=1",
+        "++workload.evaluation.eval_time=0",
+        &format!("++workload.dataset.data_folder={}", tmp.s(&format!("data-{name}"))),
+        &format!("++hydra.run.dir={}", tmp.s(&format!("out-{name}"))),
+    ])
+}
+
+/// Reads of the first training epoch: (samples, bytes).
+fn first_epoch_reads(out: &Path) -> (u64, u64) {
+    let report = read_json(&out.join("report.json"));
+    let epoch = at(&report, "/epochs/0");
+    let count = |key: &str| at(epoch, key).as_u64().unwrap_or_else(|| panic!("{key}: {epoch}"));
+    (count("/samples_read"), count("/bytes_read"))
+}
+
+/// Five float32 list columns shaped like flux's, 1/512 of their size.
+const SMALL_FLUX_COLUMNS: &str = "++workload.dataset.parquet.columns=[\
+    {name: t5_encodings, dtype: float32, size: 1024}, {name: clip_encodings, dtype: float32, size: 8}, \
+    {name: mean, dtype: float32, size: 16}, {name: logvar, dtype: float32, size: 16}, \
+    {name: timestamp, dtype: float32, size: 7}]";
+
+#[test]
+fn every_shipped_training_workload_runs_at_reduced_size() {
+    let tmp = Scratch::new("workloads");
+    let workloads: &[(&str, &[&str])] = &[
+        ("unet3d_a100", &["++workload.dataset.num_files_train=28", "++workload.dataset.record_length_bytes=65536", "++workload.dataset.record_length_bytes_stdev=16384"]),
+        ("resnet50_a100", &["++workload.dataset.num_files_train=4", "++workload.dataset.record_length_bytes=1024"]),
+        ("cosmoflow_a100", &["++workload.dataset.num_files_train=16", "++workload.dataset.record_length_bytes=16384", "++workload.dataset.record_length_bytes_stdev=1024"]),
+        ("retinanet_b200", &["++workload.dataset.num_files_train=96", "++workload.dataset.record_length_bytes=16384"]),
+        ("flux_b200", &["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=48", SMALL_FLUX_COLUMNS]),
+        ("dlrm_b200", &["++workload.dataset.num_files_train=2", "++workload.dataset.num_samples_per_file=12288", "++workload.reader.batch_size=4096"]),
+        ("dlrm", &["++workload.dataset.num_samples_per_file=64", "++workload.dataset.record_length_bytes=65536"]),
+        ("bert_v100", &["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=1000"]),
+        ("megatron_deepspeed", &["++workload.dataset.num_samples_per_file=4096"]),
+        ("default", &[]),
+    ];
+    for (name, overrides) in workloads {
+        let mut words = vec![format!("workload={name}")];
+        words.extend(quick(&tmp, name));
+        words.extend(strings(overrides));
+        run_quiet(&tmp.path, 2, &words).ok();
+        let (samples, bytes) = first_epoch_reads(&tmp.join(format!("out-{name}")));
+        assert!(samples > 0, "{name}: no sample read");
+        assert!(bytes >= samples, "{name}: {bytes} bytes for {samples} samples");
+    }
+}
+
+/// DLIO 2.0's files (tests/fixtures/dlio, made with the PyPI package; see the README there): 2
+/// files of 32 × 32 uint8 samples, 2 per file (1 per image file).
+#[test]
+fn files_made_by_python_dlio_are_read() {
+    let tmp = Scratch::new("dlio-fixtures");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio");
+    for format in ["npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary"] {
+        let supported = dlio_rs::config::Format::SUPPORTED.iter().any(|f| f.to_string() == format);
+        if !supported {
+            continue;
+        }
+        let per_file = if matches!(format, "jpeg" | "png") { 1 } else { 2 };
+        for verify in [false, true] {
+            let out = tmp.join(format!("out-{format}-{verify}"));
+            let mut words = strings(&[
+                "workload=default",
+                &format!("++workload.dataset.format={format}"),
+                &format!("++workload.dataset.data_folder={}", fixtures.join(format).display()),
+                "++workload.dataset.num_files_train=2",
+                "++workload.dataset.num_files_eval=0",
+                "++workload.dataset.num_subfolders_train=0",
+                &format!("++workload.dataset.num_samples_per_file={per_file}"),
+                "++workload.dataset.record_length_bytes=1024",
+                "++workload.workflow.evaluation=False",
+                "++workload.train.computation_time=0",
+                "++workload.train.epochs=1",
+                "++workload.reader.batch_size=1",
+                &format!("++hydra.run.dir={}", out.display()),
+            ]);
+            if verify {
+                words.insert(0, "--verify".into());
+            }
+            run_quiet(&tmp.path, 1, &words).ok();
+            let (samples, bytes) = first_epoch_reads(&out);
+            assert_eq!(samples, 2 * per_file, "{format}");
+            assert!(bytes >= samples * 1024, "{format}: {bytes} bytes for {samples} samples");
+        }
+    }
+}
+
+/// The Python check of a format, and the JSON of what it should find.
+fn python_check(format: &str) -> Option<(&'static str, Value)> {
+    let expect = |json: &str| serde_json::from_str(json).unwrap();
+    Some(match format {
+        "npz" | "npy" => return None, // tests/cli.rs checks them with numpy
+        "indexed_binary" | "mmap_indexed_binary" => (
+            "check_indexed_binary.py",
+            expect(r#"{"files": 3, "samples_per_file": 4, "sample_bytes": 1024}"#),
+        ),
+        _ => return None,
+    })
+}
+
+#[test]
+fn files_dlio_rs_makes_open_with_the_python_tools() {
+    let tmp = Scratch::new("python-tools");
+    for format in dlio_rs::config::Format::SUPPORTED {
+        let format = format.to_string();
+        let Some((script, expect)) = python_check(&format) else {
+            continue;
+        };
+        let data = tmp.join(format!("data-{format}"));
+        let mut words = quick(&tmp, &format);
+        words.extend(strings(&[
+            "workload=default",
+            "++workload.workflow.train=False",
+            &format!("++workload.dataset.format={format}"),
+            "++workload.dataset.num_files_train=3",
+            "++workload.dataset.num_files_eval=0",
+            "++workload.dataset.num_subfolders_train=0",
+            "++workload.dataset.num_samples_per_file=4",
+            "++workload.dataset.record_length_bytes=1024",
+        ]));
+        run_quiet(&tmp.path, 1, &words).ok();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(&data)
+            .arg(expect.to_string())
+            .output()
+            .expect("python3 runs (CI installs it)");
+        assert!(
+            out.status.success(),
+            "{format}: {} failed\n{}{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A file cut in half: the run fails (exit 1) naming it, for every format that reads storage.
+#[test]
+fn a_truncated_file_fails_the_run_naming_it() {
+    let tmp = Scratch::new("truncated");
+    for format in dlio_rs::config::Format::SUPPORTED {
+        if *format == dlio_rs::config::Format::Synthetic {
+            continue;
+        }
+        let format = format.to_string();
+        let mut words = quick(&tmp, &format);
+        words.extend(strings(&[
+            "workload=default",
+            "++workload.workflow.train=False",
+            &format!("++workload.dataset.format={format}"),
+            "++workload.dataset.num_files_train=2",
+            "++workload.dataset.num_files_eval=0",
+            "++workload.dataset.num_subfolders_train=0",
+            "++workload.dataset.num_samples_per_file=2",
+            "++workload.dataset.record_length_bytes=4096",
+        ]));
+        run_quiet(&tmp.path, 1, &words).ok();
+        let victim = tmp.join(format!("data-{format}/train/img_1_of_2.{format}"));
+        let bytes = std::fs::read(&victim).unwrap();
+        std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+        let train = with(
+            &words,
+            &[
+                "++workload.workflow.generate_data=False",
+                "++workload.workflow.train=True",
+                "++workload.workflow.evaluation=False",
+            ],
+        );
+        run_quiet(&tmp.path, 1, &train)
+            .fails(1)
+            .says(&[&format!("img_1_of_2.{format}")]);
+    }
+}

@@ -17,7 +17,10 @@ fn quick(tmp: &Scratch, name: &str) -> Vec<String> {
         "++workload.train.computation_time=0",
         "++workload.train.epochs=1",
         "++workload.evaluation.eval_time=0",
-        &format!("++workload.dataset.data_folder={}", tmp.s(&format!("data-{name}"))),
+        &format!(
+            "++workload.dataset.data_folder={}",
+            tmp.s(&format!("data-{name}"))
+        ),
         &format!("++hydra.run.dir={}", tmp.s(&format!("out-{name}"))),
     ])
 }
@@ -26,7 +29,11 @@ fn quick(tmp: &Scratch, name: &str) -> Vec<String> {
 fn first_epoch_reads(out: &Path) -> (u64, u64) {
     let report = read_json(&out.join("report.json"));
     let epoch = at(&report, "/epochs/0");
-    let count = |key: &str| at(epoch, key).as_u64().unwrap_or_else(|| panic!("{key}: {epoch}"));
+    let count = |key: &str| {
+        at(epoch, key)
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {epoch}"))
+    };
     (count("/samples_read"), count("/bytes_read"))
 }
 
@@ -40,15 +47,70 @@ const SMALL_FLUX_COLUMNS: &str = "++workload.dataset.parquet.columns=[\
 fn every_shipped_training_workload_runs_at_reduced_size() {
     let tmp = Scratch::new("workloads");
     let workloads: &[(&str, &[&str])] = &[
-        ("unet3d_a100", &["++workload.dataset.num_files_train=28", "++workload.dataset.record_length_bytes=65536", "++workload.dataset.record_length_bytes_stdev=16384"]),
-        ("resnet50_a100", &["++workload.dataset.num_files_train=4", "++workload.dataset.record_length_bytes=1024"]),
-        ("cosmoflow_a100", &["++workload.dataset.num_files_train=16", "++workload.dataset.record_length_bytes=16384", "++workload.dataset.record_length_bytes_stdev=1024"]),
-        ("retinanet_b200", &["++workload.dataset.num_files_train=96", "++workload.dataset.record_length_bytes=16384"]),
-        ("flux_b200", &["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=48", SMALL_FLUX_COLUMNS]),
-        ("dlrm_b200", &["++workload.dataset.num_files_train=2", "++workload.dataset.num_samples_per_file=12288", "++workload.reader.batch_size=4096"]),
-        ("dlrm", &["++workload.dataset.num_samples_per_file=64", "++workload.dataset.record_length_bytes=65536"]),
-        ("bert_v100", &["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=1000"]),
-        ("megatron_deepspeed", &["++workload.dataset.num_samples_per_file=4096"]),
+        (
+            "unet3d_a100",
+            &[
+                "++workload.dataset.num_files_train=28",
+                "++workload.dataset.record_length_bytes=65536",
+                "++workload.dataset.record_length_bytes_stdev=16384",
+            ],
+        ),
+        (
+            "resnet50_a100",
+            &[
+                "++workload.dataset.num_files_train=4",
+                "++workload.dataset.record_length_bytes=1024",
+            ],
+        ),
+        (
+            "cosmoflow_a100",
+            &[
+                "++workload.dataset.num_files_train=16",
+                "++workload.dataset.record_length_bytes=16384",
+                "++workload.dataset.record_length_bytes_stdev=1024",
+            ],
+        ),
+        (
+            "retinanet_b200",
+            &[
+                "++workload.dataset.num_files_train=96",
+                "++workload.dataset.record_length_bytes=16384",
+            ],
+        ),
+        (
+            "flux_b200",
+            &[
+                "++workload.dataset.num_files_train=4",
+                "++workload.dataset.num_samples_per_file=48",
+                SMALL_FLUX_COLUMNS,
+            ],
+        ),
+        (
+            "dlrm_b200",
+            &[
+                "++workload.dataset.num_files_train=2",
+                "++workload.dataset.num_samples_per_file=12288",
+                "++workload.reader.batch_size=4096",
+            ],
+        ),
+        (
+            "dlrm",
+            &[
+                "++workload.dataset.num_samples_per_file=64",
+                "++workload.dataset.record_length_bytes=65536",
+            ],
+        ),
+        (
+            "bert_v100",
+            &[
+                "++workload.dataset.num_files_train=4",
+                "++workload.dataset.num_samples_per_file=1000",
+            ],
+        ),
+        (
+            "megatron_deepspeed",
+            &["++workload.dataset.num_samples_per_file=4096"],
+        ),
         ("default", &[]),
     ];
     for (name, overrides) in workloads {
@@ -58,7 +120,10 @@ fn every_shipped_training_workload_runs_at_reduced_size() {
         run_quiet(&tmp.path, 2, &words).ok();
         let (samples, bytes) = first_epoch_reads(&tmp.join(format!("out-{name}")));
         assert!(samples > 0, "{name}: no sample read");
-        assert!(bytes >= samples, "{name}: {bytes} bytes for {samples} samples");
+        assert!(
+            bytes >= samples,
+            "{name}: {bytes} bytes for {samples} samples"
+        );
     }
 }
 
@@ -68,18 +133,36 @@ fn every_shipped_training_workload_runs_at_reduced_size() {
 fn files_made_by_python_dlio_are_read() {
     let tmp = Scratch::new("dlio-fixtures");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio");
-    for format in ["npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary"] {
-        let supported = dlio_rs::config::Format::SUPPORTED.iter().any(|f| f.to_string() == format);
+    for format in [
+        "npz",
+        "npy",
+        "hdf5",
+        "tfrecord",
+        "jpeg",
+        "png",
+        "csv",
+        "indexed_binary",
+    ] {
+        let supported = dlio_rs::config::Format::SUPPORTED
+            .iter()
+            .any(|f| f.to_string() == format);
         if !supported {
             continue;
         }
-        let per_file = if matches!(format, "jpeg" | "png") { 1 } else { 2 };
+        let per_file = if matches!(format, "jpeg" | "png") {
+            1
+        } else {
+            2
+        };
         for verify in [false, true] {
             let out = tmp.join(format!("out-{format}-{verify}"));
             let mut words = strings(&[
                 "workload=default",
                 &format!("++workload.dataset.format={format}"),
-                &format!("++workload.dataset.data_folder={}", fixtures.join(format).display()),
+                &format!(
+                    "++workload.dataset.data_folder={}",
+                    fixtures.join(format).display()
+                ),
                 "++workload.dataset.num_files_train=2",
                 "++workload.dataset.num_files_eval=0",
                 "++workload.dataset.num_subfolders_train=0",
@@ -97,7 +180,10 @@ fn files_made_by_python_dlio_are_read() {
             run_quiet(&tmp.path, 1, &words).ok();
             let (samples, bytes) = first_epoch_reads(&out);
             assert_eq!(samples, 2 * per_file, "{format}");
-            assert!(bytes >= samples * 1024, "{format}: {bytes} bytes for {samples} samples");
+            assert!(
+                bytes >= samples * 1024,
+                "{format}: {bytes} bytes for {samples} samples"
+            );
         }
     }
 }
@@ -136,7 +222,9 @@ fn files_dlio_rs_makes_open_with_the_python_tools() {
             "++workload.dataset.record_length_bytes=1024",
         ]));
         run_quiet(&tmp.path, 1, &words).ok();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/python")
+            .join(script);
         let out = std::process::Command::new("python3")
             .arg(&script)
             .arg(&data)

@@ -16,9 +16,11 @@
 //! each, and memory does not grow with the dataset.
 
 use rand::rngs::SmallRng;
-use rand::RngCore;
 
-use super::{corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::{
+    append_random, corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead,
+    SampleReader,
+};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, Storage};
@@ -52,8 +54,7 @@ impl FileFormat for IndexedBinary {
                 shape.bytes()
             ))
         })?;
-        out.data.resize(total, 0);
-        rng.fill_bytes(&mut out.data);
+        append_random(&mut out.data, total, rng);
         let mut side = |suffix: &str, value: &dyn Fn(u64) -> u64| {
             let bytes = out.side_file(&format!("{key}{suffix}"));
             bytes.reserve(samples as usize * ENTRY as usize);

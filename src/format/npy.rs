@@ -2,9 +2,10 @@
 //! shape, padded to 64 bytes) followed by the raw array. `np.load` reads the whole file.
 
 use rand::rngs::SmallRng;
-use rand::RngCore;
 
-use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::{
+    append_random, corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader,
+};
 use crate::dataset::FileShape;
 use crate::error::Result;
 use crate::storage::Storage;
@@ -46,9 +47,7 @@ pub(crate) fn write_header(out: &mut Vec<u8>, descr: &str, shape: &[u64]) {
 /// Appends a whole `.npy` file of random contents.
 pub(crate) fn write_random_array(out: &mut Vec<u8>, shape: &FileShape, rng: &mut SmallRng) {
     write_header(out, shape.element.numpy_descr(), &shape.dims);
-    let start = out.len();
-    out.resize(start + shape.bytes() as usize, 0);
-    rng.fill_bytes(&mut out[start..]);
+    append_random(out, shape.bytes() as usize, rng);
 }
 
 /// The parts of a header a reader needs.

@@ -1,8 +1,11 @@
 //! File formats: each one writes files in the real layout and reads a sample with the access
 //! pattern of the framework's loader for that format. One file per format behind [`FileFormat`].
 
+mod crc32c;
+mod csv;
 mod npy;
 mod npz;
+mod tfrecord;
 mod zip;
 
 use rand::rngs::SmallRng;
@@ -12,8 +15,10 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
+pub use csv::Csv;
 pub use npy::Npy;
 pub use npz::Npz;
+pub use tfrecord::TfRecord;
 
 /// Reusable per-thread memory for reads, so steady-state reading allocates nothing; aligned so
 /// that O_DIRECT can read into it.
@@ -123,6 +128,8 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),
         Format::Npz => Ok(Box::new(Npz { verify })),
+        Format::Tfrecord => Ok(Box::new(TfRecord { verify })),
+        Format::Csv => Ok(Box::new(Csv { verify })),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

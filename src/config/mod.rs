@@ -96,6 +96,8 @@ impl Format {
         Format::IndexedBinary,
         Format::MmapIndexedBinary,
         Format::Synthetic,
+        Format::Tfrecord,
+        Format::Csv,
     ];
 
     pub fn is_supported(self) -> bool {

@@ -1,10 +1,13 @@
 //! File formats: each one writes files in the real layout and reads a sample with the access
 //! pattern of the framework's loader for that format. One file per format behind [`FileFormat`].
 
+mod crc32c;
+mod csv;
 mod indexed_binary;
 mod npy;
 mod npz;
 mod synthetic;
+mod tfrecord;
 mod zip;
 
 use rand::rngs::SmallRng;
@@ -14,10 +17,12 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
+pub use csv::Csv;
 pub use indexed_binary::IndexedBinary;
 pub use npy::Npy;
 pub use npz::Npz;
 pub use synthetic::Synthetic;
+pub use tfrecord::TfRecord;
 
 /// Reusable per-thread memory for reads, so steady-state reading allocates nothing; aligned so
 /// that O_DIRECT can read into it.
@@ -156,6 +161,8 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
         Format::IndexedBinary => Ok(Box::new(IndexedBinary { mapped: false })),
         Format::MmapIndexedBinary => Ok(Box::new(IndexedBinary { mapped: true })),
         Format::Synthetic => Ok(Box::new(Synthetic)),
+        Format::Tfrecord => Ok(Box::new(TfRecord { verify })),
+        Format::Csv => Ok(Box::new(Csv { verify })),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

@@ -1,8 +1,11 @@
 //! File formats: each one writes files in the real layout and reads a sample with the access
 //! pattern of the framework's loader for that format. One file per format behind [`FileFormat`].
 
+mod image;
+mod jpeg;
 mod npy;
 mod npz;
+mod png;
 mod zip;
 
 use rand::rngs::SmallRng;
@@ -12,6 +15,8 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
+pub use self::png::Png;
+pub use jpeg::Jpeg;
 pub use npy::Npy;
 pub use npz::Npz;
 
@@ -123,6 +128,12 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),
         Format::Npz => Ok(Box::new(Npz { verify })),
+        Format::Png => Ok(Box::new(Png {
+            decode: config.reader.decode_images,
+        })),
+        Format::Jpeg => Ok(Box::new(Jpeg {
+            decode: config.reader.decode_images,
+        })),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

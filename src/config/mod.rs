@@ -98,6 +98,8 @@ impl Format {
         Format::Synthetic,
         Format::Tfrecord,
         Format::Csv,
+        Format::Png,
+        Format::Jpeg,
     ];
 
     pub fn is_supported(self) -> bool {

@@ -3,9 +3,12 @@
 
 mod crc32c;
 mod csv;
+mod image;
 mod indexed_binary;
+mod jpeg;
 mod npy;
 mod npz;
+mod png;
 mod synthetic;
 mod tfrecord;
 mod zip;
@@ -17,8 +20,10 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
+pub use self::png::Png;
 pub use csv::Csv;
 pub use indexed_binary::IndexedBinary;
+pub use jpeg::Jpeg;
 pub use npy::Npy;
 pub use npz::Npz;
 pub use synthetic::Synthetic;
@@ -163,6 +168,12 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
         Format::Synthetic => Ok(Box::new(Synthetic)),
         Format::Tfrecord => Ok(Box::new(TfRecord { verify })),
         Format::Csv => Ok(Box::new(Csv { verify })),
+        Format::Png => Ok(Box::new(Png {
+            decode: config.reader.decode_images,
+        })),
+        Format::Jpeg => Ok(Box::new(Jpeg {
+            decode: config.reader.decode_images,
+        })),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

@@ -330,6 +330,10 @@ impl FileFormat for TfRecord {
             cursor_offset: 0,
         })
     }
+
+    fn side_files(&self, key: &str, each: &mut dyn FnMut(&str)) {
+        each(&index_key(key));
+    }
 }
 
 /// One reader thread's stream: the file in hand (`cursor_key`, empty for none), the number of its

@@ -90,7 +90,7 @@ impl ElementType {
 
 impl Format {
     /// Formats this build can generate and read.
-    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy];
+    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy, Format::Parquet];
 
     pub fn is_supported(self) -> bool {
         Format::SUPPORTED.contains(&self)

@@ -3,6 +3,7 @@
 
 mod npy;
 mod npz;
+mod parquet;
 mod zip;
 
 use rand::rngs::SmallRng;
@@ -123,6 +124,7 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),
         Format::Npz => Ok(Box::new(Npz { verify })),
+        Format::Parquet => Ok(Box::new(parquet::Parquet::new(config, verify)?)),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

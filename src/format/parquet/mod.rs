@@ -21,7 +21,9 @@
 //! chunk. Further samples of the row group in hand cost nothing: pyarrow holds the table. With
 //! `read_mode: whole_file` (`pq.read_table(columns=...)`) the first sample of a file reads the
 //! marked columns of every row group and the file's later samples cost nothing. With `verify`,
-//! the levels of uncompressed pages are decoded and the values counted (rows × size).
+//! the levels of uncompressed pages are decoded and the values counted (rows × size); pages a
+//! codec compressed (files written elsewhere, e.g. pyarrow's default snappy) are checked by
+//! their headers only, as dlio-rs carries no parquet codecs.
 
 mod read;
 mod thrift;

@@ -100,6 +100,7 @@ impl Format {
         Format::Csv,
         Format::Png,
         Format::Jpeg,
+        Format::Parquet,
     ];
 
     pub fn is_supported(self) -> bool {

@@ -8,6 +8,7 @@ mod indexed_binary;
 mod jpeg;
 mod npy;
 mod npz;
+mod parquet;
 mod png;
 mod synthetic;
 mod tfrecord;
@@ -174,6 +175,7 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
         Format::Jpeg => Ok(Box::new(Jpeg {
             decode: config.reader.decode_images,
         })),
+        Format::Parquet => Ok(Box::new(parquet::Parquet::new(config, verify)?)),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

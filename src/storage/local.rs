@@ -406,6 +406,10 @@ impl Storage for LocalFs {
         Mapped::new(file, offset, len, self.options.evict_after_read)
     }
 
+    fn size(&self, key: &str) -> io::Result<u64> {
+        Ok(self.open_for_reading(key, false)?.metadata()?.len())
+    }
+
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
         // The folder is made only when the first write into it finds it missing: a generator
         // writing millions of files pays no extra system call per file.

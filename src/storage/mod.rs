@@ -36,6 +36,10 @@ pub trait Storage: Send + Sync {
     /// mapping; an error if the object ends before them, or where the storage cannot map.
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped>;
 
+    /// The object's size in bytes: a metadata look-up (fstat), no data read, as a reader that
+    /// starts from the end of a file (parquet's footer) makes on opening it.
+    fn size(&self, key: &str) -> io::Result<u64>;
+
     /// Writes a whole object at `key`, replacing any, creating its folders as needed. A writer
     /// that dies midway may leave part of it: callers that need all-or-nothing commit a whole set
     /// of objects at once (generation's marker), which costs nothing per object.

@@ -1,0 +1,1088 @@
+//! The reader: the footer parsed generically (any writer's: unknown fields are skipped), the row
+//! group holding a sample fetched as pyarrow's `read_row_group` fetches it, its pages walked.
+
+use super::thrift::{Parsed, Reader, BINARY, STRUCT};
+use super::{
+    physical, Parquet, DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, INDEX_PAGE, MAGIC, OPTIONAL,
+    PLAIN, REPEATED, REQUIRED, RLE, UNCOMPRESSED,
+};
+use crate::config::formats::{ColumnType, ParquetColumn, ParquetReadMode};
+use crate::error::{Error, Result};
+use crate::format::{corrupt, read_exact_range, ReadBuffer, SampleRead, SampleReader};
+use crate::storage::Storage;
+
+/// Arrow's first read of a file is its last 64 KiB, which usually holds the whole footer.
+const FOOTER_READ: u64 = 64 * 1024;
+
+/// What the reader thread has in hand of the current file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InHand {
+    Nothing,
+    RowGroup(usize),
+    /// Every row group (`read_mode: whole_file`).
+    All,
+}
+
+/// What a sample's values must add up to, from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expect {
+    values_per_row: u64,
+    /// A binary column's value length.
+    binary_len: Option<u64>,
+}
+
+impl Expect {
+    fn of(column: &ParquetColumn) -> Expect {
+        match column.dtype {
+            ColumnType::Binary => Expect {
+                values_per_row: 1,
+                binary_len: Some(column.size),
+            },
+            ColumnType::Number(_) => Expect {
+                values_per_row: column.size,
+                binary_len: None,
+            },
+        }
+    }
+}
+
+/// A leaf column that is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Leaf {
+    /// The top-level column it belongs to (`path_in_schema[0]`).
+    name: String,
+    physical: i32,
+    type_length: i32,
+    max_def: u16,
+    max_rep: u16,
+    expect: Option<Expect>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Group {
+    first_row: u64,
+    rows: u64,
+    /// Its chunks in [`Footer::chunks`].
+    chunks: (usize, usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Chunk {
+    /// Index in [`Footer::leaves`].
+    leaf: usize,
+    start: u64,
+    len: u64,
+    values: u64,
+    codec: i32,
+}
+
+/// What the reader keeps of a parsed footer: the row groups and the chunks of the columns read.
+#[derive(Debug, Default)]
+struct Footer {
+    leaves: Vec<Leaf>,
+    groups: Vec<Group>,
+    chunks: Vec<Chunk>,
+    rows: u64,
+}
+
+impl Footer {
+    fn clear(&mut self) {
+        self.leaves.clear();
+        self.groups.clear();
+        self.chunks.clear();
+        self.rows = 0;
+    }
+
+    fn chunks_of(&self, group: usize) -> &[Chunk] {
+        let (first, end) = self.groups[group].chunks;
+        &self.chunks[first..end]
+    }
+}
+
+/// Why a footer cannot be used.
+#[derive(Debug)]
+enum Problem {
+    Corrupt(String),
+    /// A configured column the file does not have, and the columns it has.
+    MissingColumn(String, String),
+}
+
+impl From<String> for Problem {
+    fn from(why: String) -> Problem {
+        Problem::Corrupt(why)
+    }
+}
+
+/// One reader thread's reader for one epoch.
+pub(super) struct RowGroupReader<'a> {
+    format: &'a Parquet,
+    /// The columns read; empty: all of the file's.
+    selected: Vec<&'a ParquetColumn>,
+    /// The file whose footer is in hand; empty when none is.
+    key: String,
+    footer: Footer,
+    in_hand: InHand,
+    /// Scratch: the chunks of a row group sorted by offset, for coalescing.
+    order: Vec<Chunk>,
+}
+
+impl<'a> RowGroupReader<'a> {
+    pub fn new(format: &'a Parquet) -> RowGroupReader<'a> {
+        let marked: Vec<&ParquetColumn> = format.columns.iter().filter(|c| c.read).collect();
+        let selected = if marked.is_empty() {
+            format.columns.iter().collect()
+        } else {
+            marked
+        };
+        RowGroupReader {
+            format,
+            selected,
+            key: String::new(),
+            footer: Footer::default(),
+            in_hand: InHand::Nothing,
+            order: Vec::new(),
+        }
+    }
+
+    /// Reads and parses the footer of `key`, as opening a `ParquetFile` does; returns the bytes
+    /// fetched.
+    fn open(&mut self, storage: &dyn Storage, key: &str, buf: &mut ReadBuffer) -> Result<u64> {
+        let size = storage.size(key).map_err(|e| {
+            Error::run(format!(
+                "cannot read data file {}: {e}",
+                storage.describe(key)
+            ))
+        })?;
+        if size < 12 {
+            return Err(corrupt(
+                storage,
+                key,
+                format!("{size} bytes are too few for a parquet file (PAR1, footer length, PAR1)"),
+            ));
+        }
+        let tail = size.min(FOOTER_READ);
+        let read = read_exact_range(storage, key, size - tail, tail as usize, buf)?;
+        let mut fetched = read.fetched;
+        let (footer_len, magic) = {
+            let end = &read.bytes(&buf.bytes)[tail as usize - 8..];
+            let len = u32::from_le_bytes([end[0], end[1], end[2], end[3]]);
+            (u64::from(len), [end[4], end[5], end[6], end[7]])
+        };
+        if &magic != MAGIC {
+            let why = if &magic == b"PARE" {
+                "its footer is encrypted, which dlio-rs cannot read".to_string()
+            } else {
+                format!("it does not end with PAR1 (but {magic:02x?}): not a parquet file")
+            };
+            return Err(corrupt(storage, key, why));
+        }
+        let data_end = size
+            .checked_sub(8 + footer_len)
+            .filter(|&end| end >= 4)
+            .ok_or_else(|| {
+                corrupt(
+                    storage,
+                    key,
+                    format!("a footer of {footer_len} bytes does not fit in the file of {size}"),
+                )
+            })?;
+        let footer = if footer_len + 8 <= tail {
+            let bytes = read.bytes(&buf.bytes);
+            &bytes[bytes.len() - 8 - footer_len as usize..bytes.len() - 8]
+        } else {
+            // Arrow then reads the whole footer again.
+            let read = read_exact_range(storage, key, data_end, footer_len as usize, buf)?;
+            fetched += read.fetched;
+            read.bytes(&buf.bytes)
+        };
+        self.footer.clear();
+        parse_footer(footer, data_end, &self.selected, &mut self.footer).map_err(|problem| {
+            match problem {
+                Problem::Corrupt(why) => corrupt(storage, key, format!("footer: {why}")),
+                Problem::MissingColumn(name, has) => Error::run(format!(
+                    "data file {} has no column '{name}' (dataset.parquet.columns); its columns \
+                     are {has}",
+                    storage.describe(key)
+                )),
+            }
+        })?;
+        Ok(fetched)
+    }
+
+    /// Reads the chunks of the columns read of row group `g`, adjacent ones in one range read;
+    /// returns the bytes fetched.
+    fn read_group(
+        &mut self,
+        storage: &dyn Storage,
+        key: &str,
+        g: usize,
+        buf: &mut ReadBuffer,
+    ) -> Result<u64> {
+        let group = self.footer.groups[g];
+        self.order.clear();
+        self.order.extend_from_slice(self.footer.chunks_of(g));
+        self.order.sort_unstable_by_key(|c| c.start);
+        let mut fetched = 0;
+        let mut first = 0;
+        while first < self.order.len() {
+            let start = self.order[first].start;
+            let mut end = start + self.order[first].len;
+            let mut next = first + 1;
+            while next < self.order.len() && self.order[next].start == end {
+                end += self.order[next].len;
+                next += 1;
+            }
+            let len = usize::try_from(end - start).map_err(|_| {
+                corrupt(
+                    storage,
+                    key,
+                    format!(
+                        "row group {g}: {} bytes of column chunks do not fit in memory",
+                        end - start
+                    ),
+                )
+            })?;
+            let read = read_exact_range(storage, key, start, len, buf)?;
+            fetched += read.fetched;
+            let bytes = read.bytes(&buf.bytes);
+            for chunk in &self.order[first..next] {
+                let at = (chunk.start - start) as usize;
+                let leaf = &self.footer.leaves[chunk.leaf];
+                check_chunk(
+                    &bytes[at..at + chunk.len as usize],
+                    chunk,
+                    leaf,
+                    group.rows,
+                    self.format.verify,
+                )
+                .map_err(|why| {
+                    corrupt(
+                        storage,
+                        key,
+                        format!("row group {g}, column {}: {why}", leaf.name),
+                    )
+                })?;
+            }
+            first = next;
+        }
+        Ok(fetched)
+    }
+}
+
+#[cfg(test)]
+impl RowGroupReader<'_> {
+    /// (offset, length) of the chunks read of row group `g` of the file in hand.
+    pub(super) fn chunk_ranges(&self, g: usize) -> Vec<(u64, u64)> {
+        self.footer
+            .chunks_of(g)
+            .iter()
+            .map(|c| (c.start, c.len))
+            .collect()
+    }
+}
+
+impl SampleReader for RowGroupReader<'_> {
+    fn read_sample(
+        &mut self,
+        storage: &dyn Storage,
+        key: &str,
+        sample: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<SampleRead> {
+        let mut bytes = 0;
+        if self.key != key {
+            // Nothing stays in hand if opening fails.
+            self.key.clear();
+            self.in_hand = InHand::Nothing;
+            bytes += self.open(storage, key, buf)?;
+            self.key.push_str(key);
+        }
+        if sample >= self.footer.rows {
+            return Err(corrupt(
+                storage,
+                key,
+                format!(
+                    "sample {sample} is out of range: the file holds {} rows",
+                    self.footer.rows
+                ),
+            ));
+        }
+        let g = self
+            .footer
+            .groups
+            .partition_point(|group| group.first_row + group.rows <= sample);
+        let offset = self
+            .footer
+            .chunks_of(g)
+            .iter()
+            .map(|c| c.start)
+            .min()
+            .unwrap_or(0);
+        let served = match self.in_hand {
+            InHand::All => true,
+            InHand::RowGroup(h) => h == g,
+            InHand::Nothing => false,
+        };
+        if !served {
+            self.in_hand = InHand::Nothing;
+            match self.format.read_mode {
+                ParquetReadMode::RowGroup => {
+                    bytes += self.read_group(storage, key, g, buf)?;
+                    self.in_hand = InHand::RowGroup(g);
+                }
+                ParquetReadMode::WholeFile => {
+                    for g in 0..self.footer.groups.len() {
+                        bytes += self.read_group(storage, key, g, buf)?;
+                    }
+                    self.in_hand = InHand::All;
+                }
+            }
+        }
+        Ok(SampleRead { offset, bytes })
+    }
+}
+
+/// A schema element, as far as the reader cares.
+struct Element<'b> {
+    physical: Option<i32>,
+    type_length: i32,
+    repetition: i32,
+    name: &'b [u8],
+    children: i32,
+}
+
+/// A leaf of the schema, with what is known of it while parsing.
+struct LeafInfo<'b> {
+    top: &'b [u8],
+    /// Its index in [`Footer::leaves`] if it is read.
+    read: Option<usize>,
+}
+
+fn count(n: i64, what: &str) -> Parsed<u64> {
+    u64::try_from(n).map_err(|_| format!("{what} is negative ({n})"))
+}
+
+/// Parses `FileMetaData` into `footer`, keeping the chunks of the `selected` columns (all when
+/// none is); `data_end` is where the footer starts, past every column chunk.
+fn parse_footer(
+    bytes: &[u8],
+    data_end: u64,
+    selected: &[&ParquetColumn],
+    footer: &mut Footer,
+) -> std::result::Result<(), Problem> {
+    let mut reader = Reader::new(bytes);
+    let mut leaves: Option<Vec<LeafInfo>> = None;
+    let mut missing = None;
+    let mut saw_groups = false;
+    reader.read_struct(|r, id, kind| match id {
+        2 => {
+            let n = r.list(kind, STRUCT, "schema")?;
+            let mut elements = Vec::with_capacity(n);
+            for _ in 0..n {
+                elements.push(parse_element(r)?);
+            }
+            let info = schema_leaves(&elements, selected, footer)?;
+            missing = selected
+                .iter()
+                .find(|c| !info.iter().any(|l| l.top == c.name.as_bytes()))
+                .map(|c| (c.name.clone(), top_names(&elements)));
+            leaves = Some(info);
+            Ok(())
+        }
+        4 => {
+            let leaves = leaves
+                .as_ref()
+                .ok_or("the row groups come before the schema")?;
+            let n = r.list(kind, STRUCT, "row_groups")?;
+            for g in 0..n {
+                parse_group(r, leaves, data_end, footer)
+                    .map_err(|why| format!("row group {g}: {why}"))?;
+            }
+            saw_groups = true;
+            Ok(())
+        }
+        _ => r.skip(kind),
+    })?;
+    if let Some((name, has)) = missing {
+        return Err(Problem::MissingColumn(name, has));
+    }
+    if leaves.is_none() {
+        return Err("it has no schema".to_string().into());
+    }
+    if !saw_groups {
+        return Err("it has no row_groups".to_string().into());
+    }
+    Ok(())
+}
+
+fn parse_element<'b>(r: &mut Reader<'b>) -> Parsed<Element<'b>> {
+    let mut element = Element {
+        physical: None,
+        type_length: 0,
+        repetition: REQUIRED,
+        name: b"",
+        children: 0,
+    };
+    r.read_struct(|r, id, kind| {
+        match id {
+            1 => element.physical = Some(r.i32(kind, "SchemaElement.type")?),
+            2 => element.type_length = r.i32(kind, "SchemaElement.type_length")?,
+            3 => element.repetition = r.i32(kind, "SchemaElement.repetition_type")?,
+            4 => element.name = r.binary(kind, "SchemaElement.name")?,
+            5 => element.children = r.i32(kind, "SchemaElement.num_children")?,
+            _ => r.skip(kind)?,
+        }
+        Ok(())
+    })?;
+    Ok(element)
+}
+
+/// The names of the top-level columns, for messages.
+fn top_names(elements: &[Element]) -> String {
+    let mut names = Vec::new();
+    let mut skip = 0i64;
+    for element in elements.iter().skip(1) {
+        if skip == 0 {
+            names.push(String::from_utf8_lossy(element.name).into_owned());
+        } else {
+            skip -= 1;
+        }
+        skip += i64::from(element.children.max(0));
+    }
+    names.join(", ")
+}
+
+/// Walks the flattened schema (depth first, groups giving their children's count): every leaf
+/// with its top-level name, and the levels of the leaves read (pushed to `footer.leaves`).
+fn schema_leaves<'b>(
+    elements: &[Element<'b>],
+    selected: &[&ParquetColumn],
+    footer: &mut Footer,
+) -> Parsed<Vec<LeafInfo<'b>>> {
+    struct Frame<'b> {
+        left: i64,
+        def: u16,
+        rep: u16,
+        top: &'b [u8],
+    }
+    let root = elements.first().ok_or("the schema is empty")?;
+    let mut stack = vec![Frame {
+        left: i64::from(root.children.max(0)),
+        def: 0,
+        rep: 0,
+        top: b"",
+    }];
+    let mut leaves = Vec::new();
+    for (i, element) in elements.iter().enumerate().skip(1) {
+        while stack.last().is_some_and(|f| f.left == 0) {
+            stack.pop();
+        }
+        let depth = stack.len();
+        let parent = stack
+            .last_mut()
+            .ok_or("the schema has more elements than its groups hold")?;
+        parent.left -= 1;
+        let top = if depth == 1 { element.name } else { parent.top };
+        let too_deep = || format!("schema element {i} is nested too deeply");
+        let def = match element.repetition {
+            REQUIRED => parent.def,
+            OPTIONAL | REPEATED => parent.def.checked_add(1).ok_or_else(too_deep)?,
+            other => return Err(format!("schema element {i} has repetition type {other}")),
+        };
+        let rep = match element.repetition {
+            REPEATED => parent.rep.checked_add(1).ok_or_else(too_deep)?,
+            _ => parent.rep,
+        };
+        if element.children > 0 {
+            stack.push(Frame {
+                left: i64::from(element.children),
+                def,
+                rep,
+                top,
+            });
+            continue;
+        }
+        let physical = element.physical.ok_or_else(|| {
+            format!("schema element {i} is neither a group with children nor a typed column")
+        })?;
+        let column = selected.iter().find(|c| c.name.as_bytes() == top);
+        let read = if column.is_some() || selected.is_empty() {
+            footer.leaves.push(Leaf {
+                name: String::from_utf8_lossy(top).into_owned(),
+                physical,
+                type_length: element.type_length,
+                max_def: def,
+                max_rep: rep,
+                expect: column.map(|c| Expect::of(c)),
+            });
+            Some(footer.leaves.len() - 1)
+        } else {
+            None
+        };
+        leaves.push(LeafInfo { top, read });
+    }
+    while stack.last().is_some_and(|f| f.left == 0) {
+        stack.pop();
+    }
+    if !stack.is_empty() {
+        return Err("the schema ends before its groups are complete".into());
+    }
+    Ok(leaves)
+}
+
+/// The parts of a `ColumnChunk` the reader needs.
+struct ChunkMeta<'b> {
+    path: Option<&'b [u8]>,
+    codec: Option<i32>,
+    values: Option<i64>,
+    len: Option<i64>,
+    data_page: Option<i64>,
+    dictionary_page: Option<i64>,
+}
+
+fn parse_group(
+    r: &mut Reader,
+    leaves: &[LeafInfo],
+    data_end: u64,
+    footer: &mut Footer,
+) -> Parsed<()> {
+    let first_chunk = footer.chunks.len();
+    let mut rows = None;
+    let mut columns = None;
+    r.read_struct(|r, id, kind| {
+        match id {
+            1 => {
+                let n = r.list(kind, STRUCT, "RowGroup.columns")?;
+                if n != leaves.len() {
+                    return Err(format!(
+                        "{n} column chunks for the schema's {} columns",
+                        leaves.len()
+                    ));
+                }
+                for leaf in leaves {
+                    let meta = parse_chunk(r)?;
+                    let chunk = chunk_of(&meta, leaf, data_end).map_err(|why| {
+                        format!("column {}: {why}", String::from_utf8_lossy(leaf.top))
+                    })?;
+                    if let Some(index) = leaf.read {
+                        footer.chunks.push(Chunk {
+                            leaf: index,
+                            ..chunk
+                        });
+                    }
+                }
+                columns = Some(n);
+            }
+            3 => {
+                rows = Some(count(
+                    r.i64(kind, "RowGroup.num_rows")?,
+                    "RowGroup.num_rows",
+                )?)
+            }
+            _ => r.skip(kind)?,
+        }
+        Ok(())
+    })?;
+    columns.ok_or("it has no columns")?;
+    let rows = rows.ok_or("it has no num_rows")?;
+    let first_row = footer.rows;
+    footer.rows = first_row
+        .checked_add(rows)
+        .ok_or("the row counts overflow")?;
+    footer.groups.push(Group {
+        first_row,
+        rows,
+        chunks: (first_chunk, footer.chunks.len()),
+    });
+    Ok(())
+}
+
+fn parse_chunk<'b>(r: &mut Reader<'b>) -> Parsed<ChunkMeta<'b>> {
+    let mut meta = ChunkMeta {
+        path: None,
+        codec: None,
+        values: None,
+        len: None,
+        data_page: None,
+        dictionary_page: None,
+    };
+    r.read_struct(|r, id, kind| {
+        match id {
+            1 => {
+                r.binary(kind, "ColumnChunk.file_path")?;
+                return Err(
+                    "its data is in another file (file_path), which dlio-rs does not read".into(),
+                );
+            }
+            3 => r.strukt(kind, "ColumnChunk.meta_data", |r, id, kind| {
+                match id {
+                    3 => {
+                        let n = r.list(kind, BINARY, "path_in_schema")?;
+                        for i in 0..n {
+                            let part = r.binary_element()?;
+                            if i == 0 {
+                                meta.path = Some(part);
+                            }
+                        }
+                    }
+                    4 => meta.codec = Some(r.i32(kind, "codec")?),
+                    5 => meta.values = Some(r.i64(kind, "num_values")?),
+                    7 => meta.len = Some(r.i64(kind, "total_compressed_size")?),
+                    9 => meta.data_page = Some(r.i64(kind, "data_page_offset")?),
+                    11 => meta.dictionary_page = Some(r.i64(kind, "dictionary_page_offset")?),
+                    _ => r.skip(kind)?,
+                }
+                Ok(())
+            })?,
+            8 | 9 => return Err("it is encrypted, which dlio-rs cannot read".into()),
+            _ => r.skip(kind)?,
+        }
+        Ok(())
+    })?;
+    Ok(meta)
+}
+
+/// The byte range of a chunk, as Arrow computes it: from the dictionary page if it comes first,
+/// `total_compressed_size` long, within the data (after `PAR1`, before the footer).
+fn chunk_of(meta: &ChunkMeta, leaf: &LeafInfo, data_end: u64) -> Parsed<Chunk> {
+    let path = meta.path.ok_or("it has no meta_data.path_in_schema")?;
+    if path != leaf.top {
+        return Err(format!(
+            "its path_in_schema starts with '{}'",
+            String::from_utf8_lossy(path)
+        ));
+    }
+    let data_page = count(
+        meta.data_page.ok_or("it has no data_page_offset")?,
+        "data_page_offset",
+    )?;
+    let start = match meta.dictionary_page {
+        Some(d) if d > 0 && (d as u64) < data_page => d as u64,
+        _ => data_page,
+    };
+    let len = count(
+        meta.len.ok_or("it has no total_compressed_size")?,
+        "total_compressed_size",
+    )?;
+    if start < 4 || start.checked_add(len).is_none_or(|end| end > data_end) {
+        return Err(format!(
+            "its {len} bytes at offset {start} are not within the data (bytes 4..{data_end})"
+        ));
+    }
+    Ok(Chunk {
+        leaf: 0,
+        start,
+        len,
+        values: count(meta.values.ok_or("it has no num_values")?, "num_values")?,
+        codec: meta.codec.ok_or("it has no codec")?,
+    })
+}
+
+/// A page header, as far as the reader cares.
+struct PageHeader {
+    kind: i32,
+    uncompressed: usize,
+    compressed: usize,
+    v1: Option<DataPage>,
+    v2: Option<DataPageV2>,
+}
+
+struct DataPage {
+    values: u64,
+    encoding: i32,
+    def_encoding: i32,
+    rep_encoding: i32,
+}
+
+struct DataPageV2 {
+    values: u64,
+    rows: u64,
+    encoding: i32,
+    def_len: usize,
+    rep_len: usize,
+    compressed: bool,
+}
+
+fn length(n: i32, what: &str) -> Parsed<usize> {
+    usize::try_from(n).map_err(|_| format!("{what} is negative ({n})"))
+}
+
+fn parse_page_header(r: &mut Reader) -> Parsed<PageHeader> {
+    let mut kind = None;
+    let mut uncompressed = None;
+    let mut compressed = None;
+    let mut v1 = None;
+    let mut v2 = None;
+    r.read_struct(|r, id, field| {
+        match id {
+            1 => kind = Some(r.i32(field, "type")?),
+            2 => {
+                uncompressed = Some(length(
+                    r.i32(field, "uncompressed_page_size")?,
+                    "uncompressed_page_size",
+                )?)
+            }
+            3 => {
+                compressed = Some(length(
+                    r.i32(field, "compressed_page_size")?,
+                    "compressed_page_size",
+                )?)
+            }
+            5 => {
+                let (mut values, mut encoding, mut def, mut rep) = (None, None, None, None);
+                r.strukt(field, "data_page_header", |r, id, field| {
+                    match id {
+                        1 => values = Some(r.i32(field, "num_values")?),
+                        2 => encoding = Some(r.i32(field, "encoding")?),
+                        3 => def = Some(r.i32(field, "definition_level_encoding")?),
+                        4 => rep = Some(r.i32(field, "repetition_level_encoding")?),
+                        _ => r.skip(field)?,
+                    }
+                    Ok(())
+                })?;
+                let missing = |what: &str| format!("the data page header has no {what}");
+                v1 = Some(DataPage {
+                    values: length(values.ok_or_else(|| missing("num_values"))?, "num_values")?
+                        as u64,
+                    encoding: encoding.ok_or_else(|| missing("encoding"))?,
+                    def_encoding: def.ok_or_else(|| missing("definition_level_encoding"))?,
+                    rep_encoding: rep.ok_or_else(|| missing("repetition_level_encoding"))?,
+                });
+            }
+            8 => {
+                let mut fields = [None; 6];
+                let mut compressed = true;
+                r.strukt(field, "data_page_header_v2", |r, id, field| {
+                    match id {
+                        1..=6 => fields[id as usize - 1] = Some(r.i32(field, "a v2 page count")?),
+                        7 => compressed = r.bool(field, "is_compressed")?,
+                        _ => r.skip(field)?,
+                    }
+                    Ok(())
+                })?;
+                let get = |i: usize, what: &str| -> Parsed<usize> {
+                    length(
+                        fields[i]
+                            .ok_or_else(|| format!("the v2 data page header has no {what}"))?,
+                        what,
+                    )
+                };
+                v2 = Some(DataPageV2 {
+                    values: get(0, "num_values")? as u64,
+                    rows: get(2, "num_rows")? as u64,
+                    encoding: fields[3].ok_or("the v2 data page header has no encoding")?,
+                    def_len: get(4, "definition_levels_byte_length")?,
+                    rep_len: get(5, "repetition_levels_byte_length")?,
+                    compressed,
+                });
+            }
+            _ => r.skip(field)?,
+        }
+        Ok(())
+    })?;
+    Ok(PageHeader {
+        kind: kind.ok_or("the page header has no type")?,
+        uncompressed: uncompressed.ok_or("the page header has no uncompressed_page_size")?,
+        compressed: compressed.ok_or("the page header has no compressed_page_size")?,
+        v1,
+        v2,
+    })
+}
+
+/// What the pages of a chunk added up to.
+#[derive(Default)]
+struct Tally {
+    values: u64,
+    rows: u64,
+    present: u64,
+    /// Every data page was decoded (none was compressed).
+    decoded: bool,
+}
+
+/// Walks the pages of a chunk: their sizes must add up to it and their value counts to the
+/// footer's; with `verify`, the levels of uncompressed pages are decoded and the values counted.
+fn check_chunk(bytes: &[u8], chunk: &Chunk, leaf: &Leaf, rows: u64, verify: bool) -> Parsed<()> {
+    let mut tally = Tally {
+        decoded: true,
+        ..Tally::default()
+    };
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let mut reader = Reader::new(&bytes[pos..]);
+        let header = parse_page_header(&mut reader)
+            .map_err(|why| format!("the page header at byte {pos} of the chunk: {why}"))?;
+        let body = pos + reader.position();
+        let end = body
+            .checked_add(header.compressed)
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| {
+                format!(
+                    "the page at byte {pos} ({} bytes) overruns the chunk ({} bytes)",
+                    header.compressed,
+                    bytes.len()
+                )
+            })?;
+        let body = &bytes[body..end];
+        let in_page = |why: String| format!("the page at byte {pos}: {why}");
+        if chunk.codec == UNCOMPRESSED && header.uncompressed != header.compressed {
+            return Err(in_page(format!(
+                "uncompressed, but {} bytes uncompressed and {} stored",
+                header.uncompressed, header.compressed
+            )));
+        }
+        match header.kind {
+            DATA_PAGE => {
+                let page = header
+                    .v1
+                    .ok_or_else(|| in_page("no data_page_header".into()))?;
+                tally.values += page.values;
+                if verify && chunk.codec == UNCOMPRESSED {
+                    tally_v1(body, &page, leaf, &mut tally).map_err(in_page)?;
+                } else {
+                    tally.decoded = false;
+                }
+            }
+            DATA_PAGE_V2 => {
+                let page = header
+                    .v2
+                    .ok_or_else(|| in_page("no data_page_header_v2".into()))?;
+                tally.values += page.values;
+                if verify {
+                    let plain = !page.compressed || chunk.codec == UNCOMPRESSED;
+                    tally_v2(body, &page, leaf, plain, &mut tally).map_err(in_page)?;
+                } else {
+                    tally.decoded = false;
+                }
+            }
+            DICTIONARY_PAGE | INDEX_PAGE => {}
+            other => return Err(in_page(format!("unknown page type {other}"))),
+        }
+        pos = end;
+    }
+    if tally.values != chunk.values {
+        return Err(format!(
+            "its pages hold {} values, the footer says {}",
+            tally.values, chunk.values
+        ));
+    }
+    if !(verify && tally.decoded) {
+        return Ok(());
+    }
+    if tally.rows != rows {
+        return Err(format!(
+            "its levels hold {} rows, the row group has {rows}",
+            tally.rows
+        ));
+    }
+    if let Some(expect) = leaf.expect {
+        let want = rows.saturating_mul(expect.values_per_row);
+        if tally.present != want {
+            return Err(format!(
+                "its pages hold {} values, {rows} rows of {} make {want}",
+                tally.present, expect.values_per_row
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bit width of levels up to `max`.
+fn bit_width(max: u16) -> u32 {
+    16 - max.leading_zeros()
+}
+
+/// Splits levels framed by a 4-byte little-endian length off the front of a v1 page.
+fn framed(body: &[u8]) -> Parsed<(&[u8], &[u8])> {
+    let len = body
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or("the levels' length is cut off")?;
+    let rest = &body[4..];
+    if len > rest.len() {
+        return Err(format!(
+            "{len} bytes of levels are more than the {} left in the page",
+            rest.len()
+        ));
+    }
+    Ok(rest.split_at(len))
+}
+
+fn tally_v1(body: &[u8], page: &DataPage, leaf: &Leaf, tally: &mut Tally) -> Parsed<()> {
+    let n = page.values;
+    let mut rest = body;
+    if leaf.max_rep > 0 {
+        if page.rep_encoding != RLE {
+            return Err(format!(
+                "repetition levels in encoding {}; only RLE is decoded",
+                page.rep_encoding
+            ));
+        }
+        let (levels, after) = framed(rest)?;
+        tally.rows += count_levels(levels, n, bit_width(leaf.max_rep), 0)?;
+        rest = after;
+    } else {
+        tally.rows += n;
+    }
+    let present = if leaf.max_def > 0 {
+        if page.def_encoding != RLE {
+            return Err(format!(
+                "definition levels in encoding {}; only RLE is decoded",
+                page.def_encoding
+            ));
+        }
+        let (levels, after) = framed(rest)?;
+        rest = after;
+        count_levels(levels, n, bit_width(leaf.max_def), leaf.max_def)?
+    } else {
+        n
+    };
+    tally.present += present;
+    if page.encoding == PLAIN {
+        check_plain(rest, present, leaf)?;
+    }
+    Ok(())
+}
+
+/// v2 pages keep their levels uncompressed and unframed, their lengths in the header.
+fn tally_v2(
+    body: &[u8],
+    page: &DataPageV2,
+    leaf: &Leaf,
+    plain: bool,
+    tally: &mut Tally,
+) -> Parsed<()> {
+    let n = page.values;
+    let levels_end = page
+        .rep_len
+        .checked_add(page.def_len)
+        .filter(|&end| end <= body.len())
+        .ok_or("the levels are longer than the page")?;
+    let (rep, def) = body[..levels_end].split_at(page.rep_len);
+    let rows = if leaf.max_rep > 0 {
+        count_levels(rep, n, bit_width(leaf.max_rep), 0)?
+    } else {
+        n
+    };
+    if rows != page.rows {
+        return Err(format!(
+            "its levels start {rows} rows, its header says {}",
+            page.rows
+        ));
+    }
+    tally.rows += rows;
+    let present = if leaf.max_def > 0 {
+        count_levels(def, n, bit_width(leaf.max_def), leaf.max_def)?
+    } else {
+        n
+    };
+    tally.present += present;
+    if plain && page.encoding == PLAIN {
+        check_plain(&body[levels_end..], present, leaf)?;
+    }
+    Ok(())
+}
+
+/// Decodes `n` levels of the RLE/bit-packed hybrid encoding and counts those equal to `target`.
+fn count_levels(bytes: &[u8], n: u64, width: u32, target: u16) -> Parsed<u64> {
+    let cut = || format!("the levels end before their {n} values");
+    let mut pos = 0;
+    let mut seen = 0;
+    let mut hits = 0;
+    while seen < n {
+        let mut header = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = *bytes.get(pos).ok_or_else(cut)?;
+            pos += 1;
+            if shift > 63 {
+                return Err("a level run header longer than 10 bytes".into());
+            }
+            header |= u64::from(byte & 0x7F) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        if header & 1 == 1 {
+            // Bit-packed: groups of 8 values, `width` bits each, least significant bit first.
+            let groups = header >> 1;
+            let packed = usize::try_from(groups.saturating_mul(u64::from(width)))
+                .ok()
+                .and_then(|len| pos.checked_add(len))
+                .filter(|&end| end <= bytes.len())
+                .ok_or_else(cut)?;
+            let run = &bytes[pos..packed];
+            let take = groups.saturating_mul(8).min(n - seen);
+            for i in 0..take {
+                let bit = i * u64::from(width);
+                let at = (bit / 8) as usize;
+                let window = u32::from_le_bytes([
+                    run[at],
+                    run.get(at + 1).copied().unwrap_or(0),
+                    run.get(at + 2).copied().unwrap_or(0),
+                    0,
+                ]);
+                let value = (window >> (bit % 8)) & ((1 << width) - 1);
+                hits += u64::from(value == u32::from(target));
+            }
+            seen += take;
+            pos = packed;
+        } else {
+            let value_bytes = width.div_ceil(8) as usize;
+            let raw = bytes.get(pos..pos + value_bytes).ok_or_else(cut)?;
+            let value = raw.iter().rev().fold(0u32, |v, &b| v << 8 | u32::from(b));
+            let take = (header >> 1).min(n - seen);
+            if value == u32::from(target) {
+                hits += take;
+            }
+            seen += take;
+            pos += value_bytes;
+        }
+    }
+    Ok(hits)
+}
+
+/// Checks that PLAIN values fill the rest of a page: `present` values of the leaf's width, or
+/// length-prefixed binaries (of the configured length, if any).
+fn check_plain(values: &[u8], present: u64, leaf: &Leaf) -> Parsed<()> {
+    let width = match leaf.physical {
+        physical::BOOLEAN => return fits(values, present.div_ceil(8), "booleans"),
+        physical::INT32 | physical::FLOAT => 4,
+        physical::INT64 | physical::DOUBLE => 8,
+        physical::INT96 => 12,
+        physical::FIXED_LEN_BYTE_ARRAY => u64::try_from(leaf.type_length)
+            .map_err(|_| format!("a fixed length of {}", leaf.type_length))?,
+        physical::BYTE_ARRAY => {
+            let mut pos = 0usize;
+            for i in 0..present {
+                let len = values
+                    .get(pos..pos + 4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                    .ok_or_else(|| format!("binary value {i} of {present} is cut off"))?;
+                if let Some(want) = leaf.expect.and_then(|e| e.binary_len) {
+                    if len as u64 != want {
+                        return Err(format!("binary value {i} has {len} bytes, not {want}"));
+                    }
+                }
+                pos = pos
+                    .checked_add(4 + len)
+                    .filter(|&end| end <= values.len())
+                    .ok_or_else(|| format!("binary value {i} of {present} is cut off"))?;
+            }
+            return fits(values, pos as u64, "binary values");
+        }
+        other => return Err(format!("unknown physical type {other}")),
+    };
+    fits(values, present.saturating_mul(width), "values")
+}
+
+fn fits(values: &[u8], need: u64, what: &str) -> Parsed<()> {
+    if values.len() as u64 == need {
+        Ok(())
+    } else {
+        Err(format!(
+            "its {what} take {} bytes, {need} expected",
+            values.len()
+        ))
+    }
+}

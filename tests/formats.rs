@@ -105,11 +105,15 @@ fn every_shipped_training_workload_runs_at_reduced_size() {
             &[
                 "++workload.dataset.num_files_train=4",
                 "++workload.dataset.num_samples_per_file=1000",
+                "++workload.train.total_training_steps=20",
             ],
         ),
         (
             "megatron_deepspeed",
-            &["++workload.dataset.num_samples_per_file=4096"],
+            &[
+                "++workload.dataset.num_samples_per_file=4096",
+                "++workload.train.total_training_steps=50",
+            ],
         ),
         ("default", &[]),
     ];
@@ -206,6 +210,10 @@ fn python_check(format: &str) -> Option<(&'static str, Value)> {
         "csv" => (
             "check_csv.py",
             expect(r#"{"files": 3, "samples_per_file": 4, "dims": [32, 32], "dtype": "uint8"}"#),
+        ),
+        "parquet" => (
+            "check_parquet.py",
+            expect(r#"{"files": 3, "samples_per_file": 4, "row_group_size": 1024}"#),
         ),
         "png" | "jpeg" => (
             "check_images.py",

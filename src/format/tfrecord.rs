@@ -21,10 +21,11 @@
 //! The index is written for DALI's sake; TensorFlow never reads it, and neither does this reader.
 
 use rand::rngs::SmallRng;
-use rand::RngCore;
 
 use super::crc32c::crc32c;
-use super::{cannot_read, corrupt, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::{
+    append_random, cannot_read, corrupt, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader,
+};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -304,9 +305,7 @@ impl FileFormat for TfRecord {
             data.extend_from_slice(&length_crc);
             let payload = data.len();
             data.extend_from_slice(&prefix);
-            let image = data.len();
-            data.resize(image + image_len, 0);
-            rng.fill_bytes(&mut data[image..]);
+            append_random(data, image_len, rng);
             data.extend_from_slice(&suffix);
             let crc = masked_crc(&data[payload..]);
             data.extend_from_slice(&crc.to_le_bytes());

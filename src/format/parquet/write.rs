@@ -4,7 +4,6 @@
 //! a few runs per row, so writing costs little more than the bytes themselves.
 
 use rand::rngs::SmallRng;
-use rand::RngCore;
 
 use super::thrift::{varint, write_struct, StructWriter};
 use super::{
@@ -15,6 +14,7 @@ use crate::config::formats::ColumnType;
 use crate::config::ElementType;
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
+use crate::format::append_random;
 
 /// One column as written.
 struct Column {
@@ -199,9 +199,8 @@ fn write_page(
     });
     out.extend_from_slice(levels);
     let at = out.len();
-    out.resize(at + value_bytes, 0);
+    append_random(out, value_bytes, rng);
     let page = &mut out[at..];
-    rng.fill_bytes(page);
     finish_values(page, column);
 }
 

@@ -63,7 +63,7 @@ enum Command {
         /// No progress and no end-of-run table (errors still print)
         #[arg(short, long)]
         quiet: bool,
-        /// Verify the checksum of every sample read (npz CRC-32, as numpy does); costs CPU, not I/O
+        /// Verify the checksums of every sample read (npz CRC-32s, TFRecord payload CRCs, every CSV value); costs CPU, not I/O
         #[arg(long)]
         verify: bool,
         /// Write one CSV row per sample read to OUTPUT/trace/RANK.csv (for `dlio-rs audit`)

@@ -90,7 +90,7 @@ impl ElementType {
 
 impl Format {
     /// Formats this build can generate and read.
-    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy];
+    pub const SUPPORTED: &'static [Format] = &[Format::Npz, Format::Npy, Format::Hdf5];
 
     pub fn is_supported(self) -> bool {
         Format::SUPPORTED.contains(&self)
@@ -549,7 +549,10 @@ impl Config {
                 &format!("supported formats are {}", Format::supported_list()),
             );
         }
-        if uses_data && self.dataset.compression != Compression::None {
+        if uses_data
+            && self.dataset.compression != Compression::None
+            && self.dataset.format != Format::Hdf5
+        {
             return not_yet(
                 format!(
                     "workload.dataset.compression = {}",

@@ -13,7 +13,6 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, RangeRead, Storage};
 
-pub use hdf5::Hdf5;
 pub use npy::Npy;
 pub use npz::Npz;
 
@@ -125,7 +124,7 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),
         Format::Npz => Ok(Box::new(Npz { verify })),
-        Format::Hdf5 => Ok(Box::new(Hdf5::for_config(config, verify)?)),
+        Format::Hdf5 => Ok(Box::new(hdf5::Hdf5::for_config(config, verify)?)),
         other => Err(Error::usage(format!(
             "workload.dataset.format = {other} is not supported yet; supported formats are {}",
             Format::supported_list()

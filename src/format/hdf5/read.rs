@@ -107,6 +107,8 @@ pub(super) struct Io<'a> {
     base: u64,
     /// End of the file's data per its superblock (relative to `base`).
     eof: u64,
+    /// The file's length, once a read has come back short.
+    file_len: Option<u64>,
 }
 
 impl<'a> Io<'a> {
@@ -131,6 +133,7 @@ impl<'a> Io<'a> {
             },
             base: 0,
             eof: u64::MAX,
+            file_len: None,
         }
     }
 
@@ -198,6 +201,9 @@ impl<'a> Io<'a> {
             .read_range(self.key, start, want, &mut self.buf.bytes)
             .map_err(|e| cannot_read(self.storage, self.key, e))?;
         self.fetched += read.fetched;
+        if read.len < want {
+            self.file_len = Some(start + read.len as u64);
+        }
         if read.len < len {
             return Err(self.namer().corrupt(format!(
                 "{what}: truncated: {len} bytes are needed at offset {start}, the file ends {} bytes in",
@@ -392,6 +398,13 @@ pub(super) fn superblock(io: &mut Io) -> Result<u64> {
         Ok((base, eof, root))
     })();
     let (base, eof, root) = parsed.map_err(|p| namer.error(what, p))?;
+    // The library refuses a file shorter than its superblock says; the first read tells when the
+    // file is that short (a longer one is caught where a read comes back short).
+    if let Some(len) = io.file_len.filter(|&len| len < base.saturating_add(eof)) {
+        return Err(namer.corrupt(format!(
+            "truncated: the superblock says its data ends at byte {eof}, the file ends at {len}"
+        )));
+    }
     io.base = base;
     io.eof = eof;
     Ok(root)

@@ -1,5 +1,5 @@
-//! Reading an HDF5 file's metadata by range reads: the superblock, the root group's links, a
-//! dataset's object header, and a chunked dataset's chunk index.
+//! Range reads of an HDF5 file's metadata, and the structures every object shares: the
+//! superblock and object headers (with their continuation blocks).
 //!
 //! Metadata is fetched in windows of at least [`WINDOW`] bytes and kept for the rest of one
 //! sample's read, so the superblock, the root group and the datasets' headers, which writers put
@@ -14,7 +14,7 @@ use crate::format::{cannot_read, corrupt, read_exact_range, ReadBuffer};
 use crate::storage::Storage;
 
 /// The smallest metadata read: a page, as the first read of a file.
-pub(super) const WINDOW: usize = 4096;
+const WINDOW: usize = 4096;
 /// Larger metadata objects than this are taken for corruption rather than read.
 const MAX_METADATA: usize = 64 << 20;
 /// Bounds on walks a corrupt file could make endless or huge.

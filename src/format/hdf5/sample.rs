@@ -317,9 +317,14 @@ impl Chunked<'_> {
         let rank = self.dataset.dims.len();
         let o = sizes.offset as usize;
         let key_len = 8 + 8 * (rank + 1);
-        let mut nodes = vec![(root, None)];
+        let mut walk = RowWalk {
+            row_start,
+            grid,
+            out,
+            nodes: vec![(root, None)],
+        };
         let mut visited = 0;
-        while let Some((node, expected)) = nodes.pop() {
+        while let Some((node, expected)) = walk.nodes.pop() {
             visited += 1;
             let what = format!("dataset {}: chunk B-tree node at {node}", self.name);
             if visited > MAX_NODES {
@@ -335,32 +340,20 @@ impl Chunked<'_> {
                 );
             }
             let body = io.meta(node, head_len + entries * (key_len + o) + key_len, &what)?;
-            let parsed = self.btree_node(
-                sizes,
-                &body[head_len..],
-                entries,
-                level,
-                row_start,
-                grid,
-                out,
-                &mut nodes,
-            );
-            parsed.map_err(|p| namer.error(&what, p))?;
+            self.btree_node(sizes, &body[head_len..], entries, level, &mut walk)
+                .map_err(|p| namer.error(&what, p))?;
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Takes one node's chunks of the row (a leaf), or queues the children that may hold some.
     fn btree_node(
         &self,
         sizes: Sizes,
         body: &[u8],
         entries: usize,
         level: u8,
-        row_start: u64,
-        grid: &[u64],
-        out: &mut [Option<Chunk>],
-        nodes: &mut Vec<(u64, Option<u8>)>,
+        walk: &mut RowWalk,
     ) -> Parsed<()> {
         let rank = self.dataset.dims.len();
         let mut c = sizes.cursor(body);
@@ -378,30 +371,31 @@ impl Chunked<'_> {
         }
         if level > 0 {
             for (i, &child) in children.iter().enumerate() {
-                // Child i holds the chunks from key i up to key i+1.
-                let starts_before = keys[i].2[0] <= row_start;
-                let ends_after = keys.get(i + 1).is_none_or(|k| k.2[0] >= row_start);
+                // Child i holds the chunks from key i to key i+1; the last child's right key
+                // is not relied on.
+                let starts_before = keys[i].2[0] <= walk.row_start;
+                let ends_after = i + 1 == entries || keys[i + 1].2[0] >= walk.row_start;
                 if starts_before && ends_after {
-                    nodes.push((child, Some(level - 1)));
+                    walk.nodes.push((child, Some(level - 1)));
                 }
             }
             return Ok(());
         }
         for ((size, mask, offsets), &address) in keys.iter().zip(&children) {
-            if offsets[0] != row_start {
+            if offsets[0] != walk.row_start {
                 continue;
             }
             let mut slot = 0u64;
             for k in 1..rank {
                 let (offset, c) = (offsets[k], self.chunk[k]);
-                if offset % c != 0 || offset / c >= grid[k] {
+                if offset % c != 0 || offset / c >= walk.grid[k] {
                     return Err(Problem::Corrupt(format!(
                         "a chunk at offsets {offsets:?} is not on the chunk grid"
                     )));
                 }
-                slot = slot * grid[k] + offset / c;
+                slot = slot * walk.grid[k] + offset / c;
             }
-            out[slot as usize] = Some(Chunk {
+            walk.out[slot as usize] = Some(Chunk {
                 address,
                 size: u64::from(*size),
                 mask: *mask,
@@ -409,6 +403,16 @@ impl Chunked<'_> {
         }
         Ok(())
     }
+}
+
+/// A walk of a chunk B-tree for the chunks of one row of the chunk grid.
+struct RowWalk<'w> {
+    row_start: u64,
+    grid: &'w [u64],
+    /// One slot per chunk of the row.
+    out: &'w mut [Option<Chunk>],
+    /// Nodes still to visit, with the level each must have (`None`: the root, any).
+    nodes: Vec<(u64, Option<u8>)>,
 }
 
 /// A chunk's position in a row-major numbering with `strides`.
@@ -504,7 +508,11 @@ impl FixedArray {
     fn get(&mut self, io: &mut Io, i: u64, what: &str) -> Result<Option<Chunk>> {
         let namer = io.namer();
         let sizes = io.sizes;
-        let context = format!("{what}: fixed array data block at {}", self.block);
+        // Formatted only when an error needs it: this runs once per chunk.
+        let context = DataBlock {
+            what,
+            block: self.block,
+        };
         if i >= self.elements {
             return Err(namer.corrupt(format!(
                 "{context}: chunk {i} is beyond its {} elements",
@@ -574,6 +582,18 @@ impl FixedArray {
             }))
         })();
         parsed.map_err(fail)
+    }
+}
+
+/// Names a fixed array's data block in errors.
+struct DataBlock<'a> {
+    what: &'a str,
+    block: u64,
+}
+
+impl std::fmt::Display for DataBlock<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: fixed array data block at {}", self.what, self.block)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::config::ElementType;
 /// All bits set: HDF5's "undefined address".
 const UNDEFINED: u64 = u64::MAX;
 /// log2 of the fixed array's elements per data block page (the library's default).
-pub(super) const PAGE_BITS: u8 = 10;
+const PAGE_BITS: u8 = 10;
 const FIXED_ARRAY_HEADER_LEN: u64 = 28;
 /// Signature, version, client id and header address at the start of a fixed array data block.
 const DATA_BLOCK_PREFIX: u64 = 14;
@@ -71,7 +71,7 @@ impl Chunking<'_> {
 }
 
 /// Pages of a fixed array data block of `n` elements; 0 when it is not paged.
-pub(super) fn pages(n: u64) -> u64 {
+fn pages(n: u64) -> u64 {
     let page = 1u64 << PAGE_BITS;
     if n > page {
         n.div_ceil(page)
@@ -82,7 +82,7 @@ pub(super) fn pages(n: u64) -> u64 {
 
 /// Bytes the library uses for a filtered chunk's size in a fixed array element (layout message
 /// v4): one more than the unfiltered size needs, in case a filter makes a chunk larger.
-pub(super) fn chunk_size_len(chunk_bytes: u64) -> u64 {
+fn chunk_size_len(chunk_bytes: u64) -> u64 {
     (1 + (chunk_bytes.max(1).ilog2() as u64 + 8) / 8).min(8)
 }
 

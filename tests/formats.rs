@@ -211,6 +211,10 @@ fn python_check(format: &str) -> Option<(&'static str, Value)> {
             "check_csv.py",
             expect(r#"{"files": 3, "samples_per_file": 4, "dims": [32, 32], "dtype": "uint8"}"#),
         ),
+        "hdf5" => (
+            "check_hdf5.py",
+            expect(r#"{"files": 3, "samples_per_file": 4, "dims": [32, 32], "dtype": "uint8"}"#),
+        ),
         "parquet" => (
             "check_parquet.py",
             expect(r#"{"files": 3, "samples_per_file": 4, "row_group_size": 1024}"#),

@@ -101,6 +101,7 @@ impl Format {
         Format::Png,
         Format::Jpeg,
         Format::Parquet,
+        Format::Hdf5,
     ];
 
     pub fn is_supported(self) -> bool {
@@ -761,7 +762,7 @@ mod tests {
 
     #[test]
     fn not_supported_yet_is_clear() {
-        let c = resolve(&["workload=default", "++workload.dataset.format=hdf5"]).unwrap();
+        let c = resolve(&["workload=default", "++workload.dataset.format=synthetic"]).unwrap();
         let err = c.check_supported().unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("not supported yet"), "{err}");

@@ -3,6 +3,7 @@
 
 mod crc32c;
 mod csv;
+mod hdf5;
 mod image;
 mod indexed_binary;
 mod jpeg;
@@ -176,10 +177,7 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
             decode: config.reader.decode_images,
         })),
         Format::Parquet => Ok(Box::new(parquet::Parquet::new(config, verify)?)),
-        other => Err(Error::usage(format!(
-            "workload.dataset.format = {other} is not supported yet; supported formats are {}",
-            Format::supported_list()
-        ))),
+        Format::Hdf5 => Ok(Box::new(hdf5::Hdf5::for_config(config, verify)?)),
     }
 }
 

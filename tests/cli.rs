@@ -975,8 +975,8 @@ fn bad_words_and_values_are_usage_errors_before_any_side_effect() {
             &["workload.dataset.colour"],
         ),
         (
-            &["++workload.dataset.format=synthetic"],
-            &["workload.dataset.format", "synthetic", "not supported yet"],
+            &["++workload.dataset.compression=bz2"],
+            &["workload.dataset.compression", "bz2", "npz", "none"],
         ),
         (
             &["++workload.workflow.checkpoint=True"],

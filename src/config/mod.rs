@@ -22,7 +22,7 @@ use value::Value;
 
 choice_enum!(Framework { Tensorflow => "tensorflow", Pytorch => "pytorch" });
 choice_enum!(
-    /// File formats DLIO knows; which ones dlio-rs can generate and read is [`Format::is_supported`].
+    /// File formats DLIO knows; dlio-rs generates and reads them all ([`Format::SUPPORTED`]).
     Format {
         Tfrecord => "tfrecord", Hdf5 => "hdf5", Csv => "csv", Npz => "npz", Npy => "npy",
         Jpeg => "jpeg", Png => "png", IndexedBinary => "indexed_binary",
@@ -89,7 +89,7 @@ impl ElementType {
 }
 
 impl Format {
-    /// Formats this build can generate and read.
+    /// Every format; all of them are generated and read.
     pub const SUPPORTED: &'static [Format] = &[
         Format::Npz,
         Format::Npy,
@@ -103,16 +103,6 @@ impl Format {
         Format::Parquet,
         Format::Hdf5,
     ];
-
-    pub fn is_supported(self) -> bool {
-        Format::SUPPORTED.contains(&self)
-    }
-
-    /// The supported formats, for messages.
-    pub fn supported_list() -> String {
-        let names: Vec<String> = Format::SUPPORTED.iter().map(|f| f.to_string()).collect();
-        names.join(", ")
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -554,13 +544,6 @@ impl Config {
                 env!("CARGO_PKG_VERSION")
             )))
         };
-        let uses_data = self.workflow.generate_data || self.workflow.train;
-        if uses_data && !self.dataset.format.is_supported() {
-            return not_yet(
-                format!("workload.dataset.format = {}", self.dataset.format),
-                &format!("supported formats are {}", Format::supported_list()),
-            );
-        }
         if !matches!(
             self.storage.storage_type,
             StorageType::LocalFs | StorageType::ParallelFs
@@ -762,7 +745,7 @@ mod tests {
 
     #[test]
     fn not_supported_yet_is_clear() {
-        let c = resolve(&["workload=default", "++workload.dataset.format=synthetic"]).unwrap();
+        let c = resolve(&["workload=default", "++workload.storage.storage_type=s3"]).unwrap();
         let err = c.check_supported().unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("not supported yet"), "{err}");

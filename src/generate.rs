@@ -40,8 +40,15 @@ impl Share {
     }
 }
 
-/// Files a writer claims at a time: small beside a dataset, large enough that claiming is rare.
-const FILES_PER_CLAIM: u64 = 16;
+/// Files a writer claims at a time, at most: small beside a large dataset, large enough that
+/// claiming is rare.
+const MAX_FILES_PER_CLAIM: u64 = 16;
+
+/// Files a writer claims at a time: fewer when the dataset is small, so that every writer gets a
+/// share (16 files of 16 MiB were all written by the first writer to claim).
+fn files_per_claim(files: u64, threads: usize) -> u64 {
+    (files / (threads as u64 * 4).max(1)).clamp(1, MAX_FILES_PER_CLAIM)
+}
 
 /// Present in the data folder while a generation runs, and left behind if it is interrupted.
 pub const INCOMPLETE_MARKER: &str = ".dlio-rs-generating";
@@ -61,6 +68,7 @@ pub fn generate(
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let threads = threads.clamp(1, mine.max(1) as usize);
+    let claim = files_per_claim(mine, threads);
     let marker = format!(
         "dlio-rs is generating this dataset ({total} files) since {}, process {}; while this file \
          exists the dataset is incomplete\n",
@@ -84,12 +92,12 @@ pub fn generate(
                     loop {
                         // Files are handed out in runs: one shared counter update per run, not
                         // per file, keeps the writers off each other's cache lines.
-                        let first = next.fetch_add(FILES_PER_CLAIM, Ordering::Relaxed);
+                        let first = next.fetch_add(claim, Ordering::Relaxed);
                         if first >= total {
                             return Ok(());
                         }
                         let (mut files, mut bytes) = (0, 0);
-                        for file in first..(first + FILES_PER_CLAIM).min(total) {
+                        for file in first..(first + claim).min(total) {
                             if failed.load(Ordering::Relaxed) {
                                 return Ok(());
                             }
@@ -141,27 +149,25 @@ pub fn generate(
     })
 }
 
-fn write_file(
+fn write_file<'s>(
     dataset: &Dataset,
     format: &dyn FileFormat,
-    storage: &dyn Storage,
+    storage: &'s dyn Storage,
     file: u64,
     key: &mut String,
-    encoded: &mut Encoded,
+    encoded: &mut Encoded<'s>,
 ) -> Result<u64> {
     let (split, index) = dataset.locate(file);
     dataset.write_file_key(key, split, index);
     let shape = dataset.file_shape(file);
     let mut rng = SmallRng::seed_from_u64(mix64(file ^ 0xDA7A));
+    encoded.stream_to(storage, key)?;
     format.encode(key, &shape, &mut rng, encoded)?;
-    let put = |key: &str, bytes: &[u8]| {
-        storage
-            .put(key, bytes)
-            .map_err(|e| Error::run(format!("cannot write {}: {e}", storage.describe(key))))
-    };
-    put(key, &encoded.data)?;
+    encoded.finish()?;
     for side in encoded.side_files() {
-        put(&side.key, &side.bytes)?;
+        storage.put(&side.key, &side.bytes).map_err(|e| {
+            Error::run(format!("cannot write {}: {e}", storage.describe(&side.key)))
+        })?;
     }
     Ok(encoded.total_bytes())
 }

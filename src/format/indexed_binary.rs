@@ -17,10 +17,7 @@
 
 use rand::rngs::SmallRng;
 
-use super::{
-    append_random, corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead,
-    SampleReader,
-};
+use super::{corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, Storage};
@@ -48,13 +45,7 @@ impl FileFormat for IndexedBinary {
         out.clear();
         let samples = *shape.dims.last().unwrap_or(&1);
         let sample_bytes = shape.bytes() / samples.max(1);
-        let total = usize::try_from(shape.bytes()).map_err(|_| {
-            Error::run(format!(
-                "{key}: {} bytes do not fit in memory",
-                shape.bytes()
-            ))
-        })?;
-        append_random(&mut out.data, total, rng);
+        out.random(shape.bytes(), rng)?;
         let mut side = |suffix: &str, value: &dyn Fn(u64) -> u64| {
             let bytes = out.side_file(&format!("{key}{suffix}"));
             bytes.reserve(samples as usize * ENTRY as usize);
@@ -238,7 +229,7 @@ mod tests {
     use crate::config::ElementType;
     use crate::storage::{scratch_dir, LocalFs, LocalOptions};
 
-    fn write(storage: &LocalFs, key: &str, shape: &FileShape) -> Encoded {
+    fn write(storage: &LocalFs, key: &str, shape: &FileShape) -> Encoded<'static> {
         let mut encoded = Encoded::default();
         IndexedBinary { mapped: false }
             .encode(key, shape, &mut SmallRng::seed_from_u64(1), &mut encoded)

@@ -1,7 +1,6 @@
 //! File formats: each one writes files in the real layout and reads a sample with the access
 //! pattern of the framework's loader for that format. One file per format behind [`FileFormat`].
 
-mod crc32c;
 mod csv;
 mod hdf5;
 mod image;
@@ -11,16 +10,18 @@ mod npy;
 mod npz;
 mod parquet;
 mod png;
+mod random;
 mod synthetic;
 mod tfrecord;
 mod zip;
 
 use rand::rngs::SmallRng;
 
+use self::random::BulkRandom;
 use crate::config::{Compression, Config, Format};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::storage::{IoBuffer, RangeRead, Storage};
+use crate::storage::{IoBuffer, ObjectWriter, RangeRead, Storage};
 
 pub use self::png::Png;
 pub use csv::Csv;
@@ -48,13 +49,34 @@ pub struct SampleRead {
     pub bytes: u64,
 }
 
-/// One encoded file, plus the side files some formats keep beside it (TFRecord's index, indexed
-/// binary's offset and size arrays). The buffers are reused from file to file.
-#[derive(Debug, Default)]
-pub struct Encoded {
+/// Bytes handed to storage at a time while a file is streamed: large enough that a write call
+/// costs little beside its copy, small enough that the bytes stay in the CPU's cache between being
+/// made and being written.
+const STREAM_BLOCK: usize = 256 * 1024;
+
+/// One file being encoded, plus the side files some formats keep beside it (TFRecord's index,
+/// indexed binary's offset and size arrays). Encoders append the file's bytes in order: structure
+/// to [`Encoded::data`], bulk random contents with [`Encoded::random`]. When generation streams the
+/// file to storage ([`Encoded::stream_to`]), the random contents are written as they are made, so
+/// a file is never whole in memory and its bulk crosses memory once; otherwise (tests, and formats
+/// that must see the whole file) everything stays in `data`. The buffers are reused from file to
+/// file.
+#[derive(Default)]
+pub struct Encoded<'s> {
+    /// The bytes encoded and not yet handed to storage. An encoder may still change them until it
+    /// next calls [`Encoded::random`], which may hand them on.
     pub data: Vec<u8>,
+    /// Bytes of the file already handed to storage.
+    written: u64,
+    stream: Option<Stream<'s>>,
     side: Vec<SideFile>,
     side_used: usize,
+}
+
+struct Stream<'s> {
+    object: Box<dyn ObjectWriter + 's>,
+    storage: &'s dyn Storage,
+    key: String,
 }
 
 #[derive(Debug, Default)]
@@ -64,11 +86,110 @@ pub struct SideFile {
     pub bytes: Vec<u8>,
 }
 
-impl Encoded {
+impl<'s> Encoded<'s> {
     /// Empties the file and drops its side files (keeping their memory).
     pub fn clear(&mut self) {
         self.data.clear();
+        self.written = 0;
         self.side_used = 0;
+    }
+
+    /// Starts a new file that is written to `storage` at `key` as it is encoded.
+    pub fn stream_to(&mut self, storage: &'s dyn Storage, key: &str) -> Result<()> {
+        self.clear();
+        let object = storage
+            .create(key)
+            .map_err(|e| cannot_write(storage, key, e))?;
+        self.stream = Some(Stream {
+            object,
+            storage,
+            key: key.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Writes what is left of a streamed file and completes it; returns the file's length.
+    pub fn finish(&mut self) -> Result<u64> {
+        if let Some(mut stream) = self.stream.take() {
+            let written = stream
+                .object
+                .write(&self.data)
+                .and_then(|()| stream.object.finish());
+            written.map_err(|e| cannot_write(stream.storage, &stream.key, e))?;
+            self.written += self.data.len() as u64;
+            self.data.clear();
+        }
+        Ok(self.position())
+    }
+
+    /// Where in the file the next byte appended lands.
+    pub fn position(&self) -> u64 {
+        self.written + self.data.len() as u64
+    }
+
+    /// Reserves room for `additional` more bytes when the file is built in memory (a streamed
+    /// file needs none).
+    pub fn reserve(&mut self, additional: usize) {
+        if self.stream.is_none() {
+            self.data.reserve(additional);
+        }
+    }
+
+    /// Appends `len` random bytes.
+    pub fn random(&mut self, len: u64, rng: &mut SmallRng) -> Result<()> {
+        self.random_values(len, 1, rng, |_| {})
+    }
+
+    /// Appends `len` random bytes in values of `unit` bytes, calling `adjust` on each run of
+    /// whole values as it is made (to make every value valid, or to checksum them) and before it
+    /// may be written.
+    pub fn random_values(
+        &mut self,
+        len: u64,
+        unit: usize,
+        rng: &mut SmallRng,
+        mut adjust: impl FnMut(&mut [u8]),
+    ) -> Result<()> {
+        let mut random = BulkRandom::seeded(rng);
+        let Some(stream) = &mut self.stream else {
+            let len = usize::try_from(len)
+                .map_err(|_| Error::run(format!("{len} bytes of one file do not fit in memory")))?;
+            let at = self.data.len();
+            append_random(&mut self.data, len, &mut random);
+            adjust(&mut self.data[at..]);
+            return Ok(());
+        };
+        // Pieces of whole values, for `adjust`.
+        let step = unit.max(1) as u64;
+        let mut left = len;
+        while left > 0 {
+            let room = STREAM_BLOCK.saturating_sub(self.data.len()) as u64;
+            let n = if left <= room {
+                left
+            } else if room >= step {
+                room / step * step
+            } else if self.data.is_empty() {
+                step.min(left)
+            } else {
+                0
+            };
+            if n > 0 {
+                let at = self.data.len();
+                self.data.resize(at + n as usize, 0);
+                random.fill(&mut self.data[at..]);
+                adjust(&mut self.data[at..]);
+                left -= n;
+            }
+            if n == 0 || self.data.len() >= STREAM_BLOCK {
+                stream
+                    .object
+                    .write(&self.data)
+                    .map_err(|e| cannot_write(stream.storage, &stream.key, e))?;
+                self.written += self.data.len() as u64;
+                self.data.clear();
+            }
+        }
+        Ok(())
     }
 
     /// A new, empty side file at `key`, to write into.
@@ -90,12 +211,12 @@ impl Encoded {
 
     /// Bytes of the file and its side files.
     pub fn total_bytes(&self) -> u64 {
-        (self.data.len()
+        self.position()
             + self
                 .side_files()
                 .iter()
-                .map(|f| f.bytes.len())
-                .sum::<usize>()) as u64
+                .map(|f| f.bytes.len() as u64)
+                .sum::<u64>()
     }
 }
 
@@ -185,15 +306,14 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
 /// cache and copied on, so the large buffer is written once: zero-filling it first and then
 /// overwriting it with random bytes would write it twice (measured: the difference between 79% and
 /// over 90% of plain-write speed on tmpfs).
-pub(crate) fn append_random(out: &mut Vec<u8>, len: usize, rng: &mut SmallRng) {
-    use rand::RngCore;
+fn append_random(out: &mut Vec<u8>, len: usize, random: &mut BulkRandom) {
     const BLOCK: usize = 64 * 1024;
     let mut block = [0u8; BLOCK];
     out.reserve(len);
     let mut left = len;
     while left > 0 {
         let n = left.min(BLOCK);
-        rng.fill_bytes(&mut block[..n]);
+        random.fill(&mut block[..n]);
         out.extend_from_slice(&block[..n]);
         left -= n;
     }
@@ -213,6 +333,10 @@ pub(crate) fn corrupt(storage: &dyn Storage, key: &str, what: impl std::fmt::Dis
         "corrupt data file {}: {what}",
         storage.describe(key)
     ))
+}
+
+fn cannot_write(storage: &dyn Storage, key: &str, e: std::io::Error) -> Error {
+    Error::run(format!("cannot write {}: {e}", storage.describe(key)))
 }
 
 fn cannot_read(storage: &dyn Storage, key: &str, e: std::io::Error) -> Error {
@@ -252,4 +376,122 @@ pub(crate) fn read_exact_range(
         ));
     }
     Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::config::value::Value;
+    use crate::config::ElementType;
+    use crate::storage::{scratch_dir, LocalFs};
+
+    /// Streaming changes where a file's bytes go, never what they are: every format's file and
+    /// side files come out byte for byte the same streamed to storage as built in memory. The
+    /// shapes cross the stream's block size at odd places, and one parquet binary value is
+    /// larger than a block.
+    #[test]
+    fn streamed_files_equal_files_built_in_memory() {
+        let dir = scratch_dir("streamed");
+        let storage = LocalFs::new(&dir);
+        let image = [517, 389, 3];
+        let cases: &[(&str, &str, &[u64], ElementType)] = &[
+            ("npy", "", &image, ElementType::Float32),
+            ("npz", "", &image, ElementType::Uint8),
+            (
+                "npz",
+                "  compression: zip\n",
+                &[64, 64, 3],
+                ElementType::Uint8,
+            ),
+            ("hdf5", "", &image, ElementType::Uint8),
+            (
+                "hdf5",
+                "  hdf5:\n    chunk_dims: [2, 100, 100]\n",
+                &image,
+                ElementType::Float32,
+            ),
+            (
+                "hdf5",
+                "  compression: gzip\n",
+                &[64, 64, 3],
+                ElementType::Uint8,
+            ),
+            ("tfrecord", "", &image, ElementType::Uint8),
+            ("indexed_binary", "", &image, ElementType::Uint8),
+            ("csv", "", &[64, 64, 3], ElementType::Uint8),
+            ("jpeg", "", &[64, 48, 1], ElementType::Uint8),
+            ("png", "", &[64, 48, 1], ElementType::Uint8),
+            (
+                "parquet",
+                "  parquet:\n    row_group_size: 7\n    columns: [{name: f, dtype: float32, \
+                 size: 1000}, {name: i, dtype: int8}, {name: b, dtype: binary, size: 777}, \
+                 {name: h, dtype: float16, size: 3}]\n",
+                &[1, 300],
+                ElementType::Uint8,
+            ),
+            (
+                "parquet",
+                "  parquet:\n    columns: [{name: big, dtype: binary, size: 300000}]\n",
+                &[1, 5],
+                ElementType::Uint8,
+            ),
+        ];
+        for (format_name, extra, dims, element) in cases {
+            let yaml = format!("dataset:\n  format: {format_name}\n{extra}");
+            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+            let format = for_config(&config, true).unwrap();
+            let shape = FileShape {
+                dims: dims.to_vec(),
+                element: *element,
+            };
+            let key = format!("train/a.{format_name}");
+            let mut in_memory = Encoded::default();
+            format
+                .encode(
+                    &key,
+                    &shape,
+                    &mut SmallRng::seed_from_u64(7),
+                    &mut in_memory,
+                )
+                .unwrap();
+            let mut streamed = Encoded::default();
+            streamed.stream_to(&storage, &key).unwrap();
+            format
+                .encode(&key, &shape, &mut SmallRng::seed_from_u64(7), &mut streamed)
+                .unwrap();
+            let len = streamed.finish().unwrap();
+            let written = std::fs::read(dir.join(&key)).unwrap();
+            assert_eq!(len, written.len() as u64, "{yaml}");
+            assert!(written == in_memory.data, "{yaml}: the files differ");
+            let sides = |e: &Encoded| -> Vec<(String, Vec<u8>)> {
+                e.side_files()
+                    .iter()
+                    .map(|f| (f.key.clone(), f.bytes.clone()))
+                    .collect()
+            };
+            assert_eq!(sides(&streamed), sides(&in_memory), "{yaml}");
+            assert_eq!(streamed.total_bytes(), in_memory.total_bytes(), "{yaml}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_named() {
+        let dir = scratch_dir("uncreatable");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("train"), b"a file where a folder must be").unwrap();
+        let storage = LocalFs::new(&dir);
+        let mut out = Encoded::default();
+        let error = out
+            .stream_to(&storage, "train/a.npy")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cannot write") && error.contains("train/a.npy"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

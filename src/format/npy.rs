@@ -3,9 +3,7 @@
 
 use rand::rngs::SmallRng;
 
-use super::{
-    append_random, corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader,
-};
+use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::Result;
 use crate::storage::Storage;
@@ -45,9 +43,13 @@ pub(crate) fn write_header(out: &mut Vec<u8>, descr: &str, shape: &[u64]) {
 }
 
 /// Appends a whole `.npy` file of random contents.
-pub(crate) fn write_random_array(out: &mut Vec<u8>, shape: &FileShape, rng: &mut SmallRng) {
-    write_header(out, shape.element.numpy_descr(), &shape.dims);
-    append_random(out, shape.bytes() as usize, rng);
+pub(crate) fn write_random_array(
+    out: &mut Encoded,
+    shape: &FileShape,
+    rng: &mut SmallRng,
+) -> Result<()> {
+    write_header(&mut out.data, shape.element.numpy_descr(), &shape.dims);
+    out.random(shape.bytes(), rng)
 }
 
 /// The parts of a header a reader needs.
@@ -146,8 +148,7 @@ impl FileFormat for Npy {
         out: &mut Encoded,
     ) -> Result<()> {
         out.clear();
-        write_random_array(&mut out.data, shape, rng);
-        Ok(())
+        write_random_array(out, shape, rng)
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
@@ -185,8 +186,9 @@ mod tests {
             dims: vec![3, 4, 2],
             element: ElementType::Float32,
         };
-        let mut out = Vec::new();
-        write_random_array(&mut out, &shape, &mut SmallRng::seed_from_u64(1));
+        let mut encoded = Encoded::default();
+        write_random_array(&mut encoded, &shape, &mut SmallRng::seed_from_u64(1)).unwrap();
+        let out = encoded.data;
         let header = check_array(&out, 1).unwrap();
         assert_eq!(header.data_offset % 64, 0);
         assert_eq!(header.shape, vec![3, 4, 2]);

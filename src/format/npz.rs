@@ -5,11 +5,11 @@
 
 use rand::rngs::SmallRng;
 
-use super::npy::{check_array, write_header, write_random_array};
+use super::npy::{check_array, write_header};
 use super::zip::{member, ZipWriter};
 use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::storage::Storage;
 
 #[derive(Clone, Copy)]
@@ -29,17 +29,22 @@ impl FileFormat for Npz {
         out: &mut Encoded,
     ) -> Result<()> {
         out.clear();
-        let out = &mut out.data;
         let samples = *shape.dims.last().unwrap_or(&1);
         let mut zip = ZipWriter::new(self.compressed);
-        zip.member(out, "x.npy", |o| write_random_array(o, shape, rng))
-            .map_err(Error::run)?;
-        zip.member(out, "y.npy", |o| {
-            write_header(o, "<i8", &[samples]);
-            o.resize(o.len() + 8 * samples as usize, 0);
-        })
-        .map_err(Error::run)?;
-        zip.finish(out).map_err(Error::run)
+        zip.member(out, "x.npy", |o, crc| {
+            let at = o.data.len();
+            write_header(&mut o.data, shape.element.numpy_descr(), &shape.dims);
+            crc.update(&o.data[at..]);
+            o.random_values(shape.bytes(), 1, rng, |values| crc.update(values))
+        })?;
+        zip.member(out, "y.npy", |o, crc| {
+            let at = o.data.len();
+            write_header(&mut o.data, "<i8", &[samples]);
+            o.data.resize(o.data.len() + 8 * samples as usize, 0);
+            crc.update(&o.data[at..]);
+            Ok(())
+        })?;
+        zip.finish(out)
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {

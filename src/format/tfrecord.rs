@@ -20,12 +20,10 @@
 //! in record order, so nearly every read is the sequential one: 16 + payload bytes per sample.
 //! The index is written for DALI's sake; TensorFlow never reads it, and neither does this reader.
 
+use crc32c::{crc32c, crc32c_append};
 use rand::rngs::SmallRng;
 
-use super::crc32c::crc32c;
-use super::{
-    append_random, cannot_read, corrupt, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader,
-};
+use super::{cannot_read, corrupt, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -46,7 +44,10 @@ pub struct TfRecord {
 /// TFRecord's CRC masking, so that a CRC stored inside checksummed data does not checksum to a
 /// fixed value.
 fn masked_crc(data: &[u8]) -> u32 {
-    let crc = crc32c(data);
+    mask(crc32c(data))
+}
+
+fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
@@ -295,20 +296,18 @@ impl FileFormat for TfRecord {
             .checked_mul(record_len)
             .and_then(|t| usize::try_from(t).ok())
             .ok_or_else(too_large)?;
-        let image_len = image_len as usize;
-        let data = &mut out.data;
-        data.reserve(total);
+        out.reserve(total);
         let length = payload_len.to_le_bytes();
         let length_crc = masked_crc(&length).to_le_bytes();
         for _ in 0..samples {
-            data.extend_from_slice(&length);
-            data.extend_from_slice(&length_crc);
-            let payload = data.len();
-            data.extend_from_slice(&prefix);
-            append_random(data, image_len, rng);
-            data.extend_from_slice(&suffix);
-            let crc = masked_crc(&data[payload..]);
-            data.extend_from_slice(&crc.to_le_bytes());
+            out.data.extend_from_slice(&length);
+            out.data.extend_from_slice(&length_crc);
+            out.data.extend_from_slice(&prefix);
+            let mut crc = crc32c(&prefix);
+            out.random_values(image_len, 1, rng, |image| crc = crc32c_append(crc, image))?;
+            crc = crc32c_append(crc, &suffix);
+            out.data.extend_from_slice(&suffix);
+            out.data.extend_from_slice(&mask(crc).to_le_bytes());
         }
         let index = out.side_file(&index_key(key));
         let mut number = itoa::Buffer::new();
@@ -482,7 +481,7 @@ mod tests {
         }
     }
 
-    fn encode(shape: &FileShape) -> Encoded {
+    fn encode(shape: &FileShape) -> Encoded<'static> {
         let mut out = Encoded::default();
         TfRecord { verify: true }
             .encode(KEY, shape, &mut SmallRng::seed_from_u64(9), &mut out)

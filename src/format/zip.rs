@@ -4,12 +4,19 @@
 
 use std::io::Write;
 
+use super::Encoded;
+use crate::error::{Error, Result};
+
 const LOCAL_HEADER: u32 = 0x0403_4b50;
+const DATA_DESCRIPTOR: u32 = 0x0807_4b50;
 const CENTRAL_HEADER: u32 = 0x0201_4b50;
 const END_OF_CENTRAL: u32 = 0x0605_4b50;
 const ZIP64_EXTRA: u16 = 0x0001;
 /// 1980-01-01 00:00, the earliest DOS date: files have no meaningful time.
 const DOS_DATE: u16 = 0x0021;
+/// General-purpose flag 3: the CRC and sizes follow the member's data (in a data descriptor), so
+/// that a member is written as it is made, with no seek back to its header.
+const SIZES_FOLLOW: u16 = 0x0008;
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
@@ -23,12 +30,13 @@ struct Member {
     size: u32,
 }
 
-/// Writes a zip: members are appended with [`ZipWriter::member`] straight into `out`, deflated
-/// when `deflate` (then through a scratch buffer that lives as long as the writer).
+/// Writes a zip: members are appended with [`ZipWriter::member`], stored ones straight into the
+/// file as it streams, deflated ones through a scratch file in memory that lives as long as the
+/// writer.
 pub struct ZipWriter {
     members: Vec<Member>,
     deflate: bool,
-    scratch: Vec<u8>,
+    scratch: Encoded<'static>,
 }
 
 fn u16le(b: &[u8], at: usize) -> u16 {
@@ -43,101 +51,115 @@ fn u64le(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
+/// A zip field that must fit 32 bits: dlio-rs writes no zip64 records.
+fn zip32(value: u64, what: &str) -> Result<u32> {
+    u32::try_from(value)
+        .ok()
+        .filter(|&v| v < u32::MAX)
+        .ok_or_else(|| {
+            Error::run(format!(
+                "{what} needs zip64 ({value} bytes), which dlio-rs does not write"
+            ))
+        })
+}
+
 impl ZipWriter {
     pub fn new(deflate: bool) -> ZipWriter {
         ZipWriter {
             members: Vec::new(),
             deflate,
-            scratch: Vec::new(),
+            scratch: Encoded::default(),
         }
     }
 
-    /// Appends a member whose contents `fill` appends to `out`.
+    /// Appends a member whose contents `fill` appends to the file it is given; `fill` must also
+    /// feed every byte it appends to the CRC it is given.
     pub fn member(
         &mut self,
-        out: &mut Vec<u8>,
+        out: &mut Encoded,
         name: &str,
-        fill: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<(), String> {
-        let header_offset = out.len();
+        fill: impl FnOnce(&mut Encoded, &mut crc32fast::Hasher) -> Result<()>,
+    ) -> Result<()> {
+        let header_offset = out.position();
         let method = if self.deflate { DEFLATED } else { STORED };
-        out.extend_from_slice(&LOCAL_HEADER.to_le_bytes());
-        out.extend_from_slice(&[20, 0, 0, 0]); // version needed, flags
-        out.extend_from_slice(&method.to_le_bytes());
-        out.extend_from_slice(&[0, 0]); // time
-        out.extend_from_slice(&DOS_DATE.to_le_bytes());
-        out.extend_from_slice(&[0; 12]); // crc, sizes: patched below
-        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(name.as_bytes());
-        let data_start = out.len();
-        let (crc, size) = if self.deflate {
-            self.scratch.clear();
-            fill(&mut self.scratch);
+        let data = &mut out.data;
+        data.extend_from_slice(&LOCAL_HEADER.to_le_bytes());
+        data.extend_from_slice(&20u16.to_le_bytes()); // version needed
+        data.extend_from_slice(&SIZES_FOLLOW.to_le_bytes());
+        data.extend_from_slice(&method.to_le_bytes());
+        data.extend_from_slice(&[0, 0]); // time
+        data.extend_from_slice(&DOS_DATE.to_le_bytes());
+        data.extend_from_slice(&[0; 12]); // crc, sizes: in the data descriptor
+        data.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        data.extend_from_slice(&0u16.to_le_bytes());
+        data.extend_from_slice(name.as_bytes());
+        let data_start = out.position();
+        let mut crc = crc32fast::Hasher::new();
+        let size = if self.deflate {
+            let content = &mut self.scratch;
+            content.clear();
+            fill(content, &mut crc)?;
             let mut encoder =
-                flate2::write::DeflateEncoder::new(&mut *out, flate2::Compression::default());
+                flate2::write::DeflateEncoder::new(&mut out.data, flate2::Compression::default());
             encoder
-                .write_all(&self.scratch)
+                .write_all(&content.data)
                 .and_then(|_| encoder.finish().map(|_| ()))
-                .map_err(|e| format!("cannot deflate member {name}: {e}"))?;
-            (crc32fast::hash(&self.scratch), self.scratch.len())
+                .map_err(|e| Error::run(format!("cannot deflate member {name}: {e}")))?;
+            content.position()
         } else {
-            fill(out);
-            (crc32fast::hash(&out[data_start..]), out.len() - data_start)
+            fill(out, &mut crc)?;
+            out.position() - data_start
         };
-        let compressed = out.len() - data_start;
-        if size >= u32::MAX as usize
-            || compressed >= u32::MAX as usize
-            || header_offset >= u32::MAX as usize
-        {
-            return Err(format!(
-                "member {name} of {size} bytes needs zip64, which dlio-rs does not write"
-            ));
-        }
-        let fields = header_offset + 14;
-        out[fields..fields + 4].copy_from_slice(&crc.to_le_bytes());
-        out[fields + 4..fields + 8].copy_from_slice(&(compressed as u32).to_le_bytes());
-        out[fields + 8..fields + 12].copy_from_slice(&(size as u32).to_le_bytes());
+        let crc = crc.finalize();
+        let what = format!("member {name}");
+        let compressed = zip32(out.position() - data_start, &what)?;
+        let size = zip32(size, &what)?;
+        let header_offset = zip32(header_offset, &what)?;
+        let data = &mut out.data;
+        data.extend_from_slice(&DATA_DESCRIPTOR.to_le_bytes());
+        data.extend_from_slice(&crc.to_le_bytes());
+        data.extend_from_slice(&compressed.to_le_bytes());
+        data.extend_from_slice(&size.to_le_bytes());
         self.members.push(Member {
             name: name.to_string(),
-            header_offset: header_offset as u32,
+            header_offset,
             crc,
             method,
-            compressed: compressed as u32,
-            size: size as u32,
+            compressed,
+            size,
         });
         Ok(())
     }
 
     /// Appends the central directory and its end record.
-    pub fn finish(self, out: &mut Vec<u8>) -> Result<(), String> {
-        let directory_start = out.len();
+    pub fn finish(self, out: &mut Encoded) -> Result<()> {
+        let directory_start = zip32(out.position(), "the archive")?;
+        let data = &mut out.data;
+        let at = data.len();
         for m in &self.members {
-            out.extend_from_slice(&CENTRAL_HEADER.to_le_bytes());
-            out.extend_from_slice(&[20, 0, 20, 0, 0, 0]); // made by, needed, flags
-            out.extend_from_slice(&m.method.to_le_bytes());
-            out.extend_from_slice(&[0, 0]); // time
-            out.extend_from_slice(&DOS_DATE.to_le_bytes());
-            out.extend_from_slice(&m.crc.to_le_bytes());
-            out.extend_from_slice(&m.compressed.to_le_bytes());
-            out.extend_from_slice(&m.size.to_le_bytes());
-            out.extend_from_slice(&(m.name.len() as u16).to_le_bytes());
-            out.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
-            out.extend_from_slice(&m.header_offset.to_le_bytes());
-            out.extend_from_slice(m.name.as_bytes());
+            data.extend_from_slice(&CENTRAL_HEADER.to_le_bytes());
+            data.extend_from_slice(&[20, 0, 20, 0]); // made by, version needed
+            data.extend_from_slice(&SIZES_FOLLOW.to_le_bytes());
+            data.extend_from_slice(&m.method.to_le_bytes());
+            data.extend_from_slice(&[0, 0]); // time
+            data.extend_from_slice(&DOS_DATE.to_le_bytes());
+            data.extend_from_slice(&m.crc.to_le_bytes());
+            data.extend_from_slice(&m.compressed.to_le_bytes());
+            data.extend_from_slice(&m.size.to_le_bytes());
+            data.extend_from_slice(&(m.name.len() as u16).to_le_bytes());
+            data.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
+            data.extend_from_slice(&m.header_offset.to_le_bytes());
+            data.extend_from_slice(m.name.as_bytes());
         }
-        let directory_size = out.len() - directory_start;
-        if directory_start >= u32::MAX as usize {
-            return Err("the archive needs zip64, which dlio-rs does not write".into());
-        }
-        out.extend_from_slice(&END_OF_CENTRAL.to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
+        let directory_size = (data.len() - at) as u32;
+        data.extend_from_slice(&END_OF_CENTRAL.to_le_bytes());
+        data.extend_from_slice(&[0; 4]);
         let count = (self.members.len() as u16).to_le_bytes();
-        out.extend_from_slice(&count);
-        out.extend_from_slice(&count);
-        out.extend_from_slice(&(directory_size as u32).to_le_bytes());
-        out.extend_from_slice(&(directory_start as u32).to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
+        data.extend_from_slice(&count);
+        data.extend_from_slice(&count);
+        data.extend_from_slice(&directory_size.to_le_bytes());
+        data.extend_from_slice(&directory_start.to_le_bytes());
+        data.extend_from_slice(&0u16.to_le_bytes());
         Ok(())
     }
 }
@@ -297,6 +319,15 @@ fn zip64_directory_offset(archive: &[u8], end: usize) -> Result<usize, String> {
 mod tests {
     use super::*;
 
+    /// A member's contents: `bytes`.
+    fn bytes(bytes: &[u8]) -> impl FnOnce(&mut Encoded, &mut crc32fast::Hasher) -> Result<()> + '_ {
+        move |out, crc| {
+            out.data.extend_from_slice(bytes);
+            crc.update(bytes);
+            Ok(())
+        }
+    }
+
     fn stored_member<'a>(archive: &'a [u8], name: &str, verify: bool) -> Result<&'a [u8], String> {
         // Stored members never touch the inflate buffer; a leaked one keeps the test simple.
         member(archive, name, verify, Box::leak(Box::default()))
@@ -304,12 +335,12 @@ mod tests {
 
     #[test]
     fn deflated_members_round_trip_and_damage_is_caught() {
-        let mut out = Vec::new();
+        let mut encoded = Encoded::default();
         let mut zip = ZipWriter::new(true);
         let text: Vec<u8> = b"abcdefgh".repeat(1000);
-        zip.member(&mut out, "x.npy", |o| o.extend_from_slice(&text))
-            .unwrap();
-        zip.finish(&mut out).unwrap();
+        zip.member(&mut encoded, "x.npy", bytes(&text)).unwrap();
+        zip.finish(&mut encoded).unwrap();
+        let out = encoded.data;
         assert!(out.len() < 1000, "{} bytes: not deflated", out.len());
         let mut inflated = Vec::new();
         assert_eq!(
@@ -328,13 +359,13 @@ mod tests {
 
     #[test]
     fn round_trip_and_corruption() {
-        let mut out = Vec::new();
+        let mut encoded = Encoded::default();
         let mut zip = ZipWriter::new(false);
-        zip.member(&mut out, "x.npy", |o| o.extend_from_slice(b"hello world"))
+        zip.member(&mut encoded, "x.npy", bytes(b"hello world"))
             .unwrap();
-        zip.member(&mut out, "y.npy", |o| o.extend_from_slice(b"labels"))
-            .unwrap();
-        zip.finish(&mut out).unwrap();
+        zip.member(&mut encoded, "y.npy", bytes(b"labels")).unwrap();
+        zip.finish(&mut encoded).unwrap();
+        let out = encoded.data;
         assert_eq!(stored_member(&out, "x.npy", true).unwrap(), b"hello world");
         assert_eq!(stored_member(&out, "y.npy", true).unwrap(), b"labels");
         assert!(stored_member(&out, "z.npy", true)

@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{fs_type, Accounting, EntryKind, IoBuffer, Mapped, RangeRead, Storage};
+use super::{fs_type, Accounting, EntryKind, IoBuffer, Mapped, ObjectWriter, RangeRead, Storage};
 use crate::error::{Error, Result};
 
 /// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.
@@ -195,17 +195,30 @@ impl LocalFs {
         Some(self.root_dir.get_or_init(|| dir))
     }
 
-    /// Creates (or truncates) `key` and writes `data`; NotFound when its folder is missing.
-    fn write_in_place(&self, key: &str, data: &[u8]) -> io::Result<()> {
+    /// Creates (or truncates) `key`; NotFound when its folder is missing.
+    fn create_in_place(&self, key: &str) -> io::Result<File> {
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
-        let mut file = self.open_relative(key, flags).unwrap_or_else(|| {
+        self.open_relative(key, flags).unwrap_or_else(|| {
             OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .open(self.path(key))
-        })?;
-        file.write_all(data)
+        })
+    }
+}
+
+/// A file being written: plain writes, closed when finished (generation syncs the file system
+/// once at the end rather than each file).
+struct FileWriter(File);
+
+impl ObjectWriter for FileWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)
+    }
+
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -410,19 +423,20 @@ impl Storage for LocalFs {
         Ok(self.open_for_reading(key, false)?.metadata()?.len())
     }
 
-    fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
+    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
         // The folder is made only when the first write into it finds it missing: a generator
         // writing millions of files pays no extra system call per file.
-        match self.write_in_place(key, data) {
+        let file = match self.create_in_place(key) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = self.path(key).parent() {
                     // Tolerates a concurrent creator: ranks of a shared file system race here.
                     fs::create_dir_all(parent)?;
                 }
-                self.write_in_place(key, data)
+                self.create_in_place(key)?
             }
-            written => written,
-        }
+            created => created?,
+        };
+        Ok(Box::new(FileWriter(file)))
     }
 
     fn exists(&self, key: &str) -> io::Result<bool> {

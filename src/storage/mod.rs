@@ -40,10 +40,18 @@ pub trait Storage: Send + Sync {
     /// starts from the end of a file (parquet's footer) makes on opening it.
     fn size(&self, key: &str) -> io::Result<u64>;
 
-    /// Writes a whole object at `key`, replacing any, creating its folders as needed. A writer
-    /// that dies midway may leave part of it: callers that need all-or-nothing commit a whole set
-    /// of objects at once (generation's marker), which costs nothing per object.
-    fn put(&self, key: &str, data: &[u8]) -> io::Result<()>;
+    /// Starts the object at `key`, replacing any, creating its folders as needed; its bytes are
+    /// then written in order, so that an object need never be whole in memory. A writer that
+    /// dies midway may leave part of it: callers that need all-or-nothing commit a whole set of
+    /// objects at once (generation's marker), which costs nothing per object.
+    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>>;
+
+    /// Writes a whole object at `key` (see [`Storage::create`]).
+    fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        let mut object = self.create(key)?;
+        object.write(data)?;
+        object.finish()
+    }
 
     fn exists(&self, key: &str) -> io::Result<bool>;
 
@@ -61,6 +69,14 @@ pub trait Storage: Send + Sync {
     /// Makes everything written so far durable on the device, so that its write-back does not
     /// run during later reads and its pages, clean again, can be evicted.
     fn sync(&self) -> io::Result<()>;
+}
+
+/// The bytes of one object being written, in order.
+pub trait ObjectWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Completes the object; until then it may be incomplete or invisible.
+    fn finish(self: Box<Self>) -> io::Result<()>;
 }
 
 /// Where the bytes a [`Storage::read_range`] asked for landed, and what the read cost.

@@ -162,7 +162,7 @@ impl FileFormat for Hdf5 {
             chunks: chunks.as_deref(),
             deflate: self.deflate,
         };
-        write::write_file(&plan, rng, &mut out.data).map_err(Error::run)
+        write::write_file(&plan, rng, out)
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {

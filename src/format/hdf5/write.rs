@@ -4,17 +4,20 @@
 //! message v4, the version HDF5 1.10 to 1.14 write and 2.0 still reads).
 //!
 //! All metadata comes first, then `labels` (zeros), then the records datasets' data. Every
-//! metadata field has a fixed width, so the metadata's size is known before the data is written:
-//! the data is appended after a reserved prefix, and the metadata, which needs the data's
-//! addresses (and the compressed chunks' sizes), is written into the prefix last.
+//! metadata field has a fixed width, so the metadata's size is known before the data is written.
+//! Uncompressed, every address is known too: the metadata is written first and the data streams
+//! after it. Compressed, the data is appended after a reserved prefix, and the metadata, which
+//! needs the compressed chunks' sizes, is written into the prefix last.
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 use rand::rngs::SmallRng;
-use rand::RngCore;
 
 use super::checksum::lookup3;
 use super::SIGNATURE;
 use crate::config::ElementType;
+use crate::error::{Error, Result};
+use crate::format::random::BulkRandom;
+use crate::format::Encoded;
 
 /// All bits set: HDF5's "undefined address".
 const UNDEFINED: u64 = u64::MAX;
@@ -102,11 +105,7 @@ struct Addresses {
 }
 
 /// Appends the file to `out` (empty).
-pub(super) fn write_file(
-    plan: &FilePlan,
-    rng: &mut SmallRng,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
+pub(super) fn write_file(plan: &FilePlan, rng: &mut SmallRng, out: &mut Encoded) -> Result<()> {
     let element = plan.element.size();
     let samples = plan.shape[0];
     let data_bytes = plan.shape.iter().product::<u64>() * element;
@@ -164,64 +163,88 @@ pub(super) fn write_file(
         }
     }
     let metadata_len = offset as usize;
-
-    // Then the data: labels, then each records dataset.
     at.labels_data = offset;
-    out.resize(metadata_len + 8 * samples as usize, 0);
-    let mut compress = plan
-        .deflate
-        .map(|level| Compress::new(Compression::new(level), true));
-    let mut chunk = Vec::new();
-    for i in 0..plan.records {
-        let start = out.len() as u64;
-        at.records_data[i] = start;
-        match (&chunking, &mut compress) {
-            (Some(chunking), Some(compress)) => {
-                chunk.resize(chunking.chunk_bytes as usize, 0);
+    let data_start = offset + 8 * samples;
+
+    match (&chunking, plan.deflate) {
+        (Some(chunking), Some(level)) => {
+            // Compressed sizes are known only once compressed: the file is built in memory
+            // behind a reserved prefix, and the metadata written into the prefix last.
+            out.data.resize(data_start as usize, 0);
+            let mut compress = Compress::new(Compression::new(level), true);
+            let mut chunk = vec![0; chunking.chunk_bytes as usize];
+            for i in 0..plan.records {
+                at.records_data[i] = out.position();
+                // Drawn as `Encoded::random` draws a dataset, so that a seed gives the same
+                // samples compressed or not (where chunks are whole steps of the generator).
+                let mut random = BulkRandom::seeded(rng);
                 for _ in 0..chunking.chunks {
-                    rng.fill_bytes(&mut chunk);
-                    let address = out.len() as u64;
-                    let size = deflate(compress, &chunk, out)?;
+                    random.fill(&mut chunk);
+                    let address = out.position();
+                    let size = deflate(&mut compress, &chunk, &mut out.data).map_err(Error::run)?;
                     at.chunks[i].push((address, size));
                 }
             }
-            _ => {
-                let len = match &chunking {
-                    Some(chunking) => chunking.chunks * chunking.chunk_bytes,
-                    None => data_bytes,
-                };
-                out.resize(out.len() + len as usize, 0);
-                rng.fill_bytes(&mut out[start as usize..]);
+            at.eof = out.position();
+            let metadata = metadata(plan, Some(chunking), &names, &at, metadata_len)?;
+            out.data[..metadata_len].copy_from_slice(&metadata);
+        }
+        _ => {
+            // Every size is known up front: the metadata is written first and the data streams
+            // after it.
+            let records_len = match &chunking {
+                Some(chunking) => chunking.chunks * chunking.chunk_bytes,
+                None => data_bytes,
+            };
+            for i in 0..plan.records {
+                let start = data_start + i as u64 * records_len;
+                at.records_data[i] = start;
                 if let Some(chunking) = &chunking {
                     at.chunks[i] = (0..chunking.chunks)
                         .map(|c| (start + c * chunking.chunk_bytes, chunking.chunk_bytes))
                         .collect();
                 }
             }
+            at.eof = data_start + plan.records as u64 * records_len;
+            let metadata = metadata(plan, chunking.as_ref(), &names, &at, metadata_len)?;
+            out.data.extend_from_slice(&metadata);
+            out.data.resize(out.data.len() + 8 * samples as usize, 0);
+            for _ in 0..plan.records {
+                out.random(records_len, rng)?;
+            }
         }
     }
-    at.eof = out.len() as u64;
-
-    let mut metadata = Vec::with_capacity(metadata_len);
-    superblock(&mut metadata, &at);
-    metadata.extend(root_header(&names, &at));
-    for i in 0..plan.records {
-        metadata.extend(records_header(plan, chunking.as_ref(), &at, i));
-    }
-    metadata.extend(labels_header(samples, &at));
-    if let Some(chunking) = &chunking {
-        for i in 0..plan.records {
-            fixed_array(&mut metadata, chunking, &at, i);
-        }
-    }
-    if metadata.len() != metadata_len {
-        return Err(format!(
-            "internal error: the metadata took {} bytes, {metadata_len} were reserved",
-            metadata.len()
-        ));
-    }
-    out[..metadata_len].copy_from_slice(&metadata);
     Ok(())
+}
+
+/// The metadata of the file, which must take exactly the `len` bytes reserved for it.
+fn metadata(
+    plan: &FilePlan,
+    chunking: Option<&Chunking>,
+    names: &[String],
+    at: &Addresses,
+    len: usize,
+) -> Result<Vec<u8>> {
+    let samples = plan.shape[0];
+    let mut metadata = Vec::with_capacity(len);
+    superblock(&mut metadata, at);
+    metadata.extend(root_header(names, at));
+    for i in 0..plan.records {
+        metadata.extend(records_header(plan, chunking, at, i));
+    }
+    metadata.extend(labels_header(samples, at));
+    if let Some(chunking) = chunking {
+        for i in 0..plan.records {
+            fixed_array(&mut metadata, chunking, at, i);
+        }
+    }
+    if metadata.len() != len {
+        return Err(Error::run(format!(
+            "internal error: the hdf5 metadata took {} bytes, {len} were reserved",
+            metadata.len()
+        )));
+    }
+    Ok(metadata)
 }
 
 /// Compresses `input` as one zlib stream (HDF5's deflate filter) onto `out`; returns its size.

@@ -192,7 +192,7 @@ impl FileFormat for Parquet {
         out: &mut Encoded,
     ) -> Result<()> {
         out.clear();
-        write::write_file(self, shape, rng, &mut out.data)
+        write::write_file(self, shape, rng, out)
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {

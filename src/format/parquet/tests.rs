@@ -13,7 +13,8 @@ use crate::config::fields::Choice;
 use crate::config::value::Value;
 use crate::format::{ReadBuffer, SampleRead};
 use crate::storage::{
-    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, RangeRead, Storage,
+    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectWriter,
+    RangeRead, Storage,
 };
 
 fn column(name: &str, dtype: &str, size: u64, read: bool) -> ParquetColumn {
@@ -106,8 +107,8 @@ impl Storage for Recording {
     fn size(&self, key: &str) -> io::Result<u64> {
         self.inner.size(key)
     }
-    fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        self.inner.put(key, data)
+    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
+        self.inner.create(key)
     }
     fn exists(&self, key: &str) -> io::Result<bool> {
         self.inner.exists(key)

@@ -14,7 +14,7 @@ use crate::config::formats::ColumnType;
 use crate::config::ElementType;
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::format::append_random;
+use crate::format::Encoded;
 
 /// One column as written.
 struct Column {
@@ -79,7 +79,7 @@ pub(super) fn write_file(
     parquet: &Parquet,
     shape: &FileShape,
     rng: &mut SmallRng,
-    out: &mut Vec<u8>,
+    out: &mut Encoded,
 ) -> Result<()> {
     let rows = shape.dims.last().copied().unwrap_or(1);
     let columns = columns_of(parquet, shape);
@@ -102,22 +102,22 @@ pub(super) fn write_file(
     // Reserving the whole file up front saves the copies of growing a buffer of GBs.
     let estimate = file_bytes_bound(&columns, rows, groups, data_bytes);
     out.reserve(usize::try_from(estimate).map_err(|_| too_large())?);
-    out.extend_from_slice(MAGIC);
+    out.data.extend_from_slice(MAGIC);
     let mut chunks = Vec::with_capacity((groups as usize).saturating_mul(columns.len()));
     let mut levels = Vec::new();
     for group in 0..groups {
         let first = group * group_rows;
         let n = group_rows.min(rows - first);
         for column in &columns {
-            chunks.push(write_chunk(out, column, n, rng, &mut levels));
+            chunks.push(write_chunk(out, column, n, rng, &mut levels)?);
         }
     }
-    let footer_start = out.len();
-    write_footer(out, &columns, &chunks, rows, group_rows);
-    let footer_len = u32::try_from(out.len() - footer_start)
+    let footer_start = out.position();
+    write_footer(&mut out.data, &columns, &chunks, rows, group_rows);
+    let footer_len = u32::try_from(out.position() - footer_start)
         .map_err(|_| Error::run("the parquet footer is larger than 4 GiB"))?;
-    out.extend_from_slice(&footer_len.to_le_bytes());
-    out.extend_from_slice(MAGIC);
+    out.data.extend_from_slice(&footer_len.to_le_bytes());
+    out.data.extend_from_slice(MAGIC);
     Ok(())
 }
 
@@ -144,38 +144,38 @@ fn file_bytes_bound(columns: &[Column], rows: u64, groups: u64, data_bytes: u64)
 }
 
 fn write_chunk(
-    out: &mut Vec<u8>,
+    out: &mut Encoded,
     column: &Column,
     rows: u64,
     rng: &mut SmallRng,
     levels: &mut Vec<u8>,
-) -> Chunk {
-    let start = out.len();
+) -> Result<Chunk> {
+    let start = out.position();
     let values = rows * column.values_per_row();
     let per_page = (PAGE_BYTES / column.stored.width).max(1);
     let mut first = 0;
     while first < values {
         let end = values.min(first + per_page);
-        write_page(out, column, first, end, rng, levels);
+        write_page(out, column, first, end, rng, levels)?;
         first = end;
     }
-    Chunk {
-        start: start as u64,
-        len: (out.len() - start) as u64,
+    Ok(Chunk {
+        start,
+        len: out.position() - start,
         values,
-    }
+    })
 }
 
 /// One data page holding the chunk's values `first..end` (a list's rows may straddle pages, as
 /// in pyarrow's v1 pages).
 fn write_page(
-    out: &mut Vec<u8>,
+    out: &mut Encoded,
     column: &Column,
     first: u64,
     end: u64,
     rng: &mut SmallRng,
     levels: &mut Vec<u8>,
-) {
+) -> Result<()> {
     let n = end - first;
     levels.clear();
     if column.list {
@@ -186,7 +186,7 @@ fn write_page(
     // Fits: a page holds at most PAGE_BYTES of values, or one binary value checked against
     // MAX_BINARY_SIZE by the configuration.
     let body = (levels.len() + value_bytes) as i32;
-    write_struct(out, |h| {
+    write_struct(&mut out.data, |h| {
         h.i32(1, DATA_PAGE);
         h.i32(2, body);
         h.i32(3, body);
@@ -197,14 +197,16 @@ fn write_page(
             d.i32(4, RLE);
         });
     });
-    out.extend_from_slice(levels);
-    let at = out.len();
-    append_random(out, value_bytes, rng);
-    let page = &mut out[at..];
-    finish_values(page, column);
+    out.data.extend_from_slice(levels);
+    out.random_values(
+        value_bytes as u64,
+        column.stored.width as usize,
+        rng,
+        |values| finish_values(values, column),
+    )
 }
 
-/// Makes random bytes valid values where not every bit pattern is one: narrow integers stored
+/// Makes random bytes (whole values) valid values where not every bit pattern is one: narrow integers stored
 /// as INT32 are sign- or zero-extended, a binary value gets its length.
 fn finish_values(page: &mut [u8], column: &Column) {
     match column.dtype {
@@ -488,14 +490,15 @@ mod tests {
                     dims: vec![1, rows],
                     element: ElementType::Uint8,
                 };
-                let mut out = Vec::new();
+                let mut encoded = Encoded::default();
                 write_file(
                     &parquet,
                     &shape,
                     &mut rand::SeedableRng::seed_from_u64(1),
-                    &mut out,
+                    &mut encoded,
                 )
                 .unwrap();
+                let out = encoded.data;
                 let columns = columns_of(&parquet, &shape);
                 let data: u64 = columns
                     .iter()

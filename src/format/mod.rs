@@ -12,6 +12,8 @@ mod npz;
 mod parquet;
 mod png;
 mod synthetic;
+#[cfg(test)]
+mod testing;
 mod tfrecord;
 mod zip;
 

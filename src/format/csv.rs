@@ -201,26 +201,18 @@ impl SampleReader for Csv {
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-
     use super::*;
-    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+    use crate::format::testing::{self, Scratch};
+    use crate::storage::{scratch_dir, LocalFs};
 
     const KEY: &str = "valid/1/img_3_of_8.csv";
 
     fn encode(dims: &[u64], element: ElementType) -> Vec<u8> {
-        let mut out = Encoded::default();
-        Csv { verify: true }
-            .encode(
-                KEY,
-                &FileShape {
-                    dims: dims.to_vec(),
-                    element,
-                },
-                &mut SmallRng::seed_from_u64(5),
-                &mut out,
-            )
-            .unwrap();
+        let shape = FileShape {
+            dims: dims.to_vec(),
+            element,
+        };
+        let out = testing::encode(&Csv { verify: true }, KEY, &shape, 5);
         assert!(out.side_files().is_empty());
         out.data
     }
@@ -287,20 +279,12 @@ mod tests {
     #[test]
     fn reads_the_whole_file_for_every_sample() {
         let file = encode(&[7, 9, 4], ElementType::Uint8);
-        let dir = scratch_dir("csv");
-        let buffered = LocalFs::new(&dir);
-        buffered.put(KEY, &file).unwrap();
-        let direct = LocalFs::with_options(
-            &dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        );
+        let scratch = Scratch::new("csv");
+        scratch.buffered.put(KEY, &file).unwrap();
         let header = file.iter().position(|&b| b == b'\n').unwrap() + 1;
         let row = (file.len() - header) / 4;
         let mut buf = ReadBuffer::default();
-        for storage in [&buffered, &direct] {
+        for storage in scratch.both() {
             for verify in [false, true] {
                 let format = Csv { verify };
                 let mut reader = format.reader();
@@ -325,7 +309,7 @@ mod tests {
                 );
             }
         }
-        std::fs::remove_dir_all(dir).unwrap();
+        scratch.remove();
     }
 
     #[test]

@@ -21,8 +21,10 @@ use std::cell::RefCell;
 use rand::rngs::SmallRng;
 use rand::RngCore;
 
+use super::{corrupt, read_whole, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 
 /// Height and width of the image of a file of `shape` (sample axis last, and ignored).
 pub(crate) fn image_dims(shape: &FileShape) -> Result<(u32, u32)> {
@@ -71,6 +73,57 @@ pub(crate) struct Decoded {
     pub bytes: usize,
 }
 
+/// How one image format checks a file: decoding it whole into a buffer of pixels (grown as
+/// needed), or checking its structure only.
+#[derive(Clone, Copy)]
+pub(crate) struct Checks {
+    pub decode: fn(&[u8], &mut Vec<u8>) -> std::result::Result<Decoded, String>,
+    pub structure: fn(&[u8]) -> std::result::Result<(), String>,
+}
+
+/// The reader of an image format: every sample of a file reads the whole file and decodes it,
+/// or only checks its structure.
+pub(crate) struct ImageReader {
+    checks: Checks,
+    decode: bool,
+    /// Where images are decoded to: overwritten by every decode, never read back; as big as the
+    /// largest image of the dataset.
+    pixels: Vec<u8>,
+}
+
+impl ImageReader {
+    pub(crate) fn new(checks: Checks, decode: bool) -> ImageReader {
+        ImageReader {
+            checks,
+            decode,
+            pixels: Vec::new(),
+        }
+    }
+}
+
+impl SampleReader for ImageReader {
+    fn read_sample(
+        &mut self,
+        storage: &dyn Storage,
+        key: &str,
+        _sample: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<SampleRead> {
+        let len = read_whole(storage, key, buf)?;
+        let bytes = buf.bytes.as_slice();
+        let checked = if self.decode {
+            (self.checks.decode)(bytes, &mut self.pixels).map(|_| ())
+        } else {
+            (self.checks.structure)(bytes)
+        };
+        checked.map_err(|why| corrupt(storage, key, why))?;
+        Ok(SampleRead {
+            offset: 0,
+            bytes: len as u64,
+        })
+    }
+}
+
 /// Reads the big-endian u16 at `at`, if the bytes are there.
 pub(crate) fn be_u16(bytes: &[u8], at: usize) -> Option<u16> {
     let b = bytes.get(at..at.checked_add(2)?)?;
@@ -83,10 +136,41 @@ pub(crate) fn be_u32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// Asserts that every cut of `file` and each of `damaged` (the bytes, what is wrong with them),
+/// stored at `key`, fail to read with an error naming the file, decoding and not.
+#[cfg(test)]
+pub(super) fn assert_damage_is_caught(
+    checks: Checks,
+    key: &str,
+    file: &[u8],
+    damaged: &[(Vec<u8>, &str)],
+) {
+    let dir = crate::storage::scratch_dir(key);
+    let storage = crate::storage::LocalFs::new(&dir);
+    let mut readers = [true, false].map(|decode| ImageReader::new(checks, decode));
+    let mut buf = ReadBuffer::default();
+    let cuts = (0..file.len()).map(|len| (&file[..len], format!("cut at {len}")));
+    let damaged = damaged
+        .iter()
+        .map(|(bytes, what)| (&bytes[..], what.to_string()));
+    for (bytes, what) in cuts.chain(damaged) {
+        storage.put(key, bytes).unwrap();
+        for reader in &mut readers {
+            let error = reader
+                .read_sample(&storage, key, 0, &mut buf)
+                .expect_err(&what);
+            assert!(error.to_string().contains(key), "{what}: {error}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::ElementType;
+    use crate::format::testing::{assert_reads_whole_file, encode, Scratch};
+    use crate::format::{jpeg, png, FileFormat, Jpeg, Png};
 
     fn shape(dims: &[u64]) -> FileShape {
         FileShape {
@@ -113,5 +197,48 @@ mod tests {
         assert_eq!(first.len(), 15);
         assert_ne!(first, second);
         assert_eq!(with_noise(1, 2, &mut rng, |n| Ok(n.len())).unwrap(), 2);
+    }
+
+    /// Each image format's checks and a file of 40 × 50 pixels it wrote, at a key.
+    fn files() -> [(&'static str, Checks, Vec<u8>); 2] {
+        let shape = shape(&[40, 50, 3]);
+        let file = |format: &dyn FileFormat, key, seed| encode(format, key, &shape, seed).data;
+        [
+            (
+                "train/a.png",
+                png::CHECKS,
+                file(&Png { decode: true }, "train/a.png", 1),
+            ),
+            (
+                "train/a.jpeg",
+                jpeg::CHECKS,
+                file(&Jpeg { decode: true }, "train/a.jpeg", 2),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_sample_reads_the_whole_file_with_and_without_decoding() {
+        let scratch = Scratch::new("image");
+        let mut buf = ReadBuffer::default();
+        for (key, checks, file) in files() {
+            scratch.buffered.put(key, &file).unwrap();
+            for decode in [true, false] {
+                let mut reader = ImageReader::new(checks, decode);
+                for storage in scratch.both() {
+                    for sample in 0..3 {
+                        assert_reads_whole_file(&mut reader, storage, key, sample, &file, &mut buf);
+                    }
+                }
+                // Decoding fills the scratch with the image; the structure check never touches it.
+                let pixels = if decode { 40 * 50 } else { 0 };
+                assert_eq!(reader.pixels.len(), pixels, "{key}");
+                let error = reader
+                    .read_sample(&scratch.buffered, "train/b", 0, &mut buf)
+                    .unwrap_err();
+                assert!(error.to_string().contains("train/b"), "{error}");
+            }
+        }
+        scratch.remove();
     }
 }

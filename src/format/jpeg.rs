@@ -18,11 +18,10 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::image::{be_u16, image_dims, with_noise, Decoded};
-use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::image::{be_u16, image_dims, with_noise, Checks, Decoded, ImageReader};
+use super::{Encoded, FileFormat, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
 
 /// PIL's default.
 const QUALITY: u8 = 75;
@@ -57,41 +56,7 @@ impl FileFormat for Jpeg {
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
-        Box::new(JpegReader {
-            decode: self.decode,
-            pixels: Vec::new(),
-        })
-    }
-}
-
-struct JpegReader {
-    decode: bool,
-    /// Where images are decoded to: overwritten by every decode, never read back; as big as the
-    /// largest image of the dataset.
-    pixels: Vec<u8>,
-}
-
-/// Every sample of a file reads and decodes the whole file.
-impl SampleReader for JpegReader {
-    fn read_sample(
-        &mut self,
-        storage: &dyn Storage,
-        key: &str,
-        _sample: u64,
-        buf: &mut ReadBuffer,
-    ) -> Result<SampleRead> {
-        let len = read_whole(storage, key, buf)?;
-        let bytes = buf.bytes.as_slice();
-        let checked = if self.decode {
-            decode(bytes, &mut self.pixels).map(|_| ())
-        } else {
-            check_structure(bytes).map(|_| ())
-        };
-        checked.map_err(|why| corrupt(storage, key, why))?;
-        Ok(SampleRead {
-            offset: 0,
-            bytes: len as u64,
-        })
+        Box::new(ImageReader::new(CHECKS, self.decode))
     }
 }
 
@@ -250,29 +215,27 @@ pub(crate) fn decode(bytes: &[u8], pixels: &mut Vec<u8>) -> std::result::Result<
     })
 }
 
+/// How the reader checks a file: [`decode`], or [`check_structure`] alone.
+pub(super) const CHECKS: Checks = Checks {
+    decode,
+    structure: |bytes| check_structure(bytes).map(|_| ()),
+};
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
 
     use super::*;
     use crate::config::ElementType;
-    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+    use crate::format::image::assert_damage_is_caught;
+    use crate::format::testing;
 
     fn encode(height: u64, width: u64, seed: u64) -> Vec<u8> {
         let shape = FileShape {
             dims: vec![height, width, 2],
             element: ElementType::Float64,
         };
-        let mut out = Encoded::default();
-        Jpeg { decode: true }
-            .encode(
-                "a.jpeg",
-                &shape,
-                &mut SmallRng::seed_from_u64(seed),
-                &mut out,
-            )
-            .unwrap();
-        out.data
+        testing::encode(&Jpeg { decode: true }, "a.jpeg", &shape, seed).data
     }
 
     #[test]
@@ -327,82 +290,24 @@ mod tests {
     }
 
     #[test]
-    fn every_sample_reads_the_whole_file_with_and_without_decoding() {
-        let file = encode(40, 50, 2);
-        let dir = scratch_dir("jpeg");
-        let buffered = LocalFs::new(&dir);
-        buffered.put("train/a.jpeg", &file).unwrap();
-        let direct = LocalFs::with_options(
-            &dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        );
-        let mut buf = ReadBuffer::default();
-        for decode in [true, false] {
-            let mut reader = JpegReader {
-                decode,
-                pixels: Vec::new(),
-            };
-            for storage in [&buffered, &direct] {
-                for sample in 0..2 {
-                    let read = reader
-                        .read_sample(storage, "train/a.jpeg", sample, &mut buf)
-                        .unwrap();
-                    assert_eq!(
-                        read,
-                        SampleRead {
-                            offset: 0,
-                            bytes: file.len() as u64
-                        }
-                    );
-                    assert_eq!(buf.bytes.as_slice(), &file[..]);
-                }
-            }
-            // Decoding fills the scratch with the image; the structure check never touches it.
-            assert_eq!(reader.pixels.len(), if decode { 40 * 50 } else { 0 });
-        }
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
     fn every_truncation_and_a_flipped_header_byte_are_errors_naming_the_file() {
         let file = encode(13, 20, 3);
-        let dir = scratch_dir("jpeg-cut");
-        let storage = LocalFs::new(&dir);
-        let mut buf = ReadBuffer::default();
-        let mut readers = [true, false].map(|decode| JpegReader {
-            decode,
-            pixels: Vec::new(),
-        });
-        let mut expect_error = |bytes: &[u8], what: &str| {
-            storage.put("cut.jpeg", bytes).unwrap();
-            for reader in &mut readers {
-                let error = reader
-                    .read_sample(&storage, "cut.jpeg", 0, &mut buf)
-                    .expect_err(what);
-                assert!(error.to_string().contains("cut.jpeg"), "{what}: {error}");
-            }
-        };
-        for len in 0..file.len() {
-            expect_error(&file[..len], &format!("cut at {len}"));
-        }
         // The first segment after SOI is JFIF's APP0; its length's high byte made huge.
         assert_eq!(&file[2..4], &[0xFF, 0xE0]);
-        let mut flipped = file.clone();
-        flipped[4] ^= 0x80;
-        expect_error(&flipped, "a flipped APP0 length");
+        let mut app0 = file.clone();
+        app0[4] ^= 0x80;
         // The frame header's height made 0.
         let sof = file.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
-        let mut flipped = file.clone();
-        flipped[sof + 5..sof + 7].fill(0);
-        expect_error(&flipped, "a frame of height 0");
-        // Bytes after EOI.
+        let mut no_height = file.clone();
+        no_height[sof + 5..sof + 7].fill(0);
         let mut longer = file.clone();
         longer.push(0);
-        expect_error(&longer, "a byte after EOI");
-        std::fs::remove_dir_all(dir).unwrap();
+        let damaged = [
+            (app0, "a flipped APP0 length"),
+            (no_height, "a frame of height 0"),
+            (longer, "a byte after EOI"),
+        ];
+        assert_damage_is_caught(CHECKS, "cut.jpeg", &file, &damaged);
     }
 
     #[test]

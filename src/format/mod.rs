@@ -12,6 +12,8 @@ mod parquet;
 mod png;
 mod random;
 mod synthetic;
+#[cfg(test)]
+mod testing;
 mod tfrecord;
 mod zip;
 

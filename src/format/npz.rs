@@ -88,11 +88,9 @@ impl SampleReader for NpzReader {
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-
     use super::*;
     use crate::config::ElementType;
-    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+    use crate::format::testing::{assert_reads_whole_file, encode, Scratch};
 
     #[test]
     fn reads_a_sample_with_o_direct_as_through_the_page_cache() {
@@ -104,39 +102,18 @@ mod tests {
             verify: true,
             compressed: false,
         };
-        let mut encoded = Encoded::default();
-        npz.encode(
-            "a.npz",
-            &shape,
-            &mut SmallRng::seed_from_u64(3),
-            &mut encoded,
-        )
-        .unwrap();
-        let file = encoded.data;
-        let dir = scratch_dir("npz");
-        let buffered = LocalFs::new(&dir);
-        buffered.put("a.npz", &file).unwrap();
-        let direct = LocalFs::with_options(
-            &dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        );
+        let file = encode(&npz, "a.npz", &shape, 3).data;
+        let scratch = Scratch::new("npz");
+        scratch.buffered.put("a.npz", &file).unwrap();
         let mut buf = ReadBuffer::default();
-        for storage in [&buffered, &direct] {
-            let read = npz
-                .reader()
-                .read_sample(storage, "a.npz", 2, &mut buf)
-                .unwrap();
-            assert_eq!(read.bytes, file.len() as u64);
-            assert_eq!(buf.bytes.as_slice(), &file[..]);
+        for storage in scratch.both() {
+            assert_reads_whole_file(&mut *npz.reader(), storage, "a.npz", 2, &file, &mut buf);
         }
         let error = npz
             .reader()
-            .read_sample(&direct, "a.npz", 3, &mut buf)
+            .read_sample(&scratch.direct, "a.npz", 3, &mut buf)
             .unwrap_err();
         assert!(error.to_string().contains("out of range"), "{error}");
-        std::fs::remove_dir_all(dir).unwrap();
+        scratch.remove();
     }
 }

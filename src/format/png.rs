@@ -17,11 +17,10 @@ use std::io::Cursor;
 
 use rand::rngs::SmallRng;
 
-use super::image::{be_u32, image_dims, with_noise, Decoded};
-use super::{corrupt, read_whole, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::image::{be_u32, image_dims, with_noise, Checks, Decoded, ImageReader};
+use super::{Encoded, FileFormat, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
 
 const SIGNATURE: &[u8; 8] = b"\x89PNG\r\n\x1a\n";
 
@@ -60,41 +59,7 @@ impl FileFormat for Png {
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
-        Box::new(PngReader {
-            decode: self.decode,
-            pixels: Vec::new(),
-        })
-    }
-}
-
-struct PngReader {
-    decode: bool,
-    /// Where images are decoded to: overwritten by every decode, never read back; as big as the
-    /// largest image of the dataset.
-    pixels: Vec<u8>,
-}
-
-/// Every sample of a file reads and decodes the whole file.
-impl SampleReader for PngReader {
-    fn read_sample(
-        &mut self,
-        storage: &dyn Storage,
-        key: &str,
-        _sample: u64,
-        buf: &mut ReadBuffer,
-    ) -> Result<SampleRead> {
-        let len = read_whole(storage, key, buf)?;
-        let bytes = buf.bytes.as_slice();
-        let checked = if self.decode {
-            decode(bytes, &mut self.pixels).map(|_| ())
-        } else {
-            check_structure(bytes).map(|_| ())
-        };
-        checked.map_err(|why| corrupt(storage, key, why))?;
-        Ok(SampleRead {
-            offset: 0,
-            bytes: len as u64,
-        })
+        Box::new(ImageReader::new(CHECKS, self.decode))
     }
 }
 
@@ -247,13 +212,20 @@ pub(crate) fn decode(bytes: &[u8], pixels: &mut Vec<u8>) -> std::result::Result<
     })
 }
 
+/// How the reader checks a file: [`decode`], or [`check_structure`] alone.
+pub(super) const CHECKS: Checks = Checks {
+    decode,
+    structure: |bytes| check_structure(bytes).map(|_| ()),
+};
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
 
     use super::*;
     use crate::config::ElementType;
-    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+    use crate::format::image::assert_damage_is_caught;
+    use crate::format::testing;
 
     fn shape(height: u64, width: u64, samples: u64) -> FileShape {
         FileShape {
@@ -263,11 +235,7 @@ mod tests {
     }
 
     fn encode(shape: &FileShape, seed: u64) -> Vec<u8> {
-        let mut out = Encoded::default();
-        Png { decode: true }
-            .encode("a.png", shape, &mut SmallRng::seed_from_u64(seed), &mut out)
-            .unwrap();
-        out.data
+        testing::encode(&Png { decode: true }, "a.png", shape, seed).data
     }
 
     #[test]
@@ -303,79 +271,20 @@ mod tests {
     }
 
     #[test]
-    fn every_sample_reads_the_whole_file_with_and_without_decoding() {
-        let file = encode(&shape(40, 50, 3), 1);
-        let dir = scratch_dir("png");
-        let buffered = LocalFs::new(&dir);
-        buffered.put("train/a.png", &file).unwrap();
-        let direct = LocalFs::with_options(
-            &dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        );
-        let mut buf = ReadBuffer::default();
-        for decode in [true, false] {
-            let png = Png { decode };
-            let mut reader = PngReader {
-                decode,
-                pixels: Vec::new(),
-            };
-            for storage in [&buffered, &direct] {
-                for sample in 0..3 {
-                    let read = reader
-                        .read_sample(storage, "train/a.png", sample, &mut buf)
-                        .unwrap();
-                    assert_eq!(
-                        read,
-                        SampleRead {
-                            offset: 0,
-                            bytes: file.len() as u64
-                        }
-                    );
-                    assert_eq!(buf.bytes.as_slice(), &file[..]);
-                }
-            }
-            // Decoding fills the scratch with the image; the structure check never touches it.
-            assert_eq!(reader.pixels.len(), if decode { 40 * 50 } else { 0 });
-            assert!(png
-                .reader()
-                .read_sample(&buffered, "train/b.png", 0, &mut buf)
-                .is_err());
-        }
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
     fn every_truncation_and_a_flipped_data_byte_are_errors_naming_the_file() {
         let file = encode(&shape(6, 9, 1), 2);
-        let dir = scratch_dir("png-cut");
-        let storage = LocalFs::new(&dir);
-        let mut buf = ReadBuffer::default();
-        let mut readers = [true, false].map(|decode| PngReader {
-            decode,
-            pixels: Vec::new(),
-        });
-        let mut expect_error = |bytes: &[u8], what: &str| {
-            storage.put("cut.png", bytes).unwrap();
-            for reader in &mut readers {
-                let error = reader
-                    .read_sample(&storage, "cut.png", 0, &mut buf)
-                    .expect_err(what);
-                assert!(error.to_string().contains("cut.png"), "{what}: {error}");
-            }
-        };
-        for len in 0..file.len() {
-            expect_error(&file[..len], &format!("cut at {len}"));
-        }
         // The IDAT's data starts after the signature, IHDR (25 bytes) and the IDAT's length and
         // type; 2 bytes of zlib header and 5 of stored-block header come before the first row.
         let in_rows = 8 + 25 + 8 + 7 + 3;
         assert_eq!(&file[8 + 25 + 4..8 + 25 + 8], b"IDAT");
         let mut flipped = file.clone();
         flipped[in_rows] ^= 0x10;
-        expect_error(&flipped, "a flipped pixel");
+        assert_damage_is_caught(
+            CHECKS,
+            "cut.png",
+            &file,
+            &[(flipped.clone(), "a flipped pixel")],
+        );
         assert!(check_structure(&flipped).unwrap_err().contains("IDAT"));
         assert!(decode(&flipped, &mut Vec::new()).is_err());
         // With the chunk's CRC made right, the zlib stream's Adler-32 still catches it when
@@ -392,7 +301,6 @@ mod tests {
         assert!(check_structure(&bad_crc).unwrap_err().contains("CRC"));
         let error = decode(&bad_crc, &mut Vec::new()).unwrap_err();
         assert!(error.contains("CRC"), "{error}");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

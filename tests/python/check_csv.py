@@ -19,9 +19,9 @@ left. Prints one line per failure and a final "N passed, M failed" line; exits 0
 everything passed, 1 on a failed check, 2 on bad arguments, 3 when pandas is missing.
 """
 
-import json
-import os
 import sys
+
+import checks_common
 
 
 def check_file(pd, np, path, expect):
@@ -67,60 +67,14 @@ def check_file(pd, np, path, expect):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    folder = argv[0]
-    try:
-        expect = json.loads(argv[1])
-        files = int(expect["files"])
-        expect["samples_per_file"] = int(expect["samples_per_file"])
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"check_csv.py: bad EXPECT_JSON {argv[1]!r}: {e}", file=sys.stderr)
-        return 2
-    try:
-        import numpy as np
-        import pandas as pd
-    except ImportError as e:
-        print(f"check_csv.py: pandas is not installed ({e}); run: pip install pandas", file=sys.stderr)
-        return 3
+    folder, expect = checks_common.folder_and_expect(argv, __doc__, checks_common.counts)
+    np, pd = checks_common.modules("numpy pandas", "numpy", "pandas")
     try:
         np.dtype(expect.get("dtype", "uint8"))
     except TypeError:
-        print(f"check_csv.py: unknown dtype {expect['dtype']!r}", file=sys.stderr)
-        return 2
-    if not os.path.isdir(folder):
-        print(f"check_csv.py: {folder} is not a folder", file=sys.stderr)
-        return 1
-
-    paths, leftovers = [], []
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(".csv"):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
-    for path in paths:
-        errors = check_file(pd, np, path, expect)
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
-    problems = []
-    if len(paths) != files:
-        problems.append(f"found {len(paths)} csv file(s) in {folder}, expected {files}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+        checks_common.stop(f"unknown dtype {expect['dtype']!r}", 2)
+    return checks_common.check_files(
+        folder, "csv", expect["files"], lambda path: check_file(pd, np, path, expect))
 
 
 if __name__ == "__main__":

@@ -28,38 +28,27 @@ passed, 1 on a failed check, 2 on bad arguments, 3 when h5py is missing.
 """
 
 import json
-import os
 import sys
 
-
-def usage(message):
-    print(f"check_hdf5.py: {message}", file=sys.stderr)
-    print("usage: check_hdf5.py FOLDER EXPECT_JSON", file=sys.stderr)
-    return 2
+import checks_common
 
 
-def parse(argv):
-    """(folder, expectations) or an error message."""
-    if len(argv) != 2:
-        return None, "expected two arguments"
-    folder, text = argv
-    try:
-        expect = json.loads(text)
-    except json.JSONDecodeError as e:
-        return None, f"EXPECT_JSON is not JSON: {e}"
+def parse_expect(text):
+    """The expectations, or raises ValueError."""
+    expect = json.loads(text)
     if not isinstance(expect, dict):
-        return None, "EXPECT_JSON must be an object"
+        raise ValueError("EXPECT_JSON must be an object")
     for key in ("files", "samples_per_file", "dtype"):
         if key not in expect:
-            return None, f"EXPECT_JSON needs '{key}'"
+            raise ValueError(f"EXPECT_JSON needs '{key}'")
     if ("dims" in expect) == ("ndims" in expect):
-        return None, "EXPECT_JSON needs exactly one of 'dims' and 'ndims'"
+        raise ValueError("EXPECT_JSON needs exactly one of 'dims' and 'ndims'")
     known = {"files", "samples_per_file", "dtype", "dims", "ndims", "num_dset_per_record",
              "chunks", "compression", "compression_level"}
     unknown = sorted(set(expect) - known)
     if unknown:
-        return None, f"unknown keys in EXPECT_JSON: {unknown}"
-    return (folder, expect), None
+        raise ValueError(f"unknown keys in EXPECT_JSON: {unknown}")
+    return expect
 
 
 def check_records(np, name, dset, expect):
@@ -118,58 +107,26 @@ def check_file(h5py, np, path, expect):
 
 
 def main(argv):
-    parsed, why = parse(argv)
-    if why:
-        return usage(why)
-    folder, expect = parsed
-    try:
-        import h5py
-        import numpy as np
-    except ImportError as e:
-        print(f"check_hdf5.py: h5py is not installed ({e}); run: pip install h5py", file=sys.stderr)
-        return 3
-    if not os.path.isdir(folder):
-        print(f"check_hdf5.py: {folder} is not a folder", file=sys.stderr)
-        return 1
-
-    paths, leftovers = [], []
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(".hdf5"):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
+    folder, expect = checks_common.folder_and_expect(argv, __doc__, parse_expect)
+    h5py, np = checks_common.modules("h5py", "h5py", "numpy")
     storage = {}
-    for path in paths:
+
+    def check(path):
         errors, seen = check_file(h5py, np, path, expect)
         for kind in seen or ():
             storage[kind] = storage.get(kind, 0) + 1
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
+        return errors
 
-    for (chunks, compression, level), count in sorted(storage.items(), key=str):
-        layout = f"chunked {chunks}" if chunks else "contiguous"
-        codec = f", {compression} level {level}" if compression else ""
-        print(f"storage: {layout}{codec} ({count} records datasets)")
+    def report_storage():
+        """Says which storage the records datasets have; that is no failure."""
+        for (chunks, compression, level), count in sorted(storage.items(), key=str):
+            layout = f"chunked {chunks}" if chunks else "contiguous"
+            codec = f", {compression} level {level}" if compression else ""
+            print(f"storage: {layout}{codec} ({count} records datasets)")
+        return []
 
-    problems = []
-    if len(paths) != expect["files"]:
-        problems.append(f"found {len(paths)} hdf5 file(s) in {folder}, expected {expect['files']}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    for p in problems:
-        print(f"FAIL {p}")
-
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+    return checks_common.check_files(folder, "hdf5", expect["files"], check,
+                                     finish=report_storage)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import json
 import os
 import sys
 
+import checks_common
+
 
 def parse_expect(text):
     """The expectations, or raises ValueError."""
@@ -92,56 +94,10 @@ def check_file(Image, np, path, expect):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    folder = argv[0]
-    try:
-        expect = parse_expect(argv[1])
-    except ValueError as e:
-        print(f"check_images.py: bad EXPECT_JSON: {e}", file=sys.stderr)
-        return 2
-    try:
-        import numpy as np
-        from PIL import Image
-    except ImportError as e:
-        print(f"check_images.py: {e}; run: pip install pillow numpy", file=sys.stderr)
-        return 3
-    if not os.path.isdir(folder):
-        print(f"check_images.py: {folder} is not a folder", file=sys.stderr)
-        return 1
-
-    extension = "." + expect["format"]
-    paths, leftovers = [], []
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(extension):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
-    for path in paths:
-        errors = check_file(Image, np, path, expect)
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
-
-    problems = []
-    if len(paths) != expect["files"]:
-        problems.append(f"found {len(paths)} {expect['format']} file(s) in {folder}, expected {expect['files']}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    for p in problems:
-        print(f"FAIL {p}")
-
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+    folder, expect = checks_common.folder_and_expect(argv, __doc__, parse_expect)
+    np, pil = checks_common.modules("pillow numpy", "numpy", "PIL.Image")
+    return checks_common.check_files(
+        folder, expect["format"], expect["files"], lambda path: check_file(pil, np, path, expect))
 
 
 if __name__ == "__main__":

@@ -1,53 +1,65 @@
 #!/usr/bin/env python3
-"""Checks an indexed_binary dataset folder with numpy, as DLIO's reader and Megatron read it.
+"""Checks an indexed_binary dataset with numpy, as DLIO's reader and Megatron read it.
 
-usage: check_indexed_binary.py FOLDER EXPECT_JSON
-EXPECT_JSON: {"files": N, "samples_per_file": S, "sample_bytes": B}
-Every `train/*.indexed_binary` (or `.mmap_indexed_binary`) file must have `.off.idx` and `.sz.idx`
-beside it holding S little-endian uint64 each; the offsets must be the running sum of the sizes,
-every size B, and the data file exactly S x B bytes.
+Usage:
+  check_indexed_binary.py FOLDER EXPECT_JSON
+
+EXPECT_JSON, e.g. '{"files": 3, "samples_per_file": 4, "sample_bytes": 1024}':
+  files             number of data files (`*.indexed_binary` or `*.mmap_indexed_binary`) under
+                    FOLDER (recursively)
+  samples_per_file  samples (S) in every file
+  sample_bytes      bytes (B) of every sample
+
+Every data file must have `.off.idx` and `.sz.idx` beside it holding S little-endian uint64 each;
+the offsets must be the running sum of the sizes, every size B, the data file exactly S x B bytes,
+and its last sample readable through a memory map. No temporary file (name starting with '.' or
+ending '.tmp') may be left.
+
+Prints one line per failure and a final "N passed, M failed" line; exits 0 only when everything
+passed, 1 on a failed check, 2 on bad arguments, 3 when numpy is missing.
 """
-import glob
-import json
+
 import os
 import sys
 
-import numpy as np
+import checks_common
 
 
-def main():
-    folder, expect = sys.argv[1], json.loads(sys.argv[2])
-    files = sorted(
-        f
-        for f in glob.glob(os.path.join(folder, "train", "**", "*"), recursive=True)
-        if f.endswith("indexed_binary")
-    )
-    problems = []
-    if len(files) != expect["files"]:
-        problems.append(f"{len(files)} data files, expected {expect['files']}")
-    for path in files:
+def check_file(np, path, expect):
+    """A list of error messages about one data file and its index."""
+    s, b = expect["samples_per_file"], expect["sample_bytes"]
+    try:
         offsets = np.fromfile(path + ".off.idx", dtype="<u8")
         sizes = np.fromfile(path + ".sz.idx", dtype="<u8")
-        size = os.path.getsize(path)
-        s, b = expect["samples_per_file"], expect["sample_bytes"]
-        if len(offsets) != s or len(sizes) != s:
-            problems.append(f"{path}: {len(offsets)} offsets, {len(sizes)} sizes, expected {s}")
-            continue
-        if not (sizes == b).all():
-            problems.append(f"{path}: sizes {sizes.tolist()}, expected {b} each")
-        if not (offsets == np.concatenate([[0], np.cumsum(sizes)[:-1]])).all():
-            problems.append(f"{path}: offsets {offsets.tolist()} are not the running sum of sizes")
-        if size != s * b:
-            problems.append(f"{path}: {size} bytes, expected {s * b}")
-        data = np.memmap(path, dtype=np.uint8, mode="r")
-        last = data[int(offsets[-1]) : int(offsets[-1] + sizes[-1])]
-        if len(last) != b:
-            problems.append(f"{path}: the last sample has {len(last)} bytes")
-    for p in problems:
-        print("FAIL", p)
-    print(f"{len(files)} files checked, {len(problems)} problems")
-    sys.exit(1 if problems else 0)
+    except OSError as e:
+        return [f"cannot read its index: {e}"]
+    if len(offsets) != s or len(sizes) != s:
+        return [f"{len(offsets)} offsets, {len(sizes)} sizes, expected {s}"]
+    errors = []
+    if not (sizes == b).all():
+        errors.append(f"sizes {sizes.tolist()}, expected {b} each")
+    if not (offsets == np.concatenate([[0], np.cumsum(sizes)[:-1]])).all():
+        errors.append(f"offsets {offsets.tolist()} are not the running sum of sizes")
+    size = os.path.getsize(path)
+    if size != s * b:
+        errors.append(f"{size} bytes, expected {s * b}")
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    last = data[int(offsets[-1]) : int(offsets[-1] + sizes[-1])]
+    if len(last) != b:
+        errors.append(f"the last sample has {len(last)} bytes")
+    return errors
+
+
+def main(argv):
+    folder, expect = checks_common.folder_and_expect(
+        argv, __doc__, lambda text: checks_common.counts(
+            text, ("files", "samples_per_file", "sample_bytes")))
+    (np,) = checks_common.modules("numpy", "numpy")
+    # Both formats' names end so: `.indexed_binary` and `.mmap_indexed_binary`.
+    return checks_common.check_files(
+        folder, "indexed_binary", expect["files"], lambda path: check_file(np, path, expect),
+        suffix="indexed_binary")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

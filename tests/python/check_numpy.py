@@ -19,8 +19,9 @@ passed, 1 on a failed check, 2 on bad arguments, 3 when numpy is missing.
 """
 
 import argparse
-import os
 import sys
+
+import checks_common
 
 
 def parse_args(argv):
@@ -92,51 +93,21 @@ def check_file(np, path, args):
 
 def main(argv):
     args = parse_args(argv)
-    try:
-        import numpy as np
-    except ImportError as e:
-        print(f"check_numpy.py: numpy is not installed ({e}); run: pip install numpy", file=sys.stderr)
-        return 3
-    if not os.path.isdir(args.dir):
-        print(f"check_numpy.py: {args.dir} is not a folder", file=sys.stderr)
-        return 1
-
-    extension = "." + args.format
-    paths, leftovers = [], []
-    for root, _dirs, names in os.walk(args.dir):
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(extension):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
+    (np,) = checks_common.modules("numpy", "numpy")
     shapes = set()
-    for path in paths:
+
+    def check(path):
         errors, shape = check_file(np, path, args)
         if shape is not None:
             shapes.add(shape)
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
+        return errors
 
-    problems = []
-    if len(paths) != args.files:
-        problems.append(f"found {len(paths)} {args.format} file(s) in {args.dir}, expected {args.files}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    if args.varying and len(shapes) < 2:
-        problems.append(f"expected varying shapes (--varying), all files have shape {sorted(shapes)}")
-    for p in problems:
-        print(f"FAIL {p}")
+    def varying():
+        if args.varying and len(shapes) < 2:
+            return [f"expected varying shapes (--varying), all files have shape {sorted(shapes)}"]
+        return []
 
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+    return checks_common.check_files(args.dir, args.format, args.files, check, finish=varying)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ passed, 1 on a failed check, 2 on bad arguments, 3 when pyarrow is missing.
 
 import json
 import math
-import os
 import sys
+
+import checks_common
 
 DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
           "float16", "float32", "float64", "binary")
@@ -143,57 +144,10 @@ def check_file(pa, pq, pc, path, expect):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    folder = argv[0]
-    try:
-        expect = parse_expect(argv[1])
-    except ValueError as e:  # json.JSONDecodeError is a ValueError too
-        print(f"check_parquet.py: bad EXPECT_JSON: {e}", file=sys.stderr)
-        return 2
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        print(f"check_parquet.py: pyarrow is not installed ({e}); run: pip install pyarrow",
-              file=sys.stderr)
-        return 3
-    if not os.path.isdir(folder):
-        print(f"check_parquet.py: {folder} is not a folder", file=sys.stderr)
-        return 1
-
-    paths, leftovers = [], []
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(".parquet"):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
-    for path in paths:
-        errors = check_file(pa, pq, pc, path, expect)
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
-
-    problems = []
-    if len(paths) != expect["files"]:
-        problems.append(f"found {len(paths)} parquet file(s) in {folder}, expected {expect['files']}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    for p in problems:
-        print(f"FAIL {p}")
-
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+    folder, expect = checks_common.folder_and_expect(argv, __doc__, parse_expect)
+    pa, pc, pq = checks_common.modules("pyarrow", "pyarrow", "pyarrow.compute", "pyarrow.parquet")
+    return checks_common.check_files(
+        folder, "parquet", expect["files"], lambda path: check_file(pa, pq, pc, path, expect))
 
 
 if __name__ == "__main__":

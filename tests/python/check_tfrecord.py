@@ -23,10 +23,11 @@ big datasets, fine for test ones). Prints one line per failure and a final "N pa
 line; exits 0 only when everything passed, 1 on a failed check, 2 on bad arguments.
 """
 
-import json
 import os
 import struct
 import sys
+
+import checks_common
 
 
 def _table():
@@ -207,62 +208,20 @@ def check_file(folder, path, expect, image_bytes):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    folder = argv[0]
-    try:
-        expect = json.loads(argv[1])
-        files = int(expect["files"])
-        expect["samples_per_file"] = int(expect["samples_per_file"])
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"check_tfrecord.py: bad EXPECT_JSON {argv[1]!r}: {e}", file=sys.stderr)
-        return 2
+    folder, expect = checks_common.folder_and_expect(argv, __doc__, checks_common.counts)
     image_bytes = None
     if "dims" in expect:
         itemsize = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "int32": 4,
                     "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
         dtype = expect.get("dtype", "uint8")
         if dtype not in itemsize:
-            print(f"check_tfrecord.py: unknown dtype {dtype!r}", file=sys.stderr)
-            return 2
+            checks_common.stop(f"unknown dtype {dtype!r}", 2)
         image_bytes = itemsize[dtype]
         for d in expect["dims"]:
             image_bytes *= int(d)
-    if not os.path.isdir(folder):
-        print(f"check_tfrecord.py: {folder} is not a folder", file=sys.stderr)
-        return 1
-
-    paths, leftovers = [], []
-    for root, dirs, names in os.walk(folder):
-        if root == folder and "index" in dirs:
-            dirs.remove("index")
-        for name in names:
-            path = os.path.join(root, name)
-            if name.startswith(".") or name.endswith(".tmp"):
-                leftovers.append(path)
-            elif name.endswith(".tfrecord"):
-                paths.append(path)
-    paths.sort()
-
-    passed, failed = 0, 0
-    for path in paths:
-        errors = check_file(folder, path, expect, image_bytes)
-        if errors:
-            failed += 1
-            for e in errors:
-                print(f"FAIL {path}: {e}")
-        else:
-            passed += 1
-    problems = []
-    if len(paths) != files:
-        problems.append(f"found {len(paths)} tfrecord file(s) in {folder}, expected {files}")
-    for path in leftovers:
-        problems.append(f"temporary file left behind: {path}")
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and not problems else 1
+    return checks_common.check_files(
+        folder, "tfrecord", expect["files"],
+        lambda path: check_file(folder, path, expect, image_bytes), skip=("index",))
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@
 //! 64 KiB (or the whole file if smaller), then the whole footer again if it is longer. A sample of
 //! a row group not in hand costs that row group's column chunks of the columns marked `read` (all
 //! columns when none is marked or none is configured), adjacent chunks coalesced into one range
-//! read as pyarrow's pre-buffering does; the page headers are walked and must add up to each
-//! chunk. Further samples of the row group in hand cost nothing: pyarrow holds the table. With
+//! as pyarrow's pre-buffering does; the page headers are walked and must add up to each chunk.
+//! A range is fetched in pieces of at most 8 MiB, in order, each checked as it arrives and then
+//! dropped, so a reader thread holds a piece (and any one page a piece's end cuts), never a row
+//! group; "in hand" records which row group was fetched. Further samples of the row group in
+//! hand cost nothing: pyarrow holds the table. With
 //! `read_mode: whole_file` (`pq.read_table(columns=...)`) the first sample of a file reads the
 //! marked columns of every row group and the file's later samples cost nothing. With `verify`,
 //! the levels of uncompressed pages are decoded and the values counted (rows × size); pages a

@@ -9,10 +9,25 @@ use super::{
 use crate::config::formats::{ColumnType, ParquetColumn, ParquetReadMode};
 use crate::error::{Error, Result};
 use crate::format::{corrupt, read_exact_range, ReadBuffer, SampleRead, SampleReader};
-use crate::storage::Storage;
+use crate::storage::{RangeRead, Storage};
 
 /// Arrow's first read of a file is its last 64 KiB, which usually holds the whole footer.
 const FOOTER_READ: u64 = 64 * 1024;
+
+/// The most a read of column chunks asks for at once. A row group is fetched in pieces, each
+/// checked as it arrives and then dropped, so that a reader thread holds this much rather than a
+/// row group (623 MB with MLPerf flux's defaults, times `read_threads`). 8 MiB is large enough
+/// that a read's fixed cost (a system call, a storage request's latency) stays small beside
+/// moving its bytes, and is a multiple of every power-of-two O_DIRECT block up to itself:
+/// pieces end at its multiples in the file, so no block is fetched by two pieces.
+pub(super) const PIECE_BYTES: u64 = 8 << 20;
+
+/// Bytes added to a page header cut by a piece's end before parsing it again; doubled each
+/// time, so that a long header costs few tries and a short one a small copy.
+const HEADER_STEP: usize = 1 << 10;
+
+/// Arrow's limit on a page header (statistics make them long); past it the header is corrupt.
+const MAX_PAGE_HEADER: usize = 16 << 20;
 
 /// What the reader thread has in hand of the current file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +139,10 @@ pub(super) struct RowGroupReader<'a> {
     in_hand: InHand,
     /// Scratch: the chunks of a row group sorted by offset, for coalescing.
     order: Vec<Chunk>,
+    /// Bytes read at once: [`PIECE_BYTES`], smaller in tests.
+    piece: u64,
+    /// A page header or decoded page body that the end of a piece cut, gathered whole.
+    carry: Vec<u8>,
 }
 
 impl<'a> RowGroupReader<'a> {
@@ -141,6 +160,8 @@ impl<'a> RowGroupReader<'a> {
             footer: Footer::default(),
             in_hand: InHand::Nothing,
             order: Vec::new(),
+            piece: PIECE_BYTES,
+            carry: Vec::new(),
         }
     }
 
@@ -209,8 +230,8 @@ impl<'a> RowGroupReader<'a> {
         Ok(fetched)
     }
 
-    /// Reads the chunks of the columns read of row group `g`, adjacent ones in one range read;
-    /// returns the bytes fetched.
+    /// Reads the chunks of the columns read of row group `g`, adjacent ones as one range, in
+    /// pieces that are checked as they arrive; returns the bytes fetched.
     fn read_group(
         &mut self,
         storage: &dyn Storage,
@@ -218,7 +239,7 @@ impl<'a> RowGroupReader<'a> {
         g: usize,
         buf: &mut ReadBuffer,
     ) -> Result<u64> {
-        let group = self.footer.groups[g];
+        let rows = self.footer.groups[g].rows;
         self.order.clear();
         self.order.extend_from_slice(self.footer.chunks_of(g));
         self.order.sort_unstable_by_key(|c| c.start);
@@ -232,36 +253,37 @@ impl<'a> RowGroupReader<'a> {
                 end += self.order[next].len;
                 next += 1;
             }
-            let len = usize::try_from(end - start).map_err(|_| {
+            let run = &self.order[first..next];
+            self.carry.clear();
+            let mut walk = RunWalk {
+                chunks: run,
+                leaves: &self.footer.leaves,
+                rows,
+                verify: self.format.verify,
+                current: 0,
+                at: start,
+                pages: PageWalk::default(),
+                carry: &mut self.carry,
+            };
+            let fail = |(chunk, why): (usize, String)| {
+                let leaf = &self.footer.leaves[run[chunk].leaf];
                 corrupt(
                     storage,
                     key,
-                    format!(
-                        "row group {g}: {} bytes of column chunks do not fit in memory",
-                        end - start
-                    ),
+                    format!("row group {g}, column {}: {why}", leaf.name),
                 )
-            })?;
-            let read = read_exact_range(storage, key, start, len, buf)?;
-            fetched += read.fetched;
-            let bytes = read.bytes(&buf.bytes);
-            for chunk in &self.order[first..next] {
-                let at = (chunk.start - start) as usize;
-                let leaf = &self.footer.leaves[chunk.leaf];
-                check_chunk(
-                    &bytes[at..at + chunk.len as usize],
-                    chunk,
-                    leaf,
-                    group.rows,
-                    self.format.verify,
-                )
-                .map_err(|why| {
-                    corrupt(
-                        storage,
-                        key,
-                        format!("row group {g}, column {}: {why}", leaf.name),
-                    )
-                })?;
+            };
+            walk.finish_ended().map_err(fail)?;
+            let mut at = start;
+            while at < end {
+                // Pieces end at multiples of the piece size in the file, not of the range, so that
+                // with O_DIRECT a block is never fetched by two pieces.
+                let piece_end = (at / self.piece + 1).saturating_mul(self.piece).min(end);
+                let len = (piece_end - at) as usize;
+                let read = fetch_piece(storage, key, g, at, len, buf)?;
+                fetched += read.fetched;
+                walk.feed(read.bytes(&buf.bytes)).map_err(fail)?;
+                at = piece_end;
             }
             first = next;
         }
@@ -269,8 +291,51 @@ impl<'a> RowGroupReader<'a> {
     }
 }
 
+/// Reads `len` bytes at `offset` of row group `g`; fewer (the file shrank since its footer was
+/// read) is a corrupt file.
+fn fetch_piece(
+    storage: &dyn Storage,
+    key: &str,
+    g: usize,
+    offset: u64,
+    len: usize,
+    buf: &mut ReadBuffer,
+) -> Result<RangeRead> {
+    let read = storage
+        .read_range(key, offset, len, &mut buf.bytes)
+        .map_err(|e| {
+            Error::run(format!(
+                "cannot read row group {g} of data file {}: {e}",
+                storage.describe(key)
+            ))
+        })?;
+    if read.len < len {
+        return Err(corrupt(
+            storage,
+            key,
+            format!(
+                "row group {g}: truncated: {len} bytes are needed at offset {offset}, the file \
+                 ends {} bytes in",
+                read.len
+            ),
+        ));
+    }
+    Ok(read)
+}
+
 #[cfg(test)]
 impl RowGroupReader<'_> {
+    /// Reads chunks in pieces of `piece` bytes.
+    pub(super) fn with_piece(mut self, piece: u64) -> Self {
+        self.piece = piece;
+        self
+    }
+
+    /// Memory held for pages cut by the end of a piece.
+    pub(super) fn carry_capacity(&self) -> usize {
+        self.carry.capacity()
+    }
+
     /// (offset, length) of the chunks read of row group `g` of the file in hand.
     pub(super) fn chunk_ranges(&self, g: usize) -> Vec<(u64, u64)> {
         self.footer
@@ -795,34 +860,145 @@ struct Tally {
     values: u64,
     rows: u64,
     present: u64,
-    /// Every data page was decoded (none was compressed).
-    decoded: bool,
+    /// A data page was not decoded (compressed, or no `verify`).
+    undecoded: bool,
 }
 
-/// Walks the pages of a chunk: their sizes must add up to it and their value counts to the
-/// footer's; with `verify`, the levels of uncompressed pages are decoded and the values counted.
-fn check_chunk(bytes: &[u8], chunk: &Chunk, leaf: &Leaf, rows: u64, verify: bool) -> Parsed<()> {
-    let mut tally = Tally {
-        decoded: true,
-        ..Tally::default()
-    };
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let mut reader = Reader::new(&bytes[pos..]);
-        let header = parse_page_header(&mut reader)
-            .map_err(|why| format!("the page header at byte {pos} of the chunk: {why}"))?;
-        let body = pos + reader.position();
-        let end = body
-            .checked_add(header.compressed)
-            .filter(|&end| end <= bytes.len())
-            .ok_or_else(|| {
-                format!(
-                    "the page at byte {pos} ({} bytes) overruns the chunk ({} bytes)",
-                    header.compressed,
-                    bytes.len()
-                )
-            })?;
-        let body = &bytes[body..end];
+/// A chunk being checked, and what its pages must add up to.
+struct Check<'c> {
+    chunk: &'c Chunk,
+    leaf: &'c Leaf,
+    rows: u64,
+    verify: bool,
+}
+
+/// A data page whose levels are decoded and values counted.
+enum Body {
+    V1(DataPage),
+    /// With whether its values are stored plain (not compressed).
+    V2(DataPageV2, bool),
+}
+
+/// Where the walk of a chunk's pages stands between pieces.
+#[derive(Default)]
+enum Step {
+    /// At a page header, of which the carry holds what the last piece had.
+    #[default]
+    Header,
+    /// In a page body that is not decoded: bytes left to pass over.
+    Skip(u64),
+    /// In a page body that is decoded, gathered into the carry if a piece ends within it; bytes
+    /// left.
+    Decode(Body, usize),
+}
+
+/// Walks the pages of a chunk as its bytes arrive: their sizes must add up to it and their value
+/// counts to the footer's; with `verify`, the levels of uncompressed pages are decoded and the
+/// values counted. A page header or decoded body that a piece cuts is gathered whole in the
+/// carry; anything else is looked at in the piece and dropped with it.
+#[derive(Default)]
+struct PageWalk {
+    /// Bytes of the chunk seen so far.
+    seen: u64,
+    /// Where the page being walked starts in the chunk.
+    page: u64,
+    step: Step,
+    tally: Tally,
+}
+
+impl PageWalk {
+    /// Walks the next `bytes` of the chunk.
+    fn feed(&mut self, mut bytes: &[u8], check: &Check, carry: &mut Vec<u8>) -> Parsed<()> {
+        // Bytes of the chunk that come after these.
+        let later = check.chunk.len - self.seen - bytes.len() as u64;
+        while !bytes.is_empty() {
+            let used = match std::mem::take(&mut self.step) {
+                Step::Header => self.header(bytes, later, check, carry)?,
+                Step::Skip(left) => {
+                    let used = left.min(bytes.len() as u64);
+                    if used < left {
+                        self.step = Step::Skip(left - used);
+                    }
+                    used as usize
+                }
+                Step::Decode(body, left) if carry.is_empty() && left <= bytes.len() => {
+                    self.decode(&body, &bytes[..left], check)?;
+                    left
+                }
+                Step::Decode(body, left) => {
+                    if carry.is_empty() {
+                        // Exactly the page: the carry holds no more than the largest one cut.
+                        carry.reserve_exact(left);
+                    }
+                    let used = left.min(bytes.len());
+                    carry.extend_from_slice(&bytes[..used]);
+                    if used == left {
+                        self.decode(&body, carry, check)?;
+                        carry.clear();
+                    } else {
+                        self.step = Step::Decode(body, left - used);
+                    }
+                    used
+                }
+            };
+            self.seen += used as u64;
+            bytes = &bytes[used..];
+            if matches!(self.step, Step::Header) && carry.is_empty() {
+                self.page = self.seen;
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses the page header at `self.page` from the carry and `bytes`, `later` bytes of the
+    /// chunk coming after them; returns how many of `bytes` it took. A header cut off is
+    /// carried, and tried again with more bytes, as Arrow does, up to Arrow's limit.
+    fn header(
+        &mut self,
+        bytes: &[u8],
+        later: u64,
+        check: &Check,
+        carry: &mut Vec<u8>,
+    ) -> Parsed<usize> {
+        let old = carry.len();
+        let (parsed, take) = if old == 0 {
+            (parse_header_in(bytes), bytes.len())
+        } else {
+            let take = bytes
+                .len()
+                .min(old.max(HEADER_STEP))
+                .min(MAX_PAGE_HEADER - old);
+            carry.extend_from_slice(&bytes[..take]);
+            (parse_header_in(carry), take)
+        };
+        let (header, len) = match parsed {
+            Ok(parsed) => parsed,
+            Err(why) => {
+                let more = later > 0 || take < bytes.len();
+                if more && old + take < MAX_PAGE_HEADER {
+                    if old == 0 {
+                        carry.extend_from_slice(bytes);
+                    }
+                    return Ok(take);
+                }
+                return Err(format!(
+                    "the page header at byte {} of the chunk: {why}",
+                    self.page
+                ));
+            }
+        };
+        carry.clear();
+        let pos = self.page;
+        let chunk = check.chunk;
+        let end = (pos + len as u64)
+            .checked_add(header.compressed as u64)
+            .filter(|&end| end <= chunk.len);
+        if end.is_none() {
+            return Err(format!(
+                "the page at byte {pos} ({} bytes) overruns the chunk ({} bytes)",
+                header.compressed, chunk.len
+            ));
+        }
         let in_page = |why: String| format!("the page at byte {pos}: {why}");
         if chunk.codec == UNCOMPRESSED && header.uncompressed != header.compressed {
             return Err(in_page(format!(
@@ -830,60 +1006,144 @@ fn check_chunk(bytes: &[u8], chunk: &Chunk, leaf: &Leaf, rows: u64, verify: bool
                 header.uncompressed, header.compressed
             )));
         }
-        match header.kind {
+        let body = match header.kind {
             DATA_PAGE => {
                 let page = header
                     .v1
                     .ok_or_else(|| in_page("no data_page_header".into()))?;
-                tally.values += page.values;
-                if verify && chunk.codec == UNCOMPRESSED {
-                    tally_v1(body, &page, leaf, &mut tally).map_err(in_page)?;
-                } else {
-                    tally.decoded = false;
-                }
+                self.tally.values += page.values;
+                (check.verify && chunk.codec == UNCOMPRESSED).then_some(Body::V1(page))
             }
             DATA_PAGE_V2 => {
                 let page = header
                     .v2
                     .ok_or_else(|| in_page("no data_page_header_v2".into()))?;
-                tally.values += page.values;
-                if verify {
-                    let plain = !page.compressed || chunk.codec == UNCOMPRESSED;
-                    tally_v2(body, &page, leaf, plain, &mut tally).map_err(in_page)?;
-                } else {
-                    tally.decoded = false;
+                self.tally.values += page.values;
+                let plain = !page.compressed || chunk.codec == UNCOMPRESSED;
+                check.verify.then_some(Body::V2(page, plain))
+            }
+            DICTIONARY_PAGE | INDEX_PAGE => None,
+            other => return Err(in_page(format!("unknown page type {other}"))),
+        };
+        let left = header.compressed;
+        match body {
+            None => {
+                self.tally.undecoded |= matches!(header.kind, DATA_PAGE | DATA_PAGE_V2);
+                if left > 0 {
+                    self.step = Step::Skip(left as u64);
                 }
             }
-            DICTIONARY_PAGE | INDEX_PAGE => {}
-            other => return Err(in_page(format!("unknown page type {other}"))),
+            Some(body) if left == 0 => self.decode(&body, &[], check)?,
+            Some(body) => self.step = Step::Decode(body, left),
         }
-        pos = end;
+        Ok(len - old)
     }
-    if tally.values != chunk.values {
-        return Err(format!(
-            "its pages hold {} values, the footer says {}",
-            tally.values, chunk.values
-        ));
+
+    fn decode(&mut self, body: &Body, bytes: &[u8], check: &Check) -> Parsed<()> {
+        match body {
+            Body::V1(page) => tally_v1(bytes, page, check.leaf, &mut self.tally),
+            Body::V2(page, plain) => tally_v2(bytes, page, check.leaf, *plain, &mut self.tally),
+        }
+        .map_err(|why| format!("the page at byte {}: {why}", self.page))
     }
-    if !(verify && tally.decoded) {
-        return Ok(());
-    }
-    if tally.rows != rows {
-        return Err(format!(
-            "its levels hold {} rows, the row group has {rows}",
-            tally.rows
-        ));
-    }
-    if let Some(expect) = leaf.expect {
-        let want = rows.saturating_mul(expect.values_per_row);
-        if tally.present != want {
+
+    /// Checks the totals once every byte of the chunk has been walked.
+    fn finish(self, check: &Check) -> Parsed<()> {
+        let (tally, rows) = (self.tally, check.rows);
+        if tally.values != check.chunk.values {
             return Err(format!(
-                "its pages hold {} values, {rows} rows of {} make {want}",
-                tally.present, expect.values_per_row
+                "its pages hold {} values, the footer says {}",
+                tally.values, check.chunk.values
             ));
         }
+        if !check.verify || tally.undecoded {
+            return Ok(());
+        }
+        if tally.rows != rows {
+            return Err(format!(
+                "its levels hold {} rows, the row group has {rows}",
+                tally.rows
+            ));
+        }
+        if let Some(expect) = check.leaf.expect {
+            let want = rows.saturating_mul(expect.values_per_row);
+            if tally.present != want {
+                return Err(format!(
+                    "its pages hold {} values, {rows} rows of {} make {want}",
+                    tally.present, expect.values_per_row
+                ));
+            }
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// A page header at the start of `bytes`, and its length.
+fn parse_header_in(bytes: &[u8]) -> Parsed<(PageHeader, usize)> {
+    let mut reader = Reader::new(bytes);
+    let header = parse_page_header(&mut reader)?;
+    Ok((header, reader.position()))
+}
+
+/// Checks a run of adjacent chunks as its bytes arrive, piece by piece.
+struct RunWalk<'w> {
+    chunks: &'w [Chunk],
+    leaves: &'w [Leaf],
+    rows: u64,
+    verify: bool,
+    /// The chunk the next byte belongs to.
+    current: usize,
+    /// Where the next byte is in the file.
+    at: u64,
+    pages: PageWalk,
+    carry: &'w mut Vec<u8>,
+}
+
+/// An error in the run's chunk at that index.
+type RunError = (usize, String);
+
+impl<'w> RunWalk<'w> {
+    /// The check of the run's chunk `i`, borrowing the footer rather than the walk.
+    fn check(&self, i: usize) -> Check<'w> {
+        let chunk = &self.chunks[i];
+        Check {
+            chunk,
+            leaf: &self.leaves[chunk.leaf],
+            rows: self.rows,
+            verify: self.verify,
+        }
+    }
+
+    /// Walks the next bytes of the run.
+    fn feed(&mut self, mut bytes: &[u8]) -> std::result::Result<(), RunError> {
+        while !bytes.is_empty() {
+            let chunk = &self.chunks[self.current];
+            let rest = chunk.start + chunk.len - self.at;
+            let used = bytes.len().min(usize::try_from(rest).unwrap_or(usize::MAX));
+            let check = self.check(self.current);
+            self.pages
+                .feed(&bytes[..used], &check, self.carry)
+                .map_err(|why| (self.current, why))?;
+            bytes = &bytes[used..];
+            self.at += used as u64;
+            self.finish_ended()?;
+        }
+        Ok(())
+    }
+
+    /// Checks the totals of the chunks whose bytes have all been walked.
+    fn finish_ended(&mut self) -> std::result::Result<(), RunError> {
+        while let Some(chunk) = self.chunks.get(self.current) {
+            if self.at < chunk.start + chunk.len {
+                break;
+            }
+            std::mem::take(&mut self.pages)
+                .finish(&self.check(self.current))
+                .map_err(|why| (self.current, why))?;
+            self.current += 1;
+        }
+        Ok(())
+    }
 }
 
 /// The bit width of levels up to `max`.

@@ -2,12 +2,14 @@
 //! damaged files, O_DIRECT, and a footer written by pyarrow.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use super::read::RowGroupReader;
+use super::read::{RowGroupReader, PIECE_BYTES};
+use super::thrift::Reader;
 use super::*;
 use crate::config::fields::Choice;
 use crate::config::value::Value;
@@ -59,10 +61,13 @@ fn encode(format: &Parquet, shape: &FileShape) -> Vec<u8> {
     out.data
 }
 
-/// A local folder whose range reads are recorded, to see how a reader reads.
+/// A local folder whose range reads are recorded, to see how a reader reads, and which can
+/// seem to shrink after a file is opened.
 struct Recording {
     inner: LocalFs,
     reads: Mutex<Vec<(u64, usize)>>,
+    /// Range reads end here, as if the file had been cut.
+    cut: AtomicU64,
 }
 
 impl Recording {
@@ -70,6 +75,7 @@ impl Recording {
         Recording {
             inner: LocalFs::new(scratch_dir(name)),
             reads: Mutex::new(Vec::new()),
+            cut: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -99,6 +105,8 @@ impl Storage for Recording {
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
         self.reads.lock().unwrap().push((offset, len));
+        let left = self.cut.load(Ordering::Relaxed).saturating_sub(offset);
+        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
         self.inner.read_range(key, offset, len, buf)
     }
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {
@@ -347,14 +355,24 @@ fn a_configured_column_missing_from_the_file_is_named() {
     assert!(error.contains("long_list, short_list"), "{error}");
 }
 
-/// Reads every sample of a (damaged) file with a fresh reader.
+/// Reads every sample of a (damaged) file with a fresh reader, in pieces of the default size;
+/// in pieces of 1 and 5 bytes, which cut every page header somewhere, the outcome must be the
+/// same.
 fn read_damaged(parquet: &Parquet, storage: &dyn Storage, samples: u64) -> Result<()> {
-    let mut reader = RowGroupReader::new(parquet);
-    let mut buf = ReadBuffer::default();
-    for s in 0..samples {
-        reader.read_sample(storage, "bad.parquet", s, &mut buf)?;
+    let read = |piece| {
+        let mut reader = RowGroupReader::new(parquet).with_piece(piece);
+        let mut buf = ReadBuffer::default();
+        (0..samples).try_for_each(|s| {
+            reader
+                .read_sample(storage, "bad.parquet", s, &mut buf)
+                .map(drop)
+        })
+    };
+    let outcome = read(PIECE_BYTES);
+    for piece in [1, 5] {
+        assert_eq!(read(piece), outcome, "in pieces of {piece} bytes");
     }
-    Ok(())
+    outcome
 }
 
 #[test]
@@ -403,6 +421,223 @@ fn every_truncation_and_damaged_footers_or_headers_are_errors_never_panics() {
     storage.put("bad.parquet", &bad).unwrap();
     let error = read_damaged(&parquet, &storage, 1).unwrap_err().to_string();
     assert!(error.contains("does not fit"), "{error}");
+}
+
+/// `len` bytes at `offset`, read in pieces that end at multiples of `piece` in the file.
+fn pieces(offset: u64, len: usize, piece: u64) -> Vec<(u64, usize)> {
+    let end = offset + len as u64;
+    let mut at = offset;
+    let mut out = Vec::new();
+    while at < end {
+        let next = ((at / piece + 1) * piece).min(end);
+        out.push((at, (next - at) as usize));
+        at = next;
+    }
+    out
+}
+
+/// The pages of the chunks at `ranges` of `file`, from their headers: (where the header starts,
+/// where the body starts, the body's length).
+fn pages(file: &[u8], ranges: &[(u64, u64)]) -> Vec<(usize, usize, usize)> {
+    let mut pages = Vec::new();
+    for &(start, len) in ranges {
+        let (mut pos, end) = (start as usize, (start + len) as usize);
+        while pos < end {
+            let mut reader = Reader::new(&file[pos..end]);
+            let mut size = None;
+            reader
+                .read_struct(|r, id, kind| {
+                    match id {
+                        3 => size = Some(r.i32(kind, "compressed_page_size")? as usize),
+                        _ => r.skip(kind)?,
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            let body = pos + reader.position();
+            let size = size.unwrap();
+            pages.push((pos, body, size));
+            pos = body + size;
+        }
+        assert_eq!(pos, end, "the pages tile the chunk at {start}");
+    }
+    pages
+}
+
+#[test]
+fn pieces_of_any_size_fetch_the_same_ranges_cut_at_their_multiples() {
+    for mode in [ParquetReadMode::RowGroup, ParquetReadMode::WholeFile] {
+        let parquet = format(mixed_columns(), 4, mode);
+        let file = encode(&parquet, &rows(10));
+        let storage = Recording::new("parquet-pieces");
+        storage.put("f.parquet", &file).unwrap();
+        let mut whole = RowGroupReader::new(&parquet);
+        let want = read_all_samples(&mut whole, &storage, "f.parquet", 10);
+        let ranges = storage.take_reads();
+        // The whole small file for the footer, then at least one range per row group.
+        assert_eq!(ranges[0], (0, file.len()));
+        assert!(ranges.len() > 3, "{ranges:?}");
+        for piece in [1, 2, 3, 7, 64, 1000] {
+            let mut reader = RowGroupReader::new(&parquet).with_piece(piece);
+            let got = read_all_samples(&mut reader, &storage, "f.parquet", 10);
+            assert_eq!(got, want, "{mode:?}, pieces of {piece}");
+            let cut: Vec<(u64, usize)> = ranges[..1]
+                .iter()
+                .copied()
+                .chain(ranges[1..].iter().flat_map(|&(o, l)| pieces(o, l, piece)))
+                .collect();
+            assert_eq!(storage.take_reads(), cut, "{mode:?}, pieces of {piece}");
+            // What a piece cut off is held until its page is whole, no longer than that page.
+            let largest = (0..3)
+                .flat_map(|g| pages(&file, &reader.chunk_ranges(g)))
+                .map(|p| p.2)
+                .max()
+                .unwrap();
+            assert!(reader.carry_capacity() <= largest.max(64));
+        }
+    }
+}
+
+#[test]
+fn a_row_group_larger_than_a_piece_costs_its_chunks_exactly_in_bounded_memory() {
+    // A row group of 6 rows of 3.28 MB of marked columns: about 19.7 MB, over two pieces.
+    let columns = vec![
+        column("a", "float32", 700_000, true),
+        column("skipped", "uint8", 1000, false),
+        column("b", "float64", 60_000, true),
+    ];
+    let parquet = format(columns, 6, ParquetReadMode::RowGroup);
+    let file = encode(&parquet, &rows(8));
+    let size = file.len() as u64;
+    let storage = Recording::new("parquet-large-group");
+    storage.put("f.parquet", &file).unwrap();
+    let mut reader = RowGroupReader::new(&parquet);
+    let mut buf = ReadBuffer::default();
+    let mut reads = Vec::new();
+    for s in 0..8 {
+        reads.push(
+            reader
+                .read_sample(&storage, "f.parquet", s, &mut buf)
+                .unwrap(),
+        );
+        assert!(buf.bytes.capacity() as u64 <= PIECE_BYTES, "sample {s}");
+    }
+    let marked = |g| reader.chunk_ranges(g).iter().map(|c| c.1).sum::<u64>();
+    assert!(marked(0) > 2 * PIECE_BYTES, "{}", marked(0));
+    // The footer is within Arrow's first 64 KiB read of the file's end.
+    let bytes: Vec<u64> = reads.iter().map(|r| r.bytes).collect();
+    assert_eq!(bytes, [65536 + marked(0), 0, 0, 0, 0, 0, marked(1), 0]);
+    // The same ranges as one read each would fetch, in order, cut at multiples of the piece.
+    let mut want = vec![(size - 65536, 65536)];
+    for g in 0..2 {
+        for (start, len) in reader.chunk_ranges(g) {
+            want.extend(pieces(start, len as usize, PIECE_BYTES));
+        }
+    }
+    assert!(want.len() > 5, "{want:?}");
+    assert_eq!(storage.take_reads(), want);
+    let pages_read: Vec<(usize, usize, usize)> = (0..2)
+        .flat_map(|g| pages(&file, &reader.chunk_ranges(g)))
+        .collect();
+    let largest = pages_read.iter().map(|p| p.2).max().unwrap();
+    assert!(
+        reader.carry_capacity() <= largest,
+        "{}",
+        reader.carry_capacity()
+    );
+
+    // The file shrinks once open: row group 0 ends within the second piece of its column a.
+    let (a0, a0_len) = reader.chunk_ranges(0)[0];
+    let second_piece = (a0 / PIECE_BYTES + 1) * PIECE_BYTES;
+    assert!(second_piece + 100 < a0 + a0_len);
+    let mut shrunk = RowGroupReader::new(&parquet);
+    shrunk
+        .read_sample(&storage, "f.parquet", 6, &mut buf)
+        .unwrap();
+    storage.cut.store(second_piece + 100, Ordering::Relaxed);
+    let error = shrunk
+        .read_sample(&storage, "f.parquet", 0, &mut buf)
+        .unwrap_err()
+        .to_string();
+    for part in ["f.parquet", "row group 0", "truncated"] {
+        assert!(error.contains(part), "{part}: {error}");
+    }
+    storage.cut.store(u64::MAX, Ordering::Relaxed);
+
+    // Damage past the first piece of row group 0's column a: a page header of an unknown
+    // type, then a page cut by a piece's end whose levels claim more bytes than it has.
+    let second_piece = second_piece as usize;
+    let in_a0 = |p: &&(usize, usize, usize)| (p.0 as u64) < a0 + a0_len;
+    let later = pages_read
+        .iter()
+        .filter(in_a0)
+        .find(|p| p.0 > second_piece)
+        .unwrap();
+    let straddling = pages_read
+        .iter()
+        .filter(in_a0)
+        .find(|p| p.1 < second_piece && second_piece < p.1 + p.2)
+        .unwrap();
+    // The header's first field is its type: field header 0x15, then zigzag 0 (DATA_PAGE).
+    assert_eq!(file[later.0..later.0 + 2], [0x15, 0]);
+    let mut unknown = file.clone();
+    unknown[later.0 + 1] = 14;
+    // A v1 page of a list column starts with the 4-byte length of its repetition levels.
+    let mut levels = file.clone();
+    levels[straddling.1..straddling.1 + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    for (bad, why) in [
+        (unknown, "unknown page type 7"),
+        (levels, "bytes of levels are more than"),
+    ] {
+        storage.put("bad.parquet", &bad).unwrap();
+        let error = RowGroupReader::new(&parquet)
+            .read_sample(&storage, "bad.parquet", 0, &mut buf)
+            .unwrap_err()
+            .to_string();
+        for part in ["bad.parquet", "row group 0, column a", why] {
+            assert!(error.contains(part), "{part}: {error}");
+        }
+    }
+}
+
+#[test]
+fn o_direct_pieces_fetch_each_block_once() {
+    // Row groups of about 3.4 MB in pieces of 1 MiB, a multiple of the file system's block:
+    // the same blocks as reading each range at once.
+    let columns = vec![
+        column("a", "float32", 200_000, true),
+        column("skipped", "uint8", 1000, false),
+        column("b", "float64", 5_000, true),
+    ];
+    let parquet = format(columns, 4, ParquetReadMode::RowGroup);
+    let file = encode(&parquet, &rows(6));
+    let dir = scratch_dir("parquet-odirect-pieces");
+    let buffered = LocalFs::new(&dir);
+    buffered.put("f.parquet", &file).unwrap();
+    let direct = LocalFs::with_options(
+        &dir,
+        LocalOptions {
+            odirect: true,
+            evict_after_read: false,
+        },
+    );
+    let mut at_once = RowGroupReader::new(&parquet).with_piece(u64::MAX);
+    let mut in_pieces = RowGroupReader::new(&parquet).with_piece(1 << 20);
+    let want = read_all_samples(&mut at_once, &direct, "f.parquet", 6);
+    let got = read_all_samples(&mut in_pieces, &direct, "f.parquet", 6);
+    assert!(in_pieces.chunk_ranges(0)[0].1 > 3 << 20);
+    assert_eq!(got, want);
+    let exact = read_all_samples(
+        &mut RowGroupReader::new(&parquet),
+        &buffered,
+        "f.parquet",
+        6,
+    );
+    for (e, g) in exact.iter().zip(&got) {
+        assert_eq!(e.bytes == 0, g.bytes == 0);
+        assert!(g.bytes >= e.bytes, "{e:?} {g:?}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

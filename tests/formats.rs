@@ -304,3 +304,101 @@ fn a_truncated_file_fails_the_run_naming_it() {
             .says(&[&format!("img_1_of_2.{format}")]);
     }
 }
+
+/// TFRecord with several reader threads per rank: each file is streamed by one thread from its
+/// first record to its last, as TensorFlow's parallel reads stream each file they interleave. So an
+/// epoch reads exactly its records (16 framing bytes + payload each): not one record header read to
+/// skip records another thread took. Only when a rank's files do not deal evenly to its threads
+/// does a thread borrow another's last records, walking that file's headers once to reach them.
+#[test]
+fn tfrecord_files_are_each_streamed_by_one_reader_thread() {
+    let tmp = Scratch::new("tfrecord-lanes");
+    let (ranks, per_file, batch, epochs) = (2u64, 8u64, 4u64, 2u64);
+    let tfrecord = [
+        "++workload.dataset.format=tfrecord",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.workflow.evaluation=False",
+        "++workload.reader.file_shuffle=seed",
+    ];
+    // (files, threads, headers walked per rank and epoch). 12 files give each rank 6, dealt evenly
+    // to 2 or 3 threads. 10 give each rank 5: thread 0 holds 3 files (24 records) and thread 1
+    // holds 2 (16), but each takes 5 batches (20); thread 1 borrows the last 4 records of thread
+    // 0's last file, walking its first 4 headers to reach them.
+    for (files, threads, walked) in [(12u64, 2u64, 0u64), (12, 3, 0), (10, 2, 4)] {
+        let data = tmp.join(format!("data-{files}"));
+        let shape = Shape {
+            files,
+            samples_per_file: per_file,
+            batch,
+            threads,
+            epochs,
+        };
+        let out = tmp.join(format!("out-{files}-{threads}"));
+        let words = with(&traced_words(&data, &out, &shape, &[]), &tfrecord);
+        if !data.exists() {
+            generate_for(&tmp.path, &words);
+        }
+        let size = |i: u64| {
+            let file = data.join(format!("train/img_{i:02}_of_{files}.tfrecord"));
+            std::fs::metadata(&file).unwrap().len()
+        };
+        let record = size(0) / per_file;
+        assert!((0..files).all(|i| size(i) == record * per_file));
+
+        run_quiet(&tmp.path, ranks as usize, &words).ok();
+        let context = format!("{files} files, {threads} threads");
+        let report = read_json(&out.join("report.json"));
+        let epoch_reads = |epoch: u64| {
+            let e = at(&report, &format!("/epochs/{epoch}"));
+            (
+                at(e, "/samples_read").as_u64().unwrap(),
+                at(e, "/bytes_read").as_u64().unwrap(),
+            )
+        };
+        for epoch in 0..epochs {
+            let (samples, bytes) = epoch_reads(epoch);
+            assert_eq!(samples, files * per_file, "{context}");
+            assert_eq!(
+                bytes,
+                samples * record + ranks * walked * 12,
+                "{context}: bytes beyond the records read"
+            );
+        }
+        let mut total_walked = 0;
+        for rank in 0..ranks {
+            let trace = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+            // Per epoch, thread and file: the next record the thread must read there.
+            let mut streams = std::collections::HashMap::new();
+            let mut threads_of_file = std::collections::HashMap::new();
+            for row in trace.lines().skip(1) {
+                let cols: Vec<&str> = row.split(',').collect();
+                let (epoch, thread, file) = (cols[0], cols[4], cols[5]);
+                let [sample, offset, length] = [6, 7, 8].map(|c| cols[c].parse::<u64>().unwrap());
+                assert_eq!(offset, sample * record, "{context}: {row}");
+                let key = (epoch, thread, file);
+                // A thread entering a file walks the headers before the record it wants.
+                let headers = if streams.contains_key(&key) {
+                    0
+                } else {
+                    sample
+                };
+                let next = streams.entry(key).or_insert(sample);
+                assert_eq!(*next, sample, "{context}: records out of order: {row}");
+                assert_eq!(length, record + 12 * headers, "{context}: {row}");
+                total_walked += headers;
+                *next += 1;
+                threads_of_file
+                    .entry((epoch, file))
+                    .or_insert_with(std::collections::HashSet::new)
+                    .insert(thread);
+            }
+            assert_eq!(threads_of_file.len() as u64, epochs * files / ranks);
+            if walked == 0 {
+                assert!(threads_of_file.values().all(|t| t.len() == 1), "{context}");
+            }
+        }
+        assert_eq!(total_walked, epochs * ranks * walked, "{context}");
+        let (code, audit, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{audit}\n{}", ran.context());
+    }
+}

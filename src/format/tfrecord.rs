@@ -17,7 +17,8 @@
 //! that is not the next record of the stream in hand is found the only way a stream allows: by
 //! hopping over record headers from the current place (when it lies ahead in the same file) or
 //! from the start of the file, every hop a real read. The epoch plan hands each rank whole files
-//! in record order, so nearly every read is the sequential one: 16 + payload bytes per sample.
+//! and deals them to its reader threads, each file streamed by one thread from its first record
+//! (`plan::Lanes`), so nearly every read is the sequential one: 16 + payload bytes per sample.
 //! The index is written for DALI's sake; TensorFlow never reads it, and neither does this reader.
 
 use crc32c::{crc32c, crc32c_append};

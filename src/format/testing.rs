@@ -12,7 +12,12 @@ use crate::dataset::FileShape;
 use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage};
 
 /// The file `format` writes at `key` for `shape`, its noise drawn from `seed`.
-pub(crate) fn encode(format: &dyn FileFormat, key: &str, shape: &FileShape, seed: u64) -> Encoded {
+pub(crate) fn encode(
+    format: &dyn FileFormat,
+    key: &str,
+    shape: &FileShape,
+    seed: u64,
+) -> Encoded<'static> {
     let mut out = Encoded::default();
     format
         .encode(key, shape, &mut SmallRng::seed_from_u64(seed), &mut out)

@@ -364,15 +364,34 @@ pub(crate) fn read_exact_range(
     len: usize,
     buf: &mut ReadBuffer,
 ) -> Result<RangeRead> {
+    read_exact_part(storage, key, "", offset, len, buf)
+}
+
+/// [`read_exact_range`] of a part of the file that errors name after the file (`part`, such as
+/// "row group 3: ").
+pub(crate) fn read_exact_part(
+    storage: &dyn Storage,
+    key: &str,
+    part: &str,
+    offset: u64,
+    len: usize,
+    buf: &mut ReadBuffer,
+) -> Result<RangeRead> {
     let read = storage
         .read_range(key, offset, len, &mut buf.bytes)
-        .map_err(|e| cannot_read(storage, key, e))?;
+        .map_err(|e| {
+            Error::run(format!(
+                "cannot read data file {}: {part}{e}",
+                storage.describe(key)
+            ))
+        })?;
     if read.len < len {
         return Err(corrupt(
             storage,
             key,
             format!(
-                "truncated: {len} bytes are needed at offset {offset}, the file ends {} bytes in",
+                "{part}truncated: {len} bytes are needed at offset {offset}, the file ends {} \
+                 bytes in",
                 read.len
             ),
         ));

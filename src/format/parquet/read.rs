@@ -8,8 +8,10 @@ use super::{
 };
 use crate::config::formats::{ColumnType, ParquetColumn, ParquetReadMode};
 use crate::error::{Error, Result};
-use crate::format::{corrupt, read_exact_range, ReadBuffer, SampleRead, SampleReader};
-use crate::storage::{RangeRead, Storage};
+use crate::format::{
+    corrupt, read_exact_part, read_exact_range, ReadBuffer, SampleRead, SampleReader,
+};
+use crate::storage::Storage;
 
 /// Arrow's first read of a file is its last 64 KiB, which usually holds the whole footer.
 const FOOTER_READ: u64 = 64 * 1024;
@@ -280,7 +282,9 @@ impl<'a> RowGroupReader<'a> {
                 // with O_DIRECT a block is never fetched by two pieces.
                 let piece_end = (at / self.piece + 1).saturating_mul(self.piece).min(end);
                 let len = (piece_end - at) as usize;
-                let read = fetch_piece(storage, key, g, at, len, buf)?;
+                // Fewer bytes than the footer promised: the file shrank since it was read.
+                let part = format!("row group {g}: ");
+                let read = read_exact_part(storage, key, &part, at, len, buf)?;
                 fetched += read.fetched;
                 walk.feed(read.bytes(&buf.bytes)).map_err(fail)?;
                 at = piece_end;
@@ -289,38 +293,6 @@ impl<'a> RowGroupReader<'a> {
         }
         Ok(fetched)
     }
-}
-
-/// Reads `len` bytes at `offset` of row group `g`; fewer (the file shrank since its footer was
-/// read) is a corrupt file.
-fn fetch_piece(
-    storage: &dyn Storage,
-    key: &str,
-    g: usize,
-    offset: u64,
-    len: usize,
-    buf: &mut ReadBuffer,
-) -> Result<RangeRead> {
-    let read = storage
-        .read_range(key, offset, len, &mut buf.bytes)
-        .map_err(|e| {
-            Error::run(format!(
-                "cannot read row group {g} of data file {}: {e}",
-                storage.describe(key)
-            ))
-        })?;
-    if read.len < len {
-        return Err(corrupt(
-            storage,
-            key,
-            format!(
-                "row group {g}: truncated: {len} bytes are needed at offset {offset}, the file \
-                 ends {} bytes in",
-                read.len
-            ),
-        ));
-    }
-    Ok(read)
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@ struct ReaderState<'a> {
     rng: rand::rngs::SmallRng,
     sleeper: Sleeper,
     key: String,
+    /// The file this thread read last and its key: the storage is told when the thread moves on.
+    file_in_hand: Option<u64>,
+    key_in_hand: String,
     rows: PendingRows,
     /// The thread's kernel read counter when it started reading this phase.
     read_bytes_at_start: Option<u64>,
@@ -71,8 +74,34 @@ struct ReaderState<'a> {
 }
 
 impl ReaderState<'_> {
-    /// Ends the reader's phase: its last trace rows written, its storage bytes counted.
-    fn close(&mut self, trace: Option<&TraceFile>) -> Result<()> {
+    /// Moves the thread to `file` (at `self.key`), releasing the file it read before.
+    fn take_file(&mut self, file: u64, storage: &dyn Storage) -> Result<()> {
+        if self.file_in_hand == Some(file) {
+            return Ok(());
+        }
+        self.release_file(storage)?;
+        self.file_in_hand = Some(file);
+        self.key_in_hand.clone_from(&self.key);
+        Ok(())
+    }
+
+    fn release_file(&mut self, storage: &dyn Storage) -> Result<()> {
+        if self.file_in_hand.take().is_some() {
+            storage.release(&self.key_in_hand).map_err(|e| {
+                Error::run(format!(
+                    "cannot release {} from the page cache: {e}",
+                    storage.describe(&self.key_in_hand)
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Ends the reader's phase: its file released, its last trace rows written, its storage bytes
+    /// counted.
+    fn close(&mut self, source: &BatchSource) -> Result<()> {
+        self.release_file(source.storage)?;
+        let trace = source.trace;
         self.bytes_from_storage = self
             .read_bytes_at_start
             .zip(crate::system::thread_read_bytes())
@@ -95,6 +124,8 @@ impl<'a> BatchSource<'a> {
             rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
             sleeper: Sleeper::default(),
             key: String::new(),
+            file_in_hand: None,
+            key_in_hand: String::new(),
             rows: PendingRows::default(),
             read_bytes_at_start: crate::system::thread_read_bytes(),
             bytes_from_storage: None,
@@ -112,6 +143,7 @@ impl<'a> BatchSource<'a> {
             }
             self.dataset
                 .write_file_key(&mut state.key, self.split, sample.file);
+            state.take_file(sample.file, self.storage)?;
             let started = Instant::now();
             let read = state.reader.read_sample(
                 self.storage,
@@ -288,7 +320,7 @@ impl Drop for ClosedOnDrop {
 }
 
 enum Mode<'scope, 'env> {
-    Inline(ReaderState<'env>),
+    Inline(Box<ReaderState<'env>>),
     Threads {
         handoffs: ClosedOnDrop,
         readers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
@@ -326,7 +358,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
             return Ok(Loader {
                 source,
                 next_step: 0,
-                mode: Mode::Inline(state),
+                mode: Mode::Inline(Box::new(state)),
             });
         }
         let threads = settings.read_threads as usize;
@@ -360,7 +392,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                         break;
                     }
                 }
-                let closed = state.close(source.trace);
+                let closed = state.close(source);
                 (state, closed)
             });
             readers.push(spawned.map_err(|e| {
@@ -422,8 +454,8 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         };
         match self.mode {
             Mode::Inline(mut state) => {
-                let closed = state.close(self.source.trace);
-                add(state);
+                let closed = state.close(self.source);
+                add(*state);
                 closed?;
             }
             Mode::Threads { handoffs, readers } => {

@@ -423,6 +423,14 @@ impl Storage for LocalFs {
         Ok(self.open_for_reading(key, false)?.metadata()?.len())
     }
 
+    fn release(&self, key: &str) -> io::Result<()> {
+        if !self.options.evict_after_read {
+            return Ok(());
+        }
+        // Length 0: to the end of the file.
+        evict_from_page_cache(&self.open_for_reading(key, false)?, 0, 0)
+    }
+
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
         // The folder is made only when the first write into it finds it missing: a generator
         // writing millions of files pays no extra system call per file.

@@ -36,6 +36,14 @@ pub trait Storage: Send + Sync {
     /// mapping; an error if the object ends before them, or where the storage cannot map.
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped>;
 
+    /// The reader is done with the object for now (it moves to another, or its epoch ends). Where
+    /// reads are made to come from storage every epoch (`page_cache: evict_after_read`), every
+    /// page of it still cached is dropped: evicting each read's range leaves what the kernel read
+    /// ahead beyond it, which would serve the next epoch from memory.
+    fn release(&self, _key: &str) -> io::Result<()> {
+        Ok(())
+    }
+
     /// The object's size in bytes: a metadata look-up (fstat), no data read, as a reader that
     /// starts from the end of a file (parquet's footer) makes on opening it.
     fn size(&self, key: &str) -> io::Result<u64>;

@@ -163,11 +163,5 @@ fn write_file<'s>(
     let mut rng = SmallRng::seed_from_u64(mix64(file ^ 0xDA7A));
     encoded.stream_to(storage, key)?;
     format.encode(key, &shape, &mut rng, encoded)?;
-    encoded.finish()?;
-    for side in encoded.side_files() {
-        storage.put(&side.key, &side.bytes).map_err(|e| {
-            Error::run(format!("cannot write {}: {e}", storage.describe(&side.key)))
-        })?;
-    }
-    Ok(encoded.total_bytes())
+    encoded.finish()
 }

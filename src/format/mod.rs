@@ -110,7 +110,8 @@ impl<'s> Encoded<'s> {
         Ok(())
     }
 
-    /// Writes what is left of a streamed file and completes it; returns the file's length.
+    /// Writes what is left of a streamed file and completes it, then writes its side files;
+    /// returns the bytes of the file and its side files.
     pub fn finish(&mut self) -> Result<u64> {
         if let Some(mut stream) = self.stream.take() {
             let written = stream
@@ -120,8 +121,14 @@ impl<'s> Encoded<'s> {
             written.map_err(|e| cannot_write(stream.storage, &stream.key, e))?;
             self.written += self.data.len() as u64;
             self.data.clear();
+            for side in self.side_files() {
+                stream
+                    .storage
+                    .put(&side.key, &side.bytes)
+                    .map_err(|e| cannot_write(stream.storage, &side.key, e))?;
+            }
         }
-        Ok(self.position())
+        Ok(self.total_bytes())
     }
 
     /// Where in the file the next byte appended lands.
@@ -484,16 +491,21 @@ mod tests {
                 .unwrap();
             let len = streamed.finish().unwrap();
             let written = std::fs::read(dir.join(&key)).unwrap();
-            assert_eq!(len, written.len() as u64, "{yaml}");
             assert!(written == in_memory.data, "{yaml}: the files differ");
-            let sides = |e: &Encoded| -> Vec<(String, Vec<u8>)> {
-                e.side_files()
-                    .iter()
-                    .map(|f| (f.key.clone(), f.bytes.clone()))
-                    .collect()
-            };
-            assert_eq!(sides(&streamed), sides(&in_memory), "{yaml}");
-            assert_eq!(streamed.total_bytes(), in_memory.total_bytes(), "{yaml}");
+            // The side files, as written to storage, are those made in memory.
+            let mut total = written.len() as u64;
+            for side in in_memory.side_files() {
+                let on_disk = std::fs::read(dir.join(&side.key)).unwrap();
+                assert!(
+                    on_disk == side.bytes,
+                    "{yaml}: side file {} differs",
+                    side.key
+                );
+                total += on_disk.len() as u64;
+            }
+            assert_eq!(streamed.side_files().len(), in_memory.side_files().len());
+            assert_eq!(len, total, "{yaml}");
+            assert_eq!(total, in_memory.total_bytes(), "{yaml}");
         }
         std::fs::remove_dir_all(dir).unwrap();
     }

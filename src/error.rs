@@ -1,4 +1,5 @@
-//! The two kinds of failure a user sees, and their exit codes: bad input (2) and a failed run (1).
+//! The two kinds of failure a user sees, and their exit codes: bad input (2) and a failed run (1);
+//! and a failure already reported (by another process of the run), which keeps its exit code.
 
 use std::fmt;
 use std::path::Path;
@@ -9,6 +10,9 @@ pub enum Error {
     Usage(String),
     /// The run could not complete (storage, data files, another rank failed): exit code 1.
     Run(String),
+    /// A failure already reported to the user, by this process or another process of the run:
+    /// this process stops with its exit code and says nothing more.
+    Reported { exit_code: i32 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -32,6 +36,7 @@ impl Error {
         match self {
             Error::Usage(m) => Error::Usage(format!("{context}{m}")),
             Error::Run(m) => Error::Run(format!("{context}{m}")),
+            Error::Reported { .. } => self.clone(),
         }
     }
 
@@ -39,6 +44,14 @@ impl Error {
         match self {
             Error::Usage(_) => 2,
             Error::Run(_) => 1,
+            Error::Reported { exit_code } => *exit_code,
+        }
+    }
+
+    /// Tells the user, on standard error (nothing for an error already reported).
+    pub fn print(&self) {
+        if !matches!(self, Error::Reported { .. }) {
+            eprintln!("error: {self}");
         }
     }
 }
@@ -47,6 +60,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage(m) | Error::Run(m) => f.write_str(m),
+            Error::Reported { .. } => f.write_str("the run failed (reported above)"),
         }
     }
 }

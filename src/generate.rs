@@ -1,10 +1,11 @@
 //! Data generation: every file of both splits, in the format's real layout. File i belongs to
-//! rank `i mod world` (as in DLIO); this process writes the files of its ranks with a pool of
+//! rank `i mod world` (as in DLIO); each process writes the files of its ranks with a pool of
 //! writer threads.
 //!
 //! The dataset is committed as a whole: a marker file sits in the data folder from before the
-//! first file is written until every file is written and flushed, and a run refuses a folder
-//! that holds it. Files are written in place under their final names, as DLIO writes them: a
+//! first file is written ([`begin`], by one process) until every process has written and flushed
+//! its files ([`write_share`]) and the marker is removed ([`commit`], by one process, after all
+//! the others are done); a run refuses a folder that holds it. Files are written in place under their final names, as DLIO writes them: a
 //! temporary name and a rename per file would cost a second metadata operation per file, which on
 //! a million small files is most of the time (measured: 60% of the write-only rate on tmpfs).
 
@@ -35,7 +36,7 @@ pub struct Share {
 }
 
 impl Share {
-    fn owns(&self, file: u64) -> bool {
+    pub fn owns(&self, file: u64) -> bool {
         self.local_ranks.contains(&(file % self.world))
     }
 }
@@ -53,8 +54,38 @@ fn files_per_claim(files: u64, threads: usize) -> u64 {
 /// Present in the data folder while a generation runs, and left behind if it is interrupted.
 pub const INCOMPLETE_MARKER: &str = ".dlio-rs-generating";
 
-/// Writes this process's share of the dataset with `threads` writers.
-pub fn generate(
+/// Marks the dataset incomplete before any file is written.
+pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
+    let marker = format!(
+        "dlio-rs is generating this dataset ({} files) since {}, process {} on {}; while this file \
+         exists the dataset is incomplete\n",
+        dataset.total_files(),
+        crate::report::timestamp(std::time::SystemTime::now()),
+        std::process::id(),
+        crate::system::hostname()
+    );
+    storage
+        .put(INCOMPLETE_MARKER, marker.as_bytes())
+        .map_err(|e| {
+            Error::run(format!(
+                "cannot write {}: {e}",
+                storage.describe(INCOMPLETE_MARKER)
+            ))
+        })
+}
+
+/// Marks the dataset complete, once every process's [`write_share`] has returned.
+pub fn commit(storage: &dyn Storage) -> Result<()> {
+    storage.delete(INCOMPLETE_MARKER).map(|_| ()).map_err(|e| {
+        Error::run(format!(
+            "cannot remove {}: {e}",
+            storage.describe(INCOMPLETE_MARKER)
+        ))
+    })
+}
+
+/// Writes this process's share of the dataset with `threads` writers, and flushes it.
+pub fn write_share(
     dataset: &Dataset,
     format: &dyn FileFormat,
     storage: &dyn Storage,
@@ -69,20 +100,6 @@ pub fn generate(
     let failed = AtomicBool::new(false);
     let threads = threads.clamp(1, mine.max(1) as usize);
     let claim = files_per_claim(mine, threads);
-    let marker = format!(
-        "dlio-rs is generating this dataset ({total} files) since {}, process {}; while this file \
-         exists the dataset is incomplete\n",
-        crate::report::timestamp(std::time::SystemTime::now()),
-        std::process::id()
-    );
-    storage
-        .put(INCOMPLETE_MARKER, marker.as_bytes())
-        .map_err(|e| {
-            Error::run(format!(
-                "cannot write {}: {e}",
-                storage.describe(INCOMPLETE_MARKER)
-            ))
-        })?;
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -135,12 +152,6 @@ pub fn generate(
     storage
         .sync()
         .map_err(|e| Error::run(format!("cannot flush the generated files: {e}")))?;
-    storage.delete(INCOMPLETE_MARKER).map_err(|e| {
-        Error::run(format!(
-            "cannot remove {}: {e}",
-            storage.describe(INCOMPLETE_MARKER)
-        ))
-    })?;
     let (files, bytes, seconds) = counter.finish();
     Ok(Generated {
         files,

@@ -1,10 +1,14 @@
 //! A whole run, as `dlio-rs run` and `dlio_benchmark` perform it: resolve the configuration, set
-//! up the output folder, generate data if asked, train on every rank, and write the reports.
+//! up the output folder, generate data if asked, train on every rank, and write the reports. One
+//! process runs it alone, or each process of an MPI job runs its part (see [`crate::comm`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use crate::comm::{Comm, ThreadGroup};
+use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source};
+use crate::dataset::listing::FileList;
 use crate::dataset::names::{self, ListingRules, SplitNames};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -19,12 +23,13 @@ use crate::report::{
     self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
-use crate::storage::{LocalFs, LocalOptions, Storage};
+use crate::storage::{Accounting, LocalFs, LocalOptions, Storage};
 use crate::trainer::{self, RunContext};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Emulated accelerators (ranks), each a set of threads in this process.
+    /// Emulated accelerators (ranks) in this process, each a set of threads; an MPI job has this
+    /// many in each of its processes.
     pub accelerators: usize,
     pub quiet: bool,
     pub strict: bool,
@@ -55,68 +60,59 @@ pub struct Outcome {
 }
 
 pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
-    let mut config = source.resolve(options.strict)?;
-    config.output.trace |= options.trace;
-    let display = Display::for_stderr(options.quiet);
-    for key in &config.unknown_keys {
-        eprintln!(
-            "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
-        );
-    }
-    config.check_supported()?;
-    if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
-        crate::system::check_can_drop_page_cache().map_err(|why| {
-            Error::usage(format!(
-                "workload.reader.page_cache = drop_before_epoch: {why}; \
-                 use evict_after_read, which needs no root"
-            ))
-        })?;
-    }
-    if options.accelerators == 0 {
-        return Err(Error::usage("--accelerators must be at least 1"));
-    }
-    let world = options.accelerators as u64;
-    let mut dataset = Dataset::from_config(&config);
-    let format = format::for_config(&config, options.verify)?;
-    let storage = LocalFs::with_options(
-        config.data_folder(),
-        LocalOptions {
-            odirect: config.reader.odirect,
-            evict_after_read: config.reader.page_cache == PageCache::EvictAfterRead,
-        },
-    );
+    let comm = comm::for_launch(options.accelerators)?;
+    let outcome = run_in(comm.as_ref(), source, options);
+    comm::conclude(comm.as_ref(), outcome)
+}
+
+/// What every process sets up before it writes anything: the checked configuration and what it
+/// reads through.
+struct Setup {
+    config: Config,
+    dataset: Dataset,
+    format: Box<dyn FileFormat>,
+    storage: LocalFs,
+}
+
+/// The run as one process of `comm` performs it. Process 0 leads: it writes the run's shared
+/// files (Hydra's, dlio.log, summary.json, report.json), finds the dataset's files for everyone,
+/// and prints; every process writes its own ranks' files. Each step that can fail in one process
+/// and not another ends in an [`agree`]ment, so all go on or all stop.
+fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outcome> {
+    let lead = comm.process() == 0;
+    let display = Display::for_stderr(options.quiet || !lead);
+    let world = comm.world() as u64;
+    let Setup {
+        config,
+        mut dataset,
+        format,
+        storage,
+    } = agree(comm, set_up(source, options, world, lead))?;
+    let hosts = Hosts::gather(comm)?;
+    warn_about_cpu_binding(comm, &config, &hosts)?;
     let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
-    // Bad input is reported before anything is written.
-    if config.workflow.train {
-        check_steps(&config, world)?;
-    }
-    let mut file_names = Vec::new();
     // A format that reads no storage (synthetic) needs no dataset: none is generated or looked for.
     let needs_data = format.reads_storage();
+    let mut file_names = Vec::new();
     if config.workflow.train && !config.workflow.generate_data && needs_data {
-        file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
+        file_names = find_dataset_once(
+            comm,
+            &config,
+            source,
+            &mut dataset,
+            &storage,
+            with_eval,
+            display,
+        )?;
     }
-    let start = std::time::SystemTime::now();
-    let (output_folder, log) = create_outputs(&config, source, start, world)?;
+    let start = broadcast_value(comm, Some(SystemTime::now()))?;
+    let (output_folder, log) = agree(comm, create_outputs(&config, source, start, world, lead))?;
 
     // Start-up is timed from the start of the process, or from the end of generation.
     let mut startup_origin = crate::system::process_start();
     let generated = if config.workflow.generate_data && needs_data {
-        log.output("Starting data generation");
-        let share = Share {
-            local_ranks: 0..world,
-            world,
-        };
-        let threads = crate::system::cpu_count().max(options.accelerators);
-        let generated = generate::generate(
-            &dataset,
-            format.as_ref(),
-            &storage,
-            &share,
-            threads,
-            display,
-        )?;
-        log.output("Generation done");
+        let generated =
+            generate_together(comm, &dataset, format.as_ref(), &storage, &log, display)?;
         startup_origin = std::time::Instant::now();
         Some(generated)
     } else {
@@ -132,78 +128,244 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
     }
 
     if config.workflow.generate_data && needs_data {
-        file_names = find_dataset(&config, source, &mut dataset, &storage, with_eval, display)?;
+        file_names = find_dataset_once(
+            comm,
+            &config,
+            source,
+            &mut dataset,
+            &storage,
+            with_eval,
+            display,
+        )?;
     }
     for found in &file_names {
         log.output(&found.describe());
     }
     log.run_plan(&config, world);
-    if dlio_report::potential_caching(&config, world) {
+    if dlio_report::potential_caching(&config, world, &hosts) {
         log.warning(
             "The amount of dataset is smaller than the host memory; data might be cached after the \
              first epoch. Increase the size of dataset to eliminate the caching effect!!!",
         );
     }
-    if let Some(warning) = validity::DatasetSize::of(&config).warning(&config) {
+    let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
+    if let (true, Some(warning)) = (lead, dataset_size.warning(&config)) {
         eprintln!("warning: {warning}");
     }
 
-    let clock = Clock::start();
     // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
-    let run_entropy = crate::plan::draw_run_entropy();
-    let ranks = train_all_ranks(
-        &config,
-        &dataset,
-        format.as_ref(),
-        &storage,
-        world,
-        run_entropy,
-        &clock,
+    let run_entropy = broadcast_value(comm, Some(crate::plan::draw_run_entropy()))?;
+    // Every process starts its clock as it leaves this meeting, and takes process 0's wall time.
+    agree(comm, Ok(()))?;
+    let clock = Clock::start();
+    let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
+    let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
+    let ranks = train_local_ranks(
+        &RunContext {
+            config: &config,
+            dataset: &dataset,
+            format: format.as_ref(),
+            storage: &storage,
+            comm,
+            clock: &clock,
+            run_entropy,
+            progress: None,
+            trace_dir: trace_dir.as_deref(),
+            drops_page_cache: hosts.leads_its_host(),
+        },
         display,
-        config
-            .output
-            .trace
-            .then(|| output_folder.join(TRACE_DIR))
-            .as_deref(),
     )?;
-    let times = RunTimes {
-        start,
-        end: std::time::SystemTime::now(),
-    };
-    let results = Results::from_ranks(&config, &ranks, storage.accounting());
-    let startup = Startup {
-        first_batch_seconds: crate::stats::first_batch_at(&ranks)
-            .map(|at| clock.seconds_since(startup_origin, at)),
-        file_names,
-    };
-    let finished = FinishedRun {
-        config: &config,
-        results: &results,
-        ranks: &ranks,
-        clock: &clock,
-        times,
-        run_entropy,
-        startup: &startup,
-    };
-    write_reports(&output_folder, &log, &finished)?;
+    let end = SystemTime::now();
+    let first_batch_seconds = first_batch_seconds(comm, &clock, startup_origin, &ranks)?;
+    agree(
+        comm,
+        dlio_report::write_rank_files(&output_folder, &config, &ranks, world, &clock, &hosts),
+    )?;
+    let gathered = gather_values(
+        comm,
+        &ProcessRecord {
+            host: hosts.host_of_process[comm.process()],
+            ranks,
+        },
+    )?;
+    let reported = gathered.map(|processes| {
+        report_run(&ReportInputs {
+            config: &config,
+            processes,
+            accounting: storage.accounting(),
+            hosts: &hosts,
+            clock: &clock,
+            times: RunTimes { start, end },
+            run_entropy,
+            startup: Startup {
+                first_batch_seconds,
+                file_names,
+            },
+            output_folder: &output_folder,
+            log: &log,
+            quiet: options.quiet,
+        })
+    });
+    // Every process learns how process 0's reports went.
+    let results = agree(comm, reported.transpose())?;
     if !config.dataset.keep_files && needs_data {
-        delete_dataset(&dataset, format.as_ref(), &storage)?;
-    }
-    if !options.quiet {
-        print!(
-            "{}",
-            terminal::render(&config, &results, &startup, &output_folder)
-        );
-    }
-    // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
-    for warning in &results.warnings {
-        eprintln!("WARNING: {warning}");
+        let share = share_of(comm);
+        agree(
+            comm,
+            delete_dataset(&dataset, format.as_ref(), &storage, &share),
+        )?;
     }
     Ok(Outcome {
         output_folder,
         generated,
-        results: Some(results),
+        results,
     })
+}
+
+/// Resolves and checks the configuration; nothing is written yet.
+fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Result<Setup> {
+    let mut config = source.resolve(options.strict)?;
+    config.output.trace |= options.trace;
+    if lead {
+        for key in &config.unknown_keys {
+            eprintln!(
+                "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
+            );
+        }
+    }
+    config.check_supported()?;
+    if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
+        crate::system::check_can_drop_page_cache().map_err(|why| {
+            Error::usage(format!(
+                "workload.reader.page_cache = drop_before_epoch: {why}; \
+                 use evict_after_read, which needs no root"
+            ))
+        })?;
+    }
+    let dataset = Dataset::from_config(&config);
+    let format = format::for_config(&config, options.verify)?;
+    let storage = LocalFs::with_options(
+        config.data_folder(),
+        LocalOptions {
+            odirect: config.reader.odirect,
+            evict_after_read: config.reader.page_cache == PageCache::EvictAfterRead,
+        },
+    );
+    // Bad input is reported before anything is written.
+    if config.workflow.train {
+        check_steps(&config, world)?;
+    }
+    Ok(Setup {
+        config,
+        dataset,
+        format,
+        storage,
+    })
+}
+
+/// Which files this process generates or deletes: those of its ranks.
+fn share_of(comm: &dyn Comm) -> Share {
+    let local = comm.local_ranks();
+    Share {
+        local_ranks: local.start as u64..local.end as u64,
+        world: comm.world() as u64,
+    }
+}
+
+/// Generation by every process, each writing its ranks' files, committed once all are flushed.
+fn generate_together(
+    comm: &dyn Comm,
+    dataset: &Dataset,
+    format: &dyn FileFormat,
+    storage: &LocalFs,
+    log: &DlioLog,
+    display: Display,
+) -> Result<Generated> {
+    log.output("Starting data generation");
+    let lead = comm.process() == 0;
+    agree(
+        comm,
+        if lead {
+            generate::begin(dataset, storage)
+        } else {
+            Ok(())
+        },
+    )?;
+    let threads = crate::system::cpu_count().max(comm.local_ranks().len());
+    let mine = agree(
+        comm,
+        generate::write_share(dataset, format, storage, &share_of(comm), threads, display),
+    )?;
+    agree(
+        comm,
+        if lead {
+            generate::commit(storage)
+        } else {
+            Ok(())
+        },
+    )?;
+    let mut totals = [mine.files as f64, mine.bytes as f64];
+    comm.all_reduce(&mut totals, Reduce::Sum)?;
+    let mut seconds = [mine.seconds];
+    comm.all_reduce(&mut seconds, Reduce::Max)?;
+    log.output("Generation done");
+    let generated = Generated {
+        files: totals[0] as u64,
+        bytes: totals[1] as u64,
+        seconds: seconds[0],
+    };
+    log.output(&format!(
+        "Generated {} files ({:.1} MiB) in {:.2} s by {} process(es)",
+        generated.files,
+        generated.bytes as f64 / 1048576.0,
+        generated.seconds,
+        comm.processes()
+    ));
+    Ok(generated)
+}
+
+/// The dataset's files as process 0 finds them (by scheme, or by one listing), given to all.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FoundFiles {
+    names: Vec<SplitNames>,
+    train: Option<FileList>,
+    eval: Option<FileList>,
+}
+
+/// Finds the dataset's files once for the whole run (see [`find_dataset`]), not once per process.
+fn find_dataset_once(
+    comm: &dyn Comm,
+    config: &Config,
+    source: &Source,
+    dataset: &mut Dataset,
+    storage: &LocalFs,
+    with_eval: bool,
+    display: Display,
+) -> Result<Vec<SplitNames>> {
+    let found = if comm.process() == 0 {
+        find_dataset(config, source, dataset, storage, with_eval, display).map(|names| {
+            let listed = |phase| dataset.split(phase).listed.as_deref().cloned();
+            Some(FoundFiles {
+                names,
+                train: listed(Phase::Train),
+                eval: listed(Phase::Eval),
+            })
+        })
+    } else {
+        Ok(None)
+    };
+    let found = agree(comm, found)?;
+    let found = broadcast_value(comm, found)?;
+    dataset.train.listed = found.train.map(Arc::new);
+    dataset.eval.listed = found.eval.map(Arc::new);
+    if config.reader.odirect && dataset.train.files > 0 {
+        // A file system that refuses O_DIRECT is found before training, not in its first read.
+        agree(
+            comm,
+            storage.check_direct_io(&dataset.file_key(&dataset.train, 0)),
+        )?;
+    }
+    Ok(found.names)
 }
 
 /// Creates Hydra's run directory (with its saved configuration) and DLIO's output folder (with
@@ -211,8 +373,9 @@ pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
 fn create_outputs(
     config: &Config,
     source: &Source,
-    start: std::time::SystemTime,
+    start: SystemTime,
     world: u64,
+    lead: bool,
 ) -> Result<(PathBuf, DlioLog)> {
     let run_dir = hydra_run_dir(config, source, start);
     let output_folder = config
@@ -223,6 +386,9 @@ fn create_outputs(
     for dir in [&run_dir, &output_folder] {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io("cannot create output folder", dir, e))?;
+    }
+    if !lead {
+        return Ok((output_folder, DlioLog::none()));
     }
     let subdir = source
         .overrides
@@ -248,7 +414,7 @@ fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> 
     for warning in &run.results.warnings {
         log.warning(warning);
     }
-    dlio_report::write_all(folder, run)?;
+    dlio_report::write_summary(folder, run)?;
     write_json(&folder.join("report.json"), &ours::report(run))?;
     log.output(&format!("Saved outputs in {}", folder.display()));
     log.metric_block(&dlio_report::metric_block(run.results));
@@ -270,7 +436,7 @@ fn modes(config: &Config) -> Vec<&'static str> {
 }
 
 /// `hydra.run.dir`, else Hydra's default for DLIO: `hydra_log/<model name>/<date>-<time>`.
-fn hydra_run_dir(config: &Config, source: &Source, start: std::time::SystemTime) -> PathBuf {
+fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> PathBuf {
     if let Some(dir) = &source.overrides.hydra_run_dir {
         return PathBuf::from(dir);
     }
@@ -350,15 +516,17 @@ fn find_dataset(
     };
     let hint = generate_hint(config, source);
     let found = names::find_files(dataset, &phases, storage, rules, display, &hint)?;
-    if config.reader.odirect && dataset.train.files > 0 {
-        // A file system that refuses O_DIRECT is found before training, not in its first read.
-        storage.check_direct_io(&dataset.file_key(&dataset.train, 0))?;
-    }
     Ok(found)
 }
 
-/// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends.
-fn delete_dataset(dataset: &Dataset, format: &dyn FileFormat, storage: &LocalFs) -> Result<()> {
+/// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends; each process
+/// deletes the files of its ranks.
+fn delete_dataset(
+    dataset: &Dataset,
+    format: &dyn FileFormat,
+    storage: &LocalFs,
+    share: &Share,
+) -> Result<()> {
     let delete = |key: &str| {
         storage
             .delete(key)
@@ -367,6 +535,9 @@ fn delete_dataset(dataset: &Dataset, format: &dyn FileFormat, storage: &LocalFs)
     };
     for split in [&dataset.train, &dataset.eval] {
         for index in 0..split.files {
+            if !share.owns(split.first_global_index + index) {
+                continue;
+            }
             let key = dataset.file_key(split, index);
             delete(&key)?;
             let mut side_result = Ok(());
@@ -429,35 +600,18 @@ fn shell_quote(word: &str) -> String {
 /// The read traces' folder inside the output folder.
 pub const TRACE_DIR: &str = "trace";
 
-#[allow(clippy::too_many_arguments)]
-fn train_all_ranks(
-    config: &Config,
-    dataset: &Dataset,
-    format: &dyn FileFormat,
-    storage: &dyn Storage,
-    world: u64,
-    run_entropy: u64,
-    clock: &Clock,
-    display: Display,
-    trace_dir: Option<&Path>,
-) -> Result<Vec<RankRecord>> {
-    let comm = ThreadGroup::new(world as usize);
-    let progress = EpochProgress::new(display, config.train.epochs);
-    let ctx = RunContext {
-        config,
-        dataset,
-        format,
-        storage,
-        comm: &comm,
-        clock,
-        run_entropy,
+/// Trains this process's ranks, each on its own thread, and returns their records in rank order.
+fn train_local_ranks(ctx: &RunContext, display: Display) -> Result<Vec<RankRecord>> {
+    let comm = ctx.comm;
+    let progress = EpochProgress::new(display, ctx.config.train.epochs);
+    let ctx = &RunContext {
         progress: Some(&progress),
-        trace_dir,
+        ..*ctx
     };
+    let local = comm.local_ranks();
     let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {
-        let mut ranks = Vec::with_capacity(world as usize);
-        for rank in 0..world as usize {
-            let ctx = &ctx;
+        let mut ranks = Vec::with_capacity(local.len());
+        for rank in local.clone() {
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn_scoped(scope, move || {
@@ -466,7 +620,7 @@ fn train_all_ranks(
                     }))
                     .unwrap_or_else(|_| Err(Error::run("failed unexpectedly (a bug in dlio-rs)")));
                     if let Err(e) = &outcome {
-                        ctx.comm.abort(&e.prefixed(&format!("rank {rank}: ")));
+                        comm.abort(&e.prefixed(&format!("{}: ", comm.rank_label(rank))));
                     }
                     outcome
                 });
@@ -474,10 +628,11 @@ fn train_all_ranks(
                 Ok(handle) => ranks.push(handle),
                 Err(e) => {
                     // The ranks already started are released from their barriers by the abort.
-                    let error = Error::run(format!(
-                        "cannot start rank {rank} of {world}: {e}; try fewer --accelerators"
-                    ));
-                    ctx.comm.abort(&error);
+                    comm.abort(&Error::run(format!(
+                        "cannot start {} of {}: {e}; try fewer --accelerators",
+                        comm.rank_label(rank),
+                        comm.world()
+                    )));
                     break;
                 }
             }
@@ -494,4 +649,115 @@ fn train_all_ranks(
         return Err(first);
     }
     outcomes.into_iter().collect()
+}
+
+/// Seconds from the earliest process start (or end of generation) until the last rank of any
+/// process had its first batch, on the clock all processes share.
+fn first_batch_seconds(
+    comm: &dyn Comm,
+    clock: &Clock,
+    origin: std::time::Instant,
+    ranks: &[RankRecord],
+) -> Result<Option<f64>> {
+    // Unknown (no step) is NaN, which the maximum keeps.
+    let first_batch = crate::stats::first_batch_at(ranks).unwrap_or(f64::NAN);
+    let mut latest = [if first_batch.is_nan() {
+        f64::INFINITY
+    } else {
+        first_batch
+    }];
+    comm.all_reduce(&mut latest, Reduce::Max)?;
+    // The origin as a time on the run's clock: before its start, so negative.
+    let mut earliest = [-clock.seconds_since(origin, 0.0)];
+    comm.all_reduce(&mut earliest, Reduce::Min)?;
+    Ok(latest[0].is_finite().then(|| latest[0] - earliest[0]))
+}
+
+/// Warns when the launcher bound this process to fewer CPUs than its ranks and readers need (Open
+/// MPI binds each process to one core by default for `-n` ≤ 2), said once, by process 0.
+fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Result<()> {
+    let threads_needed = comm.local_ranks().len() * (1 + config.reader.read_threads as usize);
+    let host_cpus = hosts.hosts[hosts.host_of_process[comm.process()]].cpu_count;
+    let usable = crate::system::cpu_count();
+    let mut narrowest = [if usable < threads_needed.min(host_cpus) {
+        usable as f64
+    } else {
+        f64::INFINITY
+    }];
+    comm.all_reduce(&mut narrowest, Reduce::Min)?;
+    if comm.process() == 0 && narrowest[0].is_finite() {
+        eprintln!(
+            "warning: a process may run on only {} of its host's CPUs (its launcher's CPU binding), but its {} \
+             rank(s) with {} reader thread(s) each run {threads_needed} threads, which then share them and \
+             slow the run; launch with mpirun --bind-to none (as mlpstorage does), or give each process \
+             more cores (--map-by node:PE=N)",
+            narrowest[0],
+            comm.local_ranks().len(),
+            config.reader.read_threads,
+        );
+    }
+    Ok(())
+}
+
+/// One process's part of the results, sent to process 0.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ProcessRecord {
+    /// The process's host, as an index into [`Hosts::hosts`].
+    host: usize,
+    ranks: Vec<RankRecord>,
+}
+
+/// What process 0 needs to write the run's reports.
+struct ReportInputs<'a> {
+    config: &'a Config,
+    processes: Vec<ProcessRecord>,
+    accounting: Accounting,
+    hosts: &'a Hosts,
+    clock: &'a Clock,
+    times: RunTimes,
+    run_entropy: u64,
+    startup: Startup,
+    output_folder: &'a Path,
+    log: &'a DlioLog,
+    quiet: bool,
+}
+
+/// Process 0: the results of all ranks, the run's files, and the terminal report.
+fn report_run(inputs: &ReportInputs) -> Result<Results> {
+    let config = inputs.config;
+    let mut host_of_rank = Vec::new();
+    let mut ranks = Vec::new();
+    for process in &inputs.processes {
+        host_of_rank.extend(std::iter::repeat_n(process.host, process.ranks.len()));
+        ranks.extend(process.ranks.iter().cloned());
+    }
+    let results = Results::from_ranks(
+        config,
+        &ranks,
+        inputs.accounting.clone(),
+        inputs.hosts.total_memory_bytes(),
+    );
+    let finished = FinishedRun {
+        config,
+        results: &results,
+        ranks: &ranks,
+        clock: inputs.clock,
+        times: inputs.times,
+        run_entropy: inputs.run_entropy,
+        startup: &inputs.startup,
+        hosts: inputs.hosts,
+        host_of_rank: &host_of_rank,
+    };
+    write_reports(inputs.output_folder, inputs.log, &finished)?;
+    if !inputs.quiet {
+        print!(
+            "{}",
+            terminal::render(config, &results, &inputs.startup, inputs.output_folder)
+        );
+    }
+    // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
+    for warning in &results.warnings {
+        eprintln!("WARNING: {warning}");
+    }
+    Ok(results)
 }

@@ -14,6 +14,18 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// The host's online CPUs (psutil's `cpu_count()`), whatever this process is bound to.
+pub fn host_cpu_count() -> usize {
+    // SAFETY: sysconf reads a system value and takes no pointers.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if online > 0 {
+        online as usize
+    } else {
+        cpu_count()
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask, as a launcher's binding leaves it).
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())

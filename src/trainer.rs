@@ -36,6 +36,9 @@ pub struct RunContext<'a> {
     pub progress: Option<&'a EpochProgress>,
     /// Where each rank writes its read trace, when tracing is on.
     pub trace_dir: Option<&'a Path>,
+    /// Whether this process drops its host's page cache (`drop_before_epoch`): one process per
+    /// host does, its first rank, while every rank of the run waits.
+    pub drops_page_cache: bool,
 }
 
 /// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
@@ -127,11 +130,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
 /// How long dropping the page cache may take before the run gives up on it.
 pub const DROP_CACHE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Drops the host's page cache once, with every rank waiting: all ranks have finished reading the
-/// last epoch before it starts, and none starts the next before it ends.
+/// Drops each host's page cache once, with every rank waiting: all ranks have finished reading the
+/// last epoch before it starts, and none starts the next before every host is done.
 fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<()> {
     ctx.comm.barrier()?;
-    if rank == 0 {
+    if ctx.drops_page_cache && rank == ctx.comm.local_ranks().start {
         crate::system::drop_page_cache(DROP_CACHE_TIMEOUT).map_err(|why| {
             crate::error::Error::run(format!("reader.page_cache = drop_before_epoch: {why}"))
         })?;

@@ -678,6 +678,9 @@ fn dlio_benchmark_takes_hydra_words_config_dir_last_and_accelerators_from_env() 
     );
 }
 
+/// A build without the `mpi` feature, told by the environment that it is one of several MPI
+/// processes, refuses (an MPI build would start MPI: tests/mpi.rs runs it under mpirun).
+#[cfg(not(feature = "mpi"))]
 #[test]
 fn dlio_benchmark_refuses_mpi_launch_and_bad_accelerator_env() {
     let tmp = Scratch::new("dlio-benchmark-env");

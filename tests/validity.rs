@@ -3,7 +3,6 @@
 //! same plan for the same seed), a planted reader fault that the audit must catch, and the bytes
 //! each epoch really took from storage under each page-cache option.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -135,31 +134,6 @@ fn uneven_shapes_read_each_sample_once_with_equal_steps_on_every_rank() {
         }
         assert_eq!(eval_phases, 2, "an eval phase after each epoch");
     }
-}
-
-/// Each batch's (file, sample) reads in order, keyed by (epoch, phase, rank, step).
-type Batches = BTreeMap<(u64, String, u64, u64), Vec<(String, u64)>>;
-
-/// The batches of a traced run: what its plan decided.
-fn batches(out: &Path, world: usize) -> Batches {
-    let mut batches = BTreeMap::new();
-    for rank in 0..world {
-        let text = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split(',').collect();
-            let key = (
-                f[0].parse().unwrap(),
-                f[1].to_string(),
-                f[3].parse().unwrap(),
-                f[2].parse().unwrap(),
-            );
-            batches
-                .entry(key)
-                .or_insert_with(Vec::new)
-                .push((f[5].to_string(), f[6].parse().unwrap()));
-        }
-    }
-    batches
 }
 
 #[test]

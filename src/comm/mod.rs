@@ -1,162 +1,252 @@
-//! Ranks and barriers. Now: ranks are threads of one process ([`ThreadGroup`]). Later, MPI
-//! processes each hosting some ranks implement the same trait, so the trainer never changes.
+//! Ranks and how they meet. A run has `world` ranks (emulated accelerators); each process hosts a
+//! contiguous block of them as threads: global rank = process × local ranks + local index.
 //!
-//! A rank that fails aborts the group: every rank waiting in (or arriving at) a barrier returns
-//! the reason instead of waiting forever, so a failure can never become a hang.
+//! Two kinds of operation, behind one [`Comm`] trait:
+//! - **rank operations**, called by every rank thread: the per-step [`Comm::barrier`] (across all
+//!   ranks of all processes), and [`Comm::abort`], which stops the whole run;
+//! - **process collectives**, called once per process by the thread that runs it, in the same
+//!   order in every process: [`Comm::broadcast`], [`Comm::all_gather`], [`Comm::gather`] and
+//!   [`Comm::all_reduce`]. On them sit the typed helpers of this module: [`agree`] (all processes
+//!   go on, or all stop with the first failure, reported once), [`broadcast_value`],
+//!   [`gather_values`], [`all_gather_values`].
+//!
+//! Implementations: [`ThreadGroup`] (one process, the default build) and, with the `mpi`
+//! feature, `MpiGroup` (MPI processes each holding thread ranks). [`for_launch`] picks the one
+//! that fits how the process was started.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+mod hosts;
+pub mod launch;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod threads;
 
-use crate::error::Error;
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+pub use hosts::{HostFacts, Hosts};
+pub use threads::{LocalBarrier, ThreadGroup};
+
+/// How [`Comm::all_reduce`] combines the processes' values, element by element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduce {
+    Max,
+    Min,
+    Sum,
+}
 
 pub trait Comm: Send + Sync {
-    /// Number of ranks (emulated accelerators) in the run.
+    /// Number of ranks (emulated accelerators) in the run, across all processes.
     fn world(&self) -> usize;
 
-    /// Waits until every rank has arrived; fails if the run was aborted.
-    fn barrier(&self) -> Result<(), Error>;
+    /// The global ranks this process hosts.
+    fn local_ranks(&self) -> Range<usize>;
 
-    /// Stops the run: pending and future barriers fail with this reason.
+    /// This process's index, from 0, and the number of processes.
+    fn process(&self) -> usize;
+    fn processes(&self) -> usize;
+
+    /// Waits until every rank of every process has arrived; fails if the run was aborted.
+    fn barrier(&self) -> Result<()>;
+
+    /// Stops the run: pending and future barriers fail with this reason. With several
+    /// processes, the reason is printed once and every process is ended (exit code of `reason`).
     fn abort(&self, reason: &Error);
 
     /// The abort reason, if any; readers poll this to stop early.
     fn aborted(&self) -> Option<Error>;
-}
 
-/// How long a rank waiting at a barrier spins before it sleeps.
-const BARRIER_SPIN: Duration = Duration::from_micros(200);
+    /// Process 0's `bytes`, in every process.
+    fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()>;
 
-struct BarrierState {
-    arrived: usize,
-    generation: u64,
-    abort: Option<Error>,
-}
+    /// Every process's `bytes`, in process order, in every process.
+    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>>;
 
-/// All ranks as threads of this process.
-pub struct ThreadGroup {
-    world: usize,
-    /// Set with the abort; checked on every sample read, so it must not take the lock.
-    aborting: AtomicBool,
-    /// The barrier generation, published for waiters that spin instead of sleeping.
-    released_generation: AtomicU64,
-    state: Mutex<BarrierState>,
-    released: Condvar,
-}
+    /// Every process's `bytes`, in process order, in process 0 (`None` elsewhere).
+    fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>>;
 
-impl ThreadGroup {
-    pub fn new(world: usize) -> ThreadGroup {
-        assert!(world >= 1);
-        ThreadGroup {
-            world,
-            aborting: AtomicBool::new(false),
-            released_generation: AtomicU64::new(0),
-            state: Mutex::new(BarrierState {
-                arrived: 0,
-                generation: 0,
-                abort: None,
-            }),
-            released: Condvar::new(),
-        }
-    }
+    /// Combines `values` of every process element-wise, leaving the result in every process.
+    fn all_reduce(&self, values: &mut [f64], op: Reduce) -> Result<()>;
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BarrierState> {
-        // A rank that panicked while holding the lock leaves consistent state (plain counters).
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// How a rank is named in messages: with its host when the run spans processes.
+    fn rank_label(&self, rank: usize) -> String {
+        format!("rank {rank}")
     }
 }
 
-impl Comm for ThreadGroup {
-    fn world(&self) -> usize {
-        self.world
+/// The [`Comm`] for how this process was started: MPI processes under `mpirun` (with the `mpi`
+/// feature), else threads of this process. `local_ranks` ranks live in this process.
+pub fn for_launch(local_ranks: usize) -> Result<Box<dyn Comm>> {
+    if local_ranks == 0 {
+        return Err(Error::usage(
+            "the number of accelerators must be at least 1",
+        ));
     }
+    match launch::mpi_launch() {
+        None => Ok(Box::new(ThreadGroup::new(local_ranks))),
+        Some(launch) => with_mpi(local_ranks, launch),
+    }
+}
 
-    fn barrier(&self) -> Result<(), Error> {
-        let mut state = self.lock();
-        if let Some(reason) = &state.abort {
-            return Err(reason.clone());
-        }
-        state.arrived += 1;
-        if state.arrived == self.world {
-            state.arrived = 0;
-            state.generation += 1;
-            self.released_generation
-                .store(state.generation, Ordering::Release);
-            self.released.notify_all();
-            return Ok(());
-        }
-        let generation = state.generation;
-        drop(state);
-        // Waking sleepers costs tens of µs each on small VMs, and the last one woken starts its
-        // next step late; ranks that spin (yielding the core to anyone runnable) leave at once.
-        let spin_until = Instant::now() + BARRIER_SPIN;
-        while self.released_generation.load(Ordering::Acquire) == generation
-            && !self.aborting.load(Ordering::Acquire)
-            && Instant::now() < spin_until
-        {
-            std::thread::yield_now();
-        }
-        let mut state = self.lock();
-        while state.generation == generation && state.abort.is_none() {
-            state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-        match (&state.abort, state.generation == generation) {
-            (Some(reason), true) => Err(reason.clone()),
-            _ => Ok(()),
-        }
-    }
+#[cfg(feature = "mpi")]
+fn with_mpi(local_ranks: usize, _launch: launch::MpiLaunch) -> Result<Box<dyn Comm>> {
+    Ok(Box::new(mpi::MpiGroup::init(local_ranks)?))
+}
 
-    fn abort(&self, reason: &Error) {
-        let mut state = self.lock();
-        if state.abort.is_none() {
-            state.abort = Some(reason.clone());
-        }
-        self.aborting.store(true, Ordering::Release);
-        self.released.notify_all();
+#[cfg(not(feature = "mpi"))]
+fn with_mpi(local_ranks: usize, launch: launch::MpiLaunch) -> Result<Box<dyn Comm>> {
+    if launch.size <= 1 {
+        // `mpirun -n 1` needs nothing MPI does.
+        return Ok(Box::new(ThreadGroup::new(local_ranks)));
     }
+    let error = Error::usage(format!(
+        "started as one of {size} MPI processes ({variable}={size}), but this build of dlio-rs has no \
+         MPI support; rebuild it with: cargo build --release --features mpi (Debian/Ubuntu need: apt \
+         install openmpi-bin libopenmpi-dev libclang-dev), or run one process with {local} thread \
+         ranks: dlio-rs run -n {local} … (dlio_benchmark: DLIO_RS_ACCELERATORS={local})",
+        size = launch.size,
+        variable = launch.variable,
+        local = launch.size * local_ranks,
+    ));
+    // Every process finds this; one says it.
+    if launch.rank.unwrap_or(0) == 0 {
+        Err(error)
+    } else {
+        Err(Error::Reported {
+            exit_code: error.exit_code(),
+        })
+    }
+}
 
-    fn aborted(&self) -> Option<Error> {
-        if !self.aborting.load(Ordering::Acquire) {
-            return None;
-        }
-        self.lock().abort.clone()
+/// Every process's outcome of a step: all go on with their values, or all stop. The first failing
+/// process (by index) prints its error; every process then returns [`Error::Reported`] with that
+/// error's exit code. With one process the error is returned as it is.
+pub fn agree<T>(comm: &dyn Comm, outcome: Result<T>) -> Result<T> {
+    if comm.processes() == 1 {
+        return outcome;
     }
+    let mine = match &outcome {
+        Ok(_) => Vec::new(),
+        // An error travels as its exit code; its message stays with the process that prints it.
+        Err(e) => vec![e.exit_code().clamp(1, 255) as u8],
+    };
+    let all = comm.all_gather(&mine)?;
+    let Some((first, code)) = all
+        .iter()
+        .enumerate()
+        .find_map(|(process, status)| status.first().map(|&code| (process, code)))
+    else {
+        return outcome;
+    };
+    if first == comm.process() {
+        if let Err(e) = &outcome {
+            e.print();
+        }
+    }
+    Err(Error::Reported {
+        exit_code: i32::from(code),
+    })
+}
+
+/// Ends a process's run: a failure this process met outside an [`agree`]ment stops every process
+/// (the others may be waiting for this one in a collective).
+pub fn conclude<T>(comm: &dyn Comm, outcome: Result<T>) -> Result<T> {
+    if let Err(e) = &outcome {
+        if comm.processes() > 1 && !matches!(e, Error::Reported { .. }) {
+            comm.abort(e);
+        }
+    }
+    outcome
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_allocvec(value).map_err(|e| {
+        Error::run(format!(
+            "cannot encode a message for the other processes: {e}"
+        ))
+    })
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8], from: usize) -> Result<T> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| Error::run(format!("cannot decode the message of process {from}: {e}")))
+}
+
+/// Process 0's `value` (the others pass `None`), in every process.
+pub fn broadcast_value<T: Serialize + DeserializeOwned>(
+    comm: &dyn Comm,
+    value: Option<T>,
+) -> Result<T> {
+    let mut bytes = match &value {
+        Some(v) if comm.process() == 0 => encode(v)?,
+        _ => Vec::new(),
+    };
+    if comm.processes() == 1 {
+        return value.ok_or_else(|| Error::run("broadcast without a value in process 0"));
+    }
+    comm.broadcast(&mut bytes)?;
+    decode(&bytes, 0)
+}
+
+/// Every process's `value`, in process order, in process 0 (`None` elsewhere).
+pub fn gather_values<T: Serialize + DeserializeOwned>(
+    comm: &dyn Comm,
+    value: &T,
+) -> Result<Option<Vec<T>>> {
+    let Some(all) = comm.gather(encode(value)?)? else {
+        return Ok(None);
+    };
+    all.iter()
+        .enumerate()
+        .map(|(process, bytes)| decode(bytes, process))
+        .collect::<Result<Vec<T>>>()
+        .map(Some)
+}
+
+/// Every process's `value`, in process order, in every process.
+pub fn all_gather_values<T: Serialize + DeserializeOwned>(
+    comm: &dyn Comm,
+    value: &T,
+) -> Result<Vec<T>> {
+    comm.all_gather(&encode(value)?)?
+        .iter()
+        .enumerate()
+        .map(|(process, bytes)| decode(bytes, process))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
-    fn no_rank_passes_a_barrier_before_all_arrive() {
-        let group = ThreadGroup::new(4);
-        let arrivals = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for round in 1..=200 {
-                        arrivals.fetch_add(1, Ordering::SeqCst);
-                        group.barrier().unwrap();
-                        assert!(arrivals.load(Ordering::SeqCst) >= round * 4);
-                        group.barrier().unwrap();
-                    }
-                });
-            }
-        });
-        assert_eq!(arrivals.load(Ordering::SeqCst), 800);
-    }
-
-    #[test]
-    fn abort_releases_waiting_ranks() {
-        let group = ThreadGroup::new(3);
-        std::thread::scope(|s| {
-            let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| group.barrier())).collect();
-            group.abort(&Error::run("rank 2 failed"));
-            for w in waiters {
-                assert_eq!(w.join().unwrap(), Err(Error::run("rank 2 failed")));
-            }
-        });
-        assert_eq!(group.barrier(), Err(Error::run("rank 2 failed")));
+    fn one_process_keeps_its_error_and_its_values() {
+        let group = ThreadGroup::new(2);
+        assert_eq!(agree(&group, Ok(7)), Ok(7));
+        assert_eq!(
+            agree::<()>(&group, Err(Error::usage("bad key"))),
+            Err(Error::usage("bad key"))
+        );
+        assert_eq!(
+            broadcast_value(&group, Some(vec![1u64, 2])).unwrap(),
+            vec![1, 2]
+        );
+        assert_eq!(
+            gather_values(&group, &("host".to_string(), 3u64)).unwrap(),
+            Some(vec![("host".to_string(), 3)])
+        );
+        let mut values = [1.0, 2.0];
+        group.all_reduce(&mut values, Reduce::Max).unwrap();
+        assert_eq!(values, [1.0, 2.0]);
+        assert_eq!(group.local_ranks(), 0..2);
+        // A failure in one process stops only that one: nothing to abort.
+        assert_eq!(
+            conclude::<()>(&group, Err(Error::run("x"))),
+            Err(Error::run("x"))
+        );
+        assert_eq!(group.aborted(), None);
     }
 }

@@ -11,7 +11,7 @@ use crate::config::Format;
 use crate::storage::{EntryKind, Storage};
 
 /// A split's file names, relative to its folder (`name.npz` or `sub/name.npz`), in DLIO's order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FileList {
     arena: Vec<u8>,
     /// Where each name ends in `arena`; name `i` starts where name `i - 1` ends.

@@ -26,9 +26,9 @@ pub struct ListingRules {
 }
 
 /// How one split's files were found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SplitNames {
-    pub folder: &'static str,
+    pub folder: String,
     /// Files checked to exist by their scheme name.
     pub checked: u64,
     /// Files the listing found, when the split was listed.
@@ -111,7 +111,7 @@ pub fn find_files(
         counter.finish_quietly();
         let Some((index, key)) = missing else {
             found.push(SplitNames {
-                folder: split.folder,
+                folder: split.folder.to_string(),
                 checked,
                 listed: None,
                 listing_bytes: 0,
@@ -147,7 +147,7 @@ pub fn find_files(
         let mut list = list;
         list.truncate(split.files);
         let listing_bytes = list.heap_bytes() as u64;
-        let folder = split.folder;
+        let folder = split.folder.to_string();
         dataset.split_mut(phase).listed = Some(Arc::new(list));
         found.push(SplitNames {
             folder,

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::{timestamp, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
+use crate::comm::Hosts;
 use crate::config::Config;
 use crate::error::Result;
 use crate::stats::{phase_rates, Clock, PhaseRecord, RankRecord, StepTiming};
@@ -60,24 +61,42 @@ fn phase_metric(metric: &mut Map<String, Value>, prefix: &str, m: &PhaseMetrics)
     );
 }
 
-/// Dataset bytes per host (one host), DLIO's formula: samples of the train split / ranks × ranks
-/// per host × record length, in GiB.
-pub fn data_size_per_host_gib(config: &Config, world: u64) -> f64 {
+/// Dataset bytes per host, DLIO's formula: ranks on the first host × samples of the train split
+/// // ranks × record length, in GiB.
+pub fn data_size_per_host_gib(config: &Config, world: u64, hosts: &Hosts) -> f64 {
     let d = &config.dataset;
-    let samples_per_host = world * d.num_samples_per_file * d.num_files_train / world.max(1);
+    let ranks_per_process = world / hosts.host_of_process.len().max(1) as u64;
+    let ranks_per_host = ranks_per_process * hosts.processes_on_first_host() as u64;
+    let samples_per_host =
+        ranks_per_host * d.num_samples_per_file * d.num_files_train / world.max(1);
     (samples_per_host * d.record_length_bytes) as f64 / 1024f64.powi(3)
 }
 
-/// DLIO's flag: the host has more memory than its share of the dataset, so the page cache can
-/// serve epochs after the first.
-pub fn potential_caching(config: &Config, world: u64) -> bool {
-    system::memory_bytes() as f64 / 1024f64.powi(3) > data_size_per_host_gib(config, world)
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / 1024f64.powi(3)
 }
 
-pub fn summary(config: &Config, results: &Results, times: RunTimes) -> Value {
+/// DLIO's flag, per host: the host has more memory than its share of the dataset, so the page
+/// cache can serve epochs after the first.
+fn caching_per_host(config: &Config, world: u64, hosts: &Hosts) -> Vec<bool> {
+    let data_gib = data_size_per_host_gib(config, world, hosts);
+    hosts
+        .hosts
+        .iter()
+        .map(|h| gib(h.memory_bytes) > data_gib)
+        .collect()
+}
+
+/// Whether any host can cache its share of the dataset (DLIO warns in its log).
+pub fn potential_caching(config: &Config, world: u64, hosts: &Hosts) -> bool {
+    caching_per_host(config, world, hosts).contains(&true)
+}
+
+/// `summary.json`, with DLIO's per-host lists (one entry per host, in the order of their first
+/// rank).
+pub fn summary(config: &Config, results: &Results, times: RunTimes, hosts: &Hosts) -> Value {
     let world = results.world as u64;
-    let host_memory_gib = system::memory_bytes() as f64 / 1024f64.powi(3);
-    let data_gib = data_size_per_host_gib(config, world);
+    let data_gib = data_size_per_host_gib(config, world, hosts);
     let mut metric = Map::new();
     phase_metric(&mut metric, "train", &results.train);
     if let Some(eval) = &results.eval {
@@ -86,18 +105,18 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes) -> Value {
     json!({
         "start": timestamp(times.start),
         "num_accelerators": world,
-        "num_hosts": 1,
-        "hostname": system::hostname(),
+        "num_hosts": hosts.hosts.len(),
+        "hostname": hosts.hosts[0].hostname,
         "metric": metric,
         "num_files_train": config.dataset.num_files_train,
         "num_files_eval": config.dataset.num_files_eval,
         "num_samples_per_file": config.dataset.num_samples_per_file,
-        "host_cpu_count": [system::cpu_count()],
+        "host_cpu_count": hosts.hosts.iter().map(|h| h.cpu_count).collect::<Vec<_>>(),
         "host_processor_name": system::processor_name(),
-        "potential_caching": [u8::from(potential_caching(config, world))],
+        "potential_caching": caching_per_host(config, world, hosts).into_iter().map(u8::from).collect::<Vec<_>>(),
         "host_cpuinfo": system::proc_dict("/proc/cpuinfo"),
         "host_meminfo": system::proc_dict("/proc/meminfo"),
-        "host_memory_GB": [host_memory_gib],
+        "host_memory_GB": hosts.hosts.iter().map(|h| gib(h.memory_bytes)).collect::<Vec<_>>(),
         "data_size_per_host_GB": data_gib,
         "epochs": results.epochs.len(),
         "end": timestamp(times.end),
@@ -114,22 +133,29 @@ fn all_steps(phase: &PhaseRecord) -> impl Iterator<Item = &StepTiming> {
 }
 
 /// `{rank}_output.json`: every step's load, proc and compute seconds, and the rank's AU and
-/// samples/s per block.
-pub fn rank_output(config: &Config, rank: &RankRecord, world: u64, clock: &Clock) -> Value {
+/// samples/s per block, with the facts of the host the rank ran on (this process's).
+pub fn rank_output(
+    config: &Config,
+    rank: &RankRecord,
+    world: u64,
+    clock: &Clock,
+    hosts: &Hosts,
+) -> Value {
     let window = metric_window(config);
+    let host = &hosts.hosts[hosts.host_of_process[hosts.process]];
     let mut out = Map::new();
-    out.insert(
-        "host_memory_GB".into(),
-        json!(system::memory_bytes() as f64 / 1024f64.powi(3)),
-    );
-    out.insert("host_cpu_count".into(), json!(system::cpu_count()));
+    out.insert("host_memory_GB".into(), json!(gib(host.memory_bytes)));
+    out.insert("host_cpu_count".into(), json!(host.cpu_count));
     out.insert(
         "host_processor_name".into(),
         json!(system::processor_name()),
     );
+    // DLIO's per-rank flag: the host's share of the data fits in its memory.
     out.insert(
         "potential_caching".into(),
-        json!(u8::from(potential_caching(config, world))),
+        json!(u8::from(
+            data_size_per_host_gib(config, world, hosts) <= gib(host.memory_bytes)
+        )),
     );
     out.insert("host_cpuinfo".into(), system::proc_dict("/proc/cpuinfo"));
     out.insert("host_meminfo".into(), system::proc_dict("/proc/meminfo"));
@@ -169,7 +195,7 @@ pub fn rank_output(config: &Config, rank: &RankRecord, world: u64, clock: &Clock
             }),
         );
     }
-    out.insert("hostname".into(), json!(system::hostname()));
+    out.insert("hostname".into(), json!(host.hostname));
     Value::Object(out)
 }
 
@@ -253,28 +279,34 @@ pub fn metric_block(results: &Results) -> String {
     m + RULE
 }
 
-/// Writes every DLIO JSON file of a finished run into `folder`.
-pub fn write_all(folder: &Path, run: &FinishedRun) -> Result<()> {
-    let FinishedRun {
-        config,
-        results,
-        ranks,
-        clock,
-        times,
-        ..
-    } = *run;
+/// Writes the DLIO files of `ranks` (this process's) into `folder`: `{rank}_output.json` and
+/// `{rank}_per_epoch_stats.json`.
+pub fn write_rank_files(
+    folder: &Path,
+    config: &Config,
+    ranks: &[RankRecord],
+    world: u64,
+    clock: &Clock,
+    hosts: &Hosts,
+) -> Result<()> {
     for rank in ranks {
         write_json(
             &folder.join(format!("{}_output.json", rank.rank)),
-            &rank_output(config, rank, results.world as u64, clock),
+            &rank_output(config, rank, world, clock, hosts),
         )?;
         write_json(
             &folder.join(format!("{}_per_epoch_stats.json", rank.rank)),
             &per_epoch_stats(rank, clock),
         )?;
     }
+    Ok(())
+}
+
+/// Writes `summary.json` of a finished run into `folder` (process 0, after every process wrote
+/// its ranks' files).
+pub fn write_summary(folder: &Path, run: &FinishedRun) -> Result<()> {
     write_json(
         &folder.join("summary.json"),
-        &summary(config, results, times),
+        &summary(run.config, run.results, run.times, run.hosts),
     )
 }

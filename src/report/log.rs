@@ -15,9 +15,10 @@ use crate::plan::{Phase, PlanSpec};
 use crate::stats::{mean_stdev, phase_rates};
 use crate::trainer::metric_window;
 
+/// The run's log; only process 0 of a run writes one (the others hold [`DlioLog::none`]).
 pub struct DlioLog {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Option<Mutex<File>>,
 }
 
 impl DlioLog {
@@ -26,12 +27,23 @@ impl DlioLog {
         let file = File::create(path).map_err(|e| Error::io("cannot create", path, e))?;
         Ok(DlioLog {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            file: Some(Mutex::new(file)),
         })
     }
 
+    /// The log of a process that does not write it: lines to it go nowhere.
+    pub fn none() -> DlioLog {
+        DlioLog {
+            path: PathBuf::new(),
+            file: None,
+        }
+    }
+
     fn write(&self, text: &str) {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(file) = &self.file else {
+            return;
+        };
+        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = file.write_all(text.as_bytes()) {
             eprintln!("warning: cannot write {}: {e}", self.path.display());
         }

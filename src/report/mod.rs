@@ -97,6 +97,8 @@ pub struct Results {
     pub world: usize,
     /// How the bytes from storage were counted.
     pub accounting: Accounting,
+    /// Memory of all client hosts together, in bytes (MLPerf's dataset-size rule).
+    pub client_memory_bytes: u64,
     /// Why the numbers may not describe the storage (validity::warnings), computed once for
     /// every output that shows them.
     pub warnings: Vec<String>,
@@ -162,7 +164,12 @@ fn phase_metrics(config: &Config, results: &[&PhaseResult]) -> PhaseMetrics {
 }
 
 impl Results {
-    pub fn from_ranks(config: &Config, ranks: &[RankRecord], accounting: Accounting) -> Results {
+    pub fn from_ranks(
+        config: &Config,
+        ranks: &[RankRecord],
+        accounting: Accounting,
+        client_memory_bytes: u64,
+    ) -> Results {
         let epochs: Vec<EpochResult> = (0..ranks.first().map_or(0, |r| r.epochs.len()))
             .map(|e| {
                 let train: Vec<&PhaseRecord> = ranks.iter().map(|r| &r.epochs[e].train).collect();
@@ -191,6 +198,7 @@ impl Results {
             world: ranks.len(),
             epochs,
             accounting,
+            client_memory_bytes,
             warnings: Vec::new(),
         };
         results.warnings = validity::warnings(config, &results);
@@ -216,6 +224,10 @@ pub struct FinishedRun<'a> {
     /// The entropy of `random` shuffles, so the plan can be recomputed.
     pub run_entropy: u64,
     pub startup: &'a Startup,
+    /// The hosts of the run's processes.
+    pub hosts: &'a crate::comm::Hosts,
+    /// The host of each rank (an index into `hosts.hosts`), in the order of `ranks`.
+    pub host_of_rank: &'a [usize],
 }
 
 /// What happened before the first batch.

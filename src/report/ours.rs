@@ -40,6 +40,48 @@ fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
     })
 }
 
+/// Per host: the ranks it ran, bytes they read, bytes that came from storage, and the share the
+/// page cache served, over every epoch (training and evaluation).
+fn hosts(run: &FinishedRun) -> Value {
+    let accounting = &run.results.accounting;
+    let per_host: Vec<Value> = run
+        .hosts
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(host, facts)| {
+            let ranks: Vec<&crate::stats::RankRecord> = run
+                .ranks
+                .iter()
+                .zip(run.host_of_rank)
+                .filter(|(_, &h)| h == host)
+                .map(|(r, _)| r)
+                .collect();
+            let phases = || {
+                ranks.iter().flat_map(|r| {
+                    r.epochs
+                        .iter()
+                        .flat_map(|e| std::iter::once(&e.train).chain(e.eval.as_ref()))
+                })
+            };
+            let bytes_read: u64 = phases().map(|p| p.bytes_read).sum();
+            let kernel_count = phases().try_fold(0u64, |sum, p| Some(sum + p.bytes_from_storage?));
+            let from_storage = validity::bytes_from_storage(accounting, bytes_read, kernel_count);
+            json!({
+                "hostname": facts.hostname,
+                "processes": run.hosts.host_of_process.iter().filter(|&&h| h == host).count(),
+                "ranks": ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+                "memory_bytes": facts.memory_bytes,
+                "cpu_count": facts.cpu_count,
+                "bytes_read": bytes_read,
+                "bytes_from_storage": from_storage,
+                "cache_served_fraction": validity::cache_served_fraction(bytes_read, from_storage),
+            })
+        })
+        .collect();
+    Value::Array(per_host)
+}
+
 pub fn report(run: &FinishedRun) -> Value {
     let FinishedRun {
         config,
@@ -62,7 +104,7 @@ pub fn report(run: &FinishedRun) -> Value {
         .collect();
     let t = &results.train;
     let (method, note) = validity::accounting_method(&results.accounting);
-    let size = validity::DatasetSize::of(config);
+    let size = validity::DatasetSize::new(config, run.hosts.total_memory_bytes());
     json!({
         "tool": "dlio-rs",
         "version": env!("CARGO_PKG_VERSION"),
@@ -87,7 +129,7 @@ pub fn report(run: &FinishedRun) -> Value {
             "bytes": size.dataset_bytes,
             "host_memory_bytes": size.host_memory_bytes,
             "meets_mlperf_5x_memory": size.meets_mlperf_rule(),
-            "dlio_potential_caching": super::dlio::potential_caching(config, results.world as u64),
+            "dlio_potential_caching": super::dlio::potential_caching(config, results.world as u64, run.hosts),
         },
         "startup": {
             "first_batch_seconds": run.startup.first_batch_seconds,
@@ -100,6 +142,7 @@ pub fn report(run: &FinishedRun) -> Value {
                 "seconds": n.seconds,
             })).collect::<Vec<_>>(),
         },
+        "hosts": hosts(run),
         "traced": config.output.trace,
         "warnings": results.warnings,
         "configuration": config.tree.to_json(),

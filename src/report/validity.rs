@@ -5,7 +5,6 @@
 use super::{PhaseResult, Results};
 use crate::config::{Config, PageCache};
 use crate::storage::Accounting;
-use crate::system;
 
 /// An epoch with more than this share of its bytes served from cache is flagged.
 pub const CACHE_WARNING_FRACTION: f64 = 0.10;
@@ -69,7 +68,7 @@ pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
     }
 }
 
-/// The training dataset's size beside this host's memory.
+/// The training dataset's size beside the memory of the client hosts (all of them together).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DatasetSize {
     pub dataset_bytes: u64,
@@ -77,10 +76,6 @@ pub struct DatasetSize {
 }
 
 impl DatasetSize {
-    pub fn of(config: &Config) -> DatasetSize {
-        DatasetSize::new(config, system::memory_bytes())
-    }
-
     pub fn new(config: &Config, host_memory_bytes: u64) -> DatasetSize {
         let d = &config.dataset;
         DatasetSize {
@@ -105,7 +100,7 @@ impl DatasetSize {
             return None;
         }
         Some(format!(
-            "the training dataset ({}) is smaller than {MLPERF_DATASET_TO_MEMORY} × this host's memory ({}, \
+            "the training dataset ({}) is smaller than {MLPERF_DATASET_TO_MEMORY} × the client hosts' memory ({}, \
              MLPerf Storage's rule){}: the page cache can serve reads and inflate the result. Use \
              ++workload.reader.odirect=True, ++workload.reader.page_cache=evict_after_read (or \
              drop_before_epoch), or a larger dataset",
@@ -138,7 +133,7 @@ fn phase_warning(label: &str, phase: &PhaseResult) -> Option<String> {
 
 /// Every warning about the validity of a finished run, in the order users should read them.
 pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
-    let mut warnings: Vec<String> = DatasetSize::of(config)
+    let mut warnings: Vec<String> = DatasetSize::new(config, results.client_memory_bytes)
         .warning(config)
         .into_iter()
         .collect();

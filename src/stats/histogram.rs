@@ -6,7 +6,7 @@
 const SUB_BITS: u32 = 5;
 const SUB: usize = 1 << SUB_BITS;
 
-#[derive(Clone, Default)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Histogram {
     /// Counts of buckets `first..first + counts.len()`.
     counts: Vec<u64>,

@@ -13,6 +13,8 @@ pub mod histogram;
 
 use std::time::{Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 pub use histogram::Histogram;
 
 /// Monotonic seconds since the start of the run, convertible to wall-clock time.
@@ -31,6 +33,20 @@ impl Clock {
     }
 
     /// Seconds from `origin` (before the clock started) to `seconds` on this clock.
+    /// A clock started now whose wall-clock start is `start_wall`: process 0's, so that every
+    /// process of a run (each starting its clock as it leaves the same barrier) converts the
+    /// same instant to the same time.
+    pub fn start_with_wall(start_wall: SystemTime) -> Clock {
+        Clock {
+            start: Instant::now(),
+            start_wall,
+        }
+    }
+
+    pub fn start_wall(&self) -> SystemTime {
+        self.start_wall
+    }
+
     pub fn seconds_since(&self, origin: Instant, seconds: f64) -> f64 {
         self.start.saturating_duration_since(origin).as_secs_f64() + seconds
     }
@@ -51,7 +67,7 @@ impl Clock {
 
 /// One training or eval step, in seconds: waiting for the batch, emulated compute, and the two
 /// together (`proc`, DLIO's name); the barrier wait after it is in none of them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepTiming {
     pub load: f64,
     pub compute: f64,
@@ -59,7 +75,7 @@ pub struct StepTiming {
 }
 
 /// Steps between two checkpoints (one block per epoch until checkpointing exists).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Block {
     pub start: f64,
     pub end: f64,
@@ -67,7 +83,7 @@ pub struct Block {
 }
 
 /// One phase (train or eval) of one epoch on one rank.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PhaseRecord {
     pub start: f64,
     pub end: f64,
@@ -93,7 +109,7 @@ impl PhaseRecord {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EpochRecord {
     pub epoch: u64,
     pub start: f64,
@@ -102,7 +118,7 @@ pub struct EpochRecord {
     pub eval: Option<PhaseRecord>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RankRecord {
     pub rank: usize,
     pub epochs: Vec<EpochRecord>,

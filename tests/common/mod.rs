@@ -2,6 +2,7 @@
 //! and reading their JSON outputs.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -288,4 +289,29 @@ pub fn audit(cwd: &Path, out: &Path) -> (Option<i32>, Value, Ran) {
     let report: Value = serde_json::from_str(&ran.stdout)
         .unwrap_or_else(|e| panic!("audit --json printed no JSON: {e}\n{}", ran.context()));
     (ran.code, report, ran)
+}
+
+/// Each batch's (file, sample) reads in order, keyed by (epoch, phase, rank, step).
+pub type Batches = BTreeMap<(u64, String, u64, u64), Vec<(String, u64)>>;
+
+/// The batches of a traced run: what its plan decided.
+pub fn batches(out: &Path, world: usize) -> Batches {
+    let mut batches = BTreeMap::new();
+    for rank in 0..world {
+        let text = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let key = (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                f[3].parse().unwrap(),
+                f[2].parse().unwrap(),
+            );
+            batches
+                .entry(key)
+                .or_insert_with(Vec::new)
+                .push((f[5].to_string(), f[6].parse().unwrap()));
+        }
+    }
+    batches
 }

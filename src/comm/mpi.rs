@@ -1,0 +1,224 @@
+//! Ranks in MPI processes (the `mpi` feature): each process of `mpirun -n P` hosts the same number
+//! of thread ranks. The per-step barrier is two-level: a process's rank threads meet at its
+//! [`LocalBarrier`], and the last of them to arrive enters `MPI_Barrier` for the whole process, so
+//! one MPI call per process and step joins every rank of every process.
+//!
+//! A failure in any rank ends the job with `MPI_Abort`: the other processes may be blocked in a
+//! barrier or collective that the failed process will never enter, and only the MPI runtime can
+//! reach them there. The reason is printed once, by the process that failed.
+
+use std::ops::Range;
+use std::sync::Once;
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::environment::{Threading, Universe};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+
+use super::{Comm, LocalBarrier, Reduce};
+use crate::error::{Error, Result};
+
+pub struct MpiGroup {
+    /// Finalizes MPI when the group is dropped.
+    _universe: Universe,
+    local: LocalBarrier,
+    local_ranks: usize,
+    process: usize,
+    processes: usize,
+    hostname: String,
+    reported: Once,
+}
+
+/// `MPI_COMM_WORLD`. A handle to it is a constant; it is made where needed, because rsmpi's
+/// communicators are not `Sync`, while the calls themselves are allowed from any thread
+/// (`MPI_THREAD_MULTIPLE`, or serialized by the barrier's last arrival).
+fn world() -> SimpleCommunicator {
+    SimpleCommunicator::world()
+}
+
+impl MpiGroup {
+    /// Initializes MPI and checks that every process hosts `local_ranks` ranks.
+    pub fn init(local_ranks: usize) -> Result<MpiGroup> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
+            .ok_or_else(|| Error::run("MPI was initialized twice in this process"))?;
+        // Rank threads take turns calling MPI (the last arrival of each barrier), and an abort
+        // may come from any thread.
+        if !matches!(threading, Threading::Multiple | Threading::Serialized) {
+            return Err(Error::run(format!(
+                "the MPI library offers only {threading:?} threading; dlio-rs needs at least \
+                 MPI_THREAD_SERIALIZED (rank threads take turns calling MPI)"
+            )));
+        }
+        let world = universe.world();
+        let group = MpiGroup {
+            local: LocalBarrier::new(local_ranks),
+            local_ranks,
+            process: world.rank() as usize,
+            processes: world.size() as usize,
+            hostname: crate::system::hostname(),
+            reported: Once::new(),
+            _universe: universe,
+        };
+        let mut counts = vec![0u64; group.processes];
+        world.all_gather_into(&(local_ranks as u64), &mut counts[..]);
+        if counts.iter().any(|&c| c != local_ranks as u64) {
+            let listed: Vec<String> = counts
+                .iter()
+                .enumerate()
+                .map(|(p, c)| format!("process {p}: {c}"))
+                .collect();
+            let error = Error::usage(format!(
+                "every MPI process must host the same number of ranks (-n, or \
+                 DLIO_RS_ACCELERATORS for dlio_benchmark); they differ: {}",
+                listed.join(", ")
+            ));
+            return Err(if group.process == 0 {
+                error
+            } else {
+                Error::Reported {
+                    exit_code: error.exit_code(),
+                }
+            });
+        }
+        Ok(group)
+    }
+}
+
+fn count(len: usize, what: &str) -> Result<Count> {
+    Count::try_from(len).map_err(|_| {
+        Error::run(format!(
+            "{what} of {len} bytes is too large for one MPI message (2 GiB at most)"
+        ))
+    })
+}
+
+/// Start of each part when `counts` are laid end to end.
+fn displacements(counts: &[Count]) -> Vec<Count> {
+    counts
+        .iter()
+        .scan(0, |at, &c| {
+            let start = *at;
+            *at += c;
+            Some(start)
+        })
+        .collect()
+}
+
+fn split(buffer: &[u8], counts: &[Count]) -> Vec<Vec<u8>> {
+    displacements(counts)
+        .iter()
+        .zip(counts)
+        .map(|(&start, &len)| buffer[start as usize..(start + len) as usize].to_vec())
+        .collect()
+}
+
+impl Comm for MpiGroup {
+    fn world(&self) -> usize {
+        self.local_ranks * self.processes
+    }
+
+    fn local_ranks(&self) -> Range<usize> {
+        let first = self.process * self.local_ranks;
+        first..first + self.local_ranks
+    }
+
+    fn process(&self) -> usize {
+        self.process
+    }
+
+    fn processes(&self) -> usize {
+        self.processes
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.local.wait(&|| world().barrier())
+    }
+
+    fn abort(&self, reason: &Error) {
+        self.local.abort(reason);
+        if self.processes == 1 {
+            // Nobody else to stop: the run ends through its error, as with threads.
+            return;
+        }
+        self.reported.call_once(|| reason.print());
+        world().abort(reason.exit_code())
+    }
+
+    fn aborted(&self) -> Option<Error> {
+        self.local.aborted()
+    }
+
+    fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()> {
+        let world = world();
+        let root = world.process_at_rank(0);
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        count(len as usize, "a broadcast")?;
+        bytes.resize(len as usize, 0);
+        root.broadcast_into(&mut bytes[..]);
+        Ok(())
+    }
+
+    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let world = world();
+        let mut counts: Vec<Count> = vec![0; self.processes];
+        world.all_gather_into(&count(bytes.len(), "a message")?, &mut counts[..]);
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        count(total, "the gathered messages")?;
+        let mut buffer = vec![0u8; total];
+        // Open MPI refuses a gather of nothing at all (MPI_ERR_ARG).
+        if total > 0 {
+            let displs = displacements(&counts);
+            let mut parts = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
+            world.all_gather_varcount_into(bytes, &mut parts);
+        }
+        Ok(split(&buffer, &counts))
+    }
+
+    fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        let world = world();
+        let root = world.process_at_rank(0);
+        // Every process learns the total, so that all skip a gather of nothing (which Open MPI
+        // refuses) together.
+        let mut counts: Vec<Count> = vec![0; self.processes];
+        world.all_gather_into(&count(bytes.len(), "a message")?, &mut counts[..]);
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        count(total, "the gathered messages")?;
+        if self.process != 0 {
+            if total > 0 {
+                root.gather_varcount_into(&bytes[..]);
+            }
+            return Ok(None);
+        }
+        let mut buffer = vec![0u8; total];
+        if total > 0 {
+            let displs = displacements(&counts);
+            let mut parts = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
+            root.gather_varcount_into_root(&bytes[..], &mut parts);
+        }
+        Ok(Some(split(&buffer, &counts)))
+    }
+
+    fn all_reduce(&self, values: &mut [f64], op: Reduce) -> Result<()> {
+        let mine = values.to_vec();
+        let op = match op {
+            Reduce::Max => SystemOperation::max(),
+            Reduce::Min => SystemOperation::min(),
+            Reduce::Sum => SystemOperation::sum(),
+        };
+        world().all_reduce_into(&mine[..], values, op);
+        Ok(())
+    }
+
+    fn rank_label(&self, rank: usize) -> String {
+        if self.processes == 1 {
+            return format!("rank {rank}");
+        }
+        format!(
+            "rank {rank} (process {} of {}, host {})",
+            self.process, self.processes, self.hostname
+        )
+    }
+}

@@ -689,7 +689,7 @@ fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Re
         eprintln!(
             "warning: a process may run on only {} of its host's CPUs (its launcher's CPU binding), but its {} \
              rank(s) with {} reader thread(s) each run {threads_needed} threads, which then share them and \
-             slow the run; launch with mpirun --bind-to none (as mlpstorage does), or give each process \
+             slow the run; launch with mpirun --bind-to none, or give each process \
              more cores (--map-by node:PE=N)",
             narrowest[0],
             comm.local_ranks().len(),

@@ -3,12 +3,9 @@
 //! into processes; the same output files; generation split across processes; a failure in one
 //! rank ending every process; and the default build's refusal. Every launch is bounded in time.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 mod common;
 use common::*;
@@ -82,251 +79,256 @@ fn mpirun<S: AsRef<str>>(cwd: &Path, processes: usize, bin: &str, args: &[S]) ->
     (ran, elapsed)
 }
 
-/// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).
-fn shuffled_words(tmp: &Scratch, out: &str, shuffle: &str) -> Vec<String> {
-    let shape = Shape {
-        files: 24,
-        samples_per_file: 3,
-        batch: 2,
-        threads: 2,
-        epochs: 2,
-    };
-    traced_words(
-        &tmp.join("data"),
-        &tmp.join(out),
-        &shape,
-        &[
-            &format!("++workload.reader.file_shuffle={shuffle}"),
-            &format!("++workload.reader.sample_shuffle={shuffle}"),
-            "++workload.train.computation_time=0.001",
-        ],
-    )
-}
-
-fn passes_audit(tmp: &Scratch, out: &str) {
-    let (code, report, ran) = audit(&tmp.path, &tmp.join(out));
-    assert_eq!(
-        code,
-        Some(0),
-        "audit of {out}: {report:#}\n{}",
-        ran.context()
-    );
-}
-
-/// The names of the files a run left in its output folder (Hydra's folder and traces included).
-fn output_files(dir: &Path) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for entry in walk(dir) {
-        names.insert(entry.strip_prefix(dir).unwrap().display().to_string());
-    }
-    names
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(walk(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
-}
-
-/// A JSON value's shape: its keys (recursively) and the lengths of its lists, not its numbers.
-fn shape_of(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape_of(v))).collect())
-        }
-        Value::Array(items) => Value::from(format!("list of {}", items.len())),
-        Value::Number(_) => Value::from("number"),
-        Value::String(_) => Value::from("string"),
-        other => other.clone(),
-    }
-}
-
+/// The tests of the MPI build.
 #[cfg(feature = "mpi")]
-#[test]
-fn any_split_into_processes_reads_the_batches_of_one_process() {
-    let tmp = Scratch::new("mpi-batches");
-    generate_for(&tmp.path, &shuffled_words(&tmp, "gen", "seed"));
-    // One process with 4 thread ranks: the reference.
-    run_quiet(&tmp.path, 4, &shuffled_words(&tmp, "threads4", "seed")).ok();
-    passes_audit(&tmp, "threads4");
-    let reference = batches(&tmp.join("threads4"), 4);
-    assert_eq!(
-        reference.keys().filter(|k| k.1 == "train").count(),
-        2 * 4 * (24 * 3 / (2 * 4)),
-        "epochs × ranks × steps"
-    );
+mod with_mpi {
+    use super::*;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
 
-    // 4 processes of 1 rank, as mlpstorage launches dlio_benchmark.
-    let (ran, _) = mpirun(
-        &tmp.path,
-        4,
-        DLIO_BENCHMARK,
-        &shuffled_words(&tmp, "procs4", "seed"),
-    );
-    let ran = ran.ok();
-    assert_eq!(
-        ran.stdout.matches("Training AU").count(),
-        1,
-        "only process 0 prints the report\n{}",
-        ran.context()
-    );
-    passes_audit(&tmp, "procs4");
-    assert_eq!(batches(&tmp.join("procs4"), 4), reference);
-
-    // 2 processes of 2 thread ranks each.
-    let mut args = strings(&["run", "-q", "-n", "2"]);
-    args.extend(shuffled_words(&tmp, "procs2x2", "seed"));
-    mpirun(&tmp.path, 2, DLIO_RS, &args).0.ok();
-    passes_audit(&tmp, "procs2x2");
-    assert_eq!(batches(&tmp.join("procs2x2"), 4), reference);
-
-    // The same files, keys and step counts as the single process wrote.
-    let files = output_files(&tmp.join("threads4"));
-    assert!(files.contains("summary.json") && files.contains("3_output.json"));
-    for run in ["procs4", "procs2x2"] {
-        assert_eq!(output_files(&tmp.join(run)), files, "{run}");
-        for file in [
-            "summary.json",
-            "0_output.json",
-            "3_output.json",
-            "3_per_epoch_stats.json",
-        ] {
-            let mut ours = shape_of(&read_json(&tmp.join(run).join(file)));
-            let mut theirs = shape_of(&read_json(&tmp.join("threads4").join(file)));
-            // Host facts come from /proc and vary between reads (free memory, CPU MHz).
-            for v in [&mut ours, &mut theirs] {
-                if let Some(map) = v.as_object_mut() {
-                    map.remove("host_meminfo");
-                    map.remove("host_cpuinfo");
-                }
-            }
-            assert_eq!(ours, theirs, "{run}/{file}");
-        }
-        let summary = read_json(&tmp.join(run).join("summary.json"));
-        assert_eq!(int(&summary, "/num_accelerators"), 4);
-        assert_eq!(int(&summary, "/num_hosts"), 1);
-        let report = read_json(&tmp.join(run).join("report.json"));
-        let hosts = at(&report, "/hosts").as_array().unwrap();
-        assert_eq!(hosts.len(), 1, "one host: {hosts:?}");
-        assert_eq!(at(&hosts[0], "/ranks"), &serde_json::json!([0, 1, 2, 3]));
-        // The host's bytes are every epoch's, training and evaluation.
-        let bytes_read: u64 = at(&report, "/epochs")
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                int(e, "/bytes_read")
-                    + e.pointer("/eval/bytes_read")
-                        .map_or(0, |b| b.as_u64().unwrap())
-            })
-            .sum();
-        assert_eq!(int(&hosts[0], "/bytes_read"), bytes_read);
+    /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).
+    fn shuffled_words(tmp: &Scratch, out: &str, shuffle: &str) -> Vec<String> {
+        let shape = Shape {
+            files: 24,
+            samples_per_file: 3,
+            batch: 2,
+            threads: 2,
+            epochs: 2,
+        };
+        traced_words(
+            &tmp.join("data"),
+            &tmp.join(out),
+            &shape,
+            &[
+                &format!("++workload.reader.file_shuffle={shuffle}"),
+                &format!("++workload.reader.sample_shuffle={shuffle}"),
+                "++workload.train.computation_time=0.001",
+            ],
+        )
     }
 
-    // `random` shuffles draw their entropy once per run: every process plans the same order,
-    // or ranks would read overlapping shards and the audit would fail.
-    let (ran, _) = mpirun(
-        &tmp.path,
-        2,
-        DLIO_BENCHMARK,
-        &shuffled_words(&tmp, "random2", "random"),
-    );
-    ran.ok();
-    passes_audit(&tmp, "random2");
-}
-
-#[cfg(feature = "mpi")]
-#[test]
-fn three_processes_generate_every_file_once() {
-    let tmp = Scratch::new("mpi-generate");
-    let words = |data: &str, out: &str| {
-        strings(&[
-            "workload=default",
-            "++workload.workflow.generate_data=True",
-            "++workload.workflow.train=False",
-            "++workload.dataset.num_files_train=10",
-            "++workload.dataset.num_files_eval=2",
-            "++workload.dataset.record_length_bytes=3000",
-            &format!("++workload.dataset.data_folder={}", tmp.s(data)),
-            &format!("++hydra.run.dir={}", tmp.s(out)),
-        ])
-    };
-    let (ran, _) = mpirun(&tmp.path, 3, DLIO_BENCHMARK, &words("data3", "gen3"));
-    ran.ok();
-    run_quiet(&tmp.path, 1, &words("data1", "gen1")).ok();
-    let log = std::fs::read_to_string(tmp.join("gen3/dlio.log")).unwrap();
-    assert!(
-        log.contains("Generated 12 files") && log.contains("by 3 process(es)"),
-        "the three shares add up to the dataset once:\n{log}"
-    );
-    let three = output_files(&tmp.join("data3"));
-    assert_eq!(three, output_files(&tmp.join("data1")));
-    assert_eq!(three.iter().filter(|f| f.ends_with(".npz")).count(), 12);
-    for file in &three {
+    fn passes_audit(tmp: &Scratch, out: &str) {
+        let (code, report, ran) = audit(&tmp.path, &tmp.join(out));
         assert_eq!(
-            std::fs::read(tmp.join("data3").join(file)).unwrap(),
-            std::fs::read(tmp.join("data1").join(file)).unwrap(),
-            "{file} differs from the single-process generation"
+            code,
+            Some(0),
+            "audit of {out}: {report:#}\n{}",
+            ran.context()
         );
     }
-    assert!(!three.contains(".dlio-rs-generating"), "{three:?}");
-}
 
-#[cfg(feature = "mpi")]
-#[test]
-fn a_failed_rank_ends_every_process_with_its_reason_once() {
-    let tmp = Scratch::new("mpi-failure");
-    let shape = Shape {
-        files: 16,
-        samples_per_file: 1,
-        batch: 1,
-        threads: 1,
-        epochs: 1,
-    };
-    let words = traced_words(
-        &tmp.join("data"),
-        &tmp.join("out"),
-        &shape,
-        &["++workload.train.computation_time=0.01"],
-    );
-    generate_for(&tmp.path, &words);
-    // A file read late in the epoch by some rank is cut short; the other ranks are then
-    // waiting in a barrier or in their next step.
-    let victim = walk(&tmp.join("data/train"))
-        .into_iter()
-        .find(|f| f.ends_with("img_14_of_16.npz"))
-        .expect("the generated img_14_of_16.npz");
-    let bytes = std::fs::read(&victim).unwrap();
-    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
-    let (ran, elapsed) = mpirun(&tmp.path, 4, DLIO_BENCHMARK, &words);
-    let ran = ran.fails(1);
-    assert_eq!(
-        ran.stderr.matches("error:").count(),
-        1,
-        "the reason is printed once\n{}",
-        ran.context()
-    );
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    ran.says(&[
-        "img_14_of_16.npz",
-        "rank ",
-        &format!("host {}", host.trim()),
-    ]);
-    assert!(
-        elapsed < Duration::from_secs(30),
-        "the job took {elapsed:?} to end"
-    );
-    assert!(
-        !tmp.join("out/summary.json").exists(),
-        "a failed run must not leave a summary"
-    );
+    /// The names of the files a run left in its output folder (Hydra's folder and traces included).
+    fn output_files(dir: &Path) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for entry in walk(dir) {
+            names.insert(entry.strip_prefix(dir).unwrap().display().to_string());
+        }
+        names
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                found.extend(walk(&path));
+            } else {
+                found.push(path);
+            }
+        }
+        found
+    }
+
+    /// A JSON value's shape: its keys (recursively) and the lengths of its lists, not its numbers.
+    fn shape_of(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), shape_of(v))).collect())
+            }
+            Value::Array(items) => Value::from(format!("list of {}", items.len())),
+            Value::Number(_) => Value::from("number"),
+            Value::String(_) => Value::from("string"),
+            other => other.clone(),
+        }
+    }
+
+    #[test]
+    fn any_split_into_processes_reads_the_batches_of_one_process() {
+        let tmp = Scratch::new("mpi-batches");
+        generate_for(&tmp.path, &shuffled_words(&tmp, "gen", "seed"));
+        // One process with 4 thread ranks: the reference.
+        run_quiet(&tmp.path, 4, &shuffled_words(&tmp, "threads4", "seed")).ok();
+        passes_audit(&tmp, "threads4");
+        let reference = batches(&tmp.join("threads4"), 4);
+        assert_eq!(
+            reference.keys().filter(|k| k.1 == "train").count(),
+            2 * 4 * (24 * 3 / (2 * 4)),
+            "epochs × ranks × steps"
+        );
+
+        // 4 processes of 1 rank, as mlpstorage launches dlio_benchmark.
+        let (ran, _) = mpirun(
+            &tmp.path,
+            4,
+            DLIO_BENCHMARK,
+            &shuffled_words(&tmp, "procs4", "seed"),
+        );
+        let ran = ran.ok();
+        assert_eq!(
+            ran.stdout.matches("Training AU").count(),
+            1,
+            "only process 0 prints the report\n{}",
+            ran.context()
+        );
+        passes_audit(&tmp, "procs4");
+        assert_eq!(batches(&tmp.join("procs4"), 4), reference);
+
+        // 2 processes of 2 thread ranks each.
+        let mut args = strings(&["run", "-q", "-n", "2"]);
+        args.extend(shuffled_words(&tmp, "procs2x2", "seed"));
+        mpirun(&tmp.path, 2, DLIO_RS, &args).0.ok();
+        passes_audit(&tmp, "procs2x2");
+        assert_eq!(batches(&tmp.join("procs2x2"), 4), reference);
+
+        // The same files, keys and step counts as the single process wrote.
+        let files = output_files(&tmp.join("threads4"));
+        assert!(files.contains("summary.json") && files.contains("3_output.json"));
+        for run in ["procs4", "procs2x2"] {
+            assert_eq!(output_files(&tmp.join(run)), files, "{run}");
+            for file in [
+                "summary.json",
+                "0_output.json",
+                "3_output.json",
+                "3_per_epoch_stats.json",
+            ] {
+                let mut ours = shape_of(&read_json(&tmp.join(run).join(file)));
+                let mut theirs = shape_of(&read_json(&tmp.join("threads4").join(file)));
+                // Host facts come from /proc and vary between reads (free memory, CPU MHz).
+                for v in [&mut ours, &mut theirs] {
+                    if let Some(map) = v.as_object_mut() {
+                        map.remove("host_meminfo");
+                        map.remove("host_cpuinfo");
+                    }
+                }
+                assert_eq!(ours, theirs, "{run}/{file}");
+            }
+            let summary = read_json(&tmp.join(run).join("summary.json"));
+            assert_eq!(int(&summary, "/num_accelerators"), 4);
+            assert_eq!(int(&summary, "/num_hosts"), 1);
+            let report = read_json(&tmp.join(run).join("report.json"));
+            let hosts = at(&report, "/hosts").as_array().unwrap();
+            assert_eq!(hosts.len(), 1, "one host: {hosts:?}");
+            assert_eq!(at(&hosts[0], "/ranks"), &serde_json::json!([0, 1, 2, 3]));
+            // The host's bytes are every epoch's, training and evaluation.
+            let bytes_read: u64 = at(&report, "/epochs")
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    int(e, "/bytes_read")
+                        + e.pointer("/eval/bytes_read")
+                            .map_or(0, |b| b.as_u64().unwrap())
+                })
+                .sum();
+            assert_eq!(int(&hosts[0], "/bytes_read"), bytes_read);
+        }
+
+        // `random` shuffles draw their entropy once per run: every process plans the same order,
+        // or ranks would read overlapping shards and the audit would fail.
+        let (ran, _) = mpirun(
+            &tmp.path,
+            2,
+            DLIO_BENCHMARK,
+            &shuffled_words(&tmp, "random2", "random"),
+        );
+        ran.ok();
+        passes_audit(&tmp, "random2");
+    }
+
+    #[test]
+    fn three_processes_generate_every_file_once() {
+        let tmp = Scratch::new("mpi-generate");
+        let words = |data: &str, out: &str| {
+            strings(&[
+                "workload=default",
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+                "++workload.dataset.num_files_train=10",
+                "++workload.dataset.num_files_eval=2",
+                "++workload.dataset.record_length_bytes=3000",
+                &format!("++workload.dataset.data_folder={}", tmp.s(data)),
+                &format!("++hydra.run.dir={}", tmp.s(out)),
+            ])
+        };
+        let (ran, _) = mpirun(&tmp.path, 3, DLIO_BENCHMARK, &words("data3", "gen3"));
+        ran.ok();
+        run_quiet(&tmp.path, 1, &words("data1", "gen1")).ok();
+        let log = std::fs::read_to_string(tmp.join("gen3/dlio.log")).unwrap();
+        assert!(
+            log.contains("Generated 12 files") && log.contains("by 3 process(es)"),
+            "the three shares add up to the dataset once:\n{log}"
+        );
+        let three = output_files(&tmp.join("data3"));
+        assert_eq!(three, output_files(&tmp.join("data1")));
+        assert_eq!(three.iter().filter(|f| f.ends_with(".npz")).count(), 12);
+        for file in &three {
+            assert_eq!(
+                std::fs::read(tmp.join("data3").join(file)).unwrap(),
+                std::fs::read(tmp.join("data1").join(file)).unwrap(),
+                "{file} differs from the single-process generation"
+            );
+        }
+        assert!(!three.contains(".dlio-rs-generating"), "{three:?}");
+    }
+
+    #[test]
+    fn a_failed_rank_ends_every_process_with_its_reason_once() {
+        let tmp = Scratch::new("mpi-failure");
+        let shape = Shape {
+            files: 16,
+            samples_per_file: 1,
+            batch: 1,
+            threads: 1,
+            epochs: 1,
+        };
+        let words = traced_words(
+            &tmp.join("data"),
+            &tmp.join("out"),
+            &shape,
+            &["++workload.train.computation_time=0.01"],
+        );
+        generate_for(&tmp.path, &words);
+        // A file read late in the epoch by some rank is cut short; the other ranks are then
+        // waiting in a barrier or in their next step.
+        let victim = walk(&tmp.join("data/train"))
+            .into_iter()
+            .find(|f| f.ends_with("img_14_of_16.npz"))
+            .expect("the generated img_14_of_16.npz");
+        let bytes = std::fs::read(&victim).unwrap();
+        std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+        let (ran, elapsed) = mpirun(&tmp.path, 4, DLIO_BENCHMARK, &words);
+        let ran = ran.fails(1);
+        assert_eq!(
+            ran.stderr.matches("error:").count(),
+            1,
+            "the reason is printed once\n{}",
+            ran.context()
+        );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        ran.says(&[
+            "img_14_of_16.npz",
+            "rank ",
+            &format!("host {}", host.trim()),
+        ]);
+        assert!(
+            elapsed < Duration::from_secs(30),
+            "the job took {elapsed:?} to end"
+        );
+        assert!(
+            !tmp.join("out/summary.json").exists(),
+            "a failed run must not leave a summary"
+        );
+    }
 }
 
 #[cfg(not(feature = "mpi"))]

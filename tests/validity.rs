@@ -3,8 +3,6 @@
 //! same plan for the same seed), a planted reader fault that the audit must catch, and the bytes
 //! each epoch really took from storage under each page-cache option.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 mod common;

@@ -20,7 +20,7 @@ use common::*;
 const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");
 const ROUNDS: usize = 3;
 
-/// `mpirun -n P [/usr/bin/time] BIN ARGS` on this host; returns the wall time, report.json and
+/// `mpirun -n P /usr/bin/time BIN ARGS` on this host; returns the wall time, report.json and
 /// the peak RSS (KiB) of every process.
 fn mpirun(
     processes: usize,
@@ -28,6 +28,10 @@ fn mpirun(
     args: &[String],
     out: &Path,
 ) -> (f64, serde_json::Value, Vec<u64>) {
+    // Each process's /usr/bin/time writes its own file: lines forwarded by mpirun may interleave.
+    let rss_dir = out.with_extension("rss");
+    std::fs::create_dir_all(&rss_dir).unwrap();
+    let timed = r#"exec /usr/bin/time -f %M -o "$0/$OMPI_COMM_WORLD_RANK" "$@""#;
     let started = Instant::now();
     let ran = Command::new("mpirun")
         .args([
@@ -37,17 +41,22 @@ fn mpirun(
             "none",
         ])
         .args(["-n", &processes.to_string()])
-        .args(["/usr/bin/time", "-f", "peak_rss_kib=%M", bin])
+        .args(["sh", "-c", timed])
+        .arg(&rss_dir)
+        .arg(bin)
         .args(args)
         .output()
         .expect("starting mpirun (install openmpi-bin)");
     let wall = started.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(ran.status.success(), "mpirun failed: {args:?}\n{stderr}");
-    let rss = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("peak_rss_kib="))
-        .map(|v| v.trim().parse().unwrap())
+    let rss = (0..processes)
+        .map(|p| {
+            let kib = std::fs::read_to_string(rss_dir.join(p.to_string())).unwrap();
+            kib.trim()
+                .parse()
+                .expect("peak RSS written by /usr/bin/time")
+        })
         .collect();
     let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
     (wall, serde_json::from_str(&report).unwrap(), rss)

@@ -87,9 +87,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
         epochs: Vec::new(),
     };
     for epoch in 1..=config.train.epochs {
-        if config.reader.page_cache == PageCache::DropBeforeEpoch {
-            drop_page_cache_together(ctx, rank)?;
-        }
+        let page_cache_drop_seconds = if config.reader.page_cache == PageCache::DropBeforeEpoch {
+            drop_page_cache_together(ctx, rank)?
+        } else {
+            None
+        };
         let start = ctx.clock.now();
         let train = run_phase(
             ctx,
@@ -119,6 +121,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
             end: ctx.clock.now(),
             train,
             eval,
+            page_cache_drop_seconds,
         });
     }
     if let Some(trace) = trace {
@@ -131,15 +134,20 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
 pub const DROP_CACHE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Drops each host's page cache once, with every rank waiting: all ranks have finished reading the
-/// last epoch before it starts, and none starts the next before every host is done.
-fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<()> {
+/// last epoch before it starts, and none starts the next before every host is done. Returns how
+/// long the drop took in the rank that did it.
+fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<Option<f64>> {
     ctx.comm.barrier()?;
+    let mut took = None;
     if ctx.drops_page_cache && rank == ctx.comm.local_ranks().start {
+        let started = ctx.clock.now();
         crate::system::drop_page_cache(DROP_CACHE_TIMEOUT).map_err(|why| {
             crate::error::Error::run(format!("reader.page_cache = drop_before_epoch: {why}"))
         })?;
+        took = Some(ctx.clock.now() - started);
     }
-    ctx.comm.barrier()
+    ctx.comm.barrier()?;
+    Ok(took)
 }
 
 fn run_phase(

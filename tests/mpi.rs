@@ -13,16 +13,26 @@ use common::*;
 /// How long any one mpirun may take before the test kills it and fails.
 const LAUNCH_LIMIT: Duration = Duration::from_secs(120);
 
-/// `mpirun -n PROCESSES BIN ARGS` on this host, killed (and failed) past [`LAUNCH_LIMIT`].
+/// `mpirun --bind-to none -n PROCESSES BIN ARGS` on this host, killed (and failed) past
+/// [`LAUNCH_LIMIT`].
 fn mpirun<S: AsRef<str>>(cwd: &Path, processes: usize, bin: &str, args: &[S]) -> (Ran, Duration) {
+    mpirun_with(cwd, &["--bind-to", "none"], &[], processes, bin, args)
+}
+
+/// `mpirun LAUNCHER_ARGS -n PROCESSES BIN ARGS` with `env` added, killed (and failed) past
+/// [`LAUNCH_LIMIT`].
+fn mpirun_with<S: AsRef<str>>(
+    cwd: &Path,
+    launcher_args: &[&str],
+    env: &[(&str, &str)],
+    processes: usize,
+    bin: &str,
+    args: &[S],
+) -> (Ran, Duration) {
     let mut cmd = Command::new("mpirun");
     cmd.current_dir(cwd)
-        .args([
-            "--oversubscribe",
-            "--allow-run-as-root",
-            "--bind-to",
-            "none",
-        ])
+        .args(["--oversubscribe", "--allow-run-as-root"])
+        .args(launcher_args)
         .args(["-n", &processes.to_string(), bin])
         .args(args.iter().map(AsRef::as_ref))
         .stdin(Stdio::null())
@@ -31,8 +41,10 @@ fn mpirun<S: AsRef<str>>(cwd: &Path, processes: usize, bin: &str, args: &[S]) ->
     for k in ISOLATED_ENV {
         cmd.env_remove(k);
     }
+    cmd.envs(env.iter().copied());
     let what = format!(
-        "mpirun -n {processes} {} {}",
+        "mpirun {} -n {processes} {} {}",
+        launcher_args.join(" "),
         Path::new(bin).file_name().unwrap().to_string_lossy(),
         args.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(" ")
     );
@@ -327,6 +339,115 @@ mod with_mpi {
         assert!(
             !tmp.join("out/summary.json").exists(),
             "a failed run must not leave a summary"
+        );
+    }
+
+    /// A small traced dataset in `tmp/data` and the words that train on it into `tmp/out`.
+    fn small_run(tmp: &Scratch, files: u64, epochs: u64, extra: &[&str]) -> Vec<String> {
+        let shape = Shape {
+            files,
+            samples_per_file: 1,
+            batch: 1,
+            threads: 1,
+            epochs,
+        };
+        let words = traced_words(&tmp.join("data"), &tmp.join("out"), &shape, extra);
+        generate_for(&tmp.path, &words);
+        words
+    }
+
+    #[test]
+    fn a_process_killed_by_a_signal_ends_the_job_and_nothing_claims_success() {
+        let tmp = Scratch::new("mpi-killed");
+        let words = small_run(&tmp, 24, 1, &["++workload.train.computation_time=0.01"]);
+        // The process of rank 1 kills itself with SIGKILL at its third batch (src/loader/fault.rs).
+        let (ran, elapsed) = mpirun_with(
+            &tmp.path,
+            &["--bind-to", "none"],
+            &[("DLIO_RS_PLANTED_FAULT", "kill")],
+            3,
+            DLIO_BENCHMARK,
+            &words,
+        );
+        assert_ne!(
+            ran.code,
+            Some(0),
+            "the job claims success\n{}",
+            ran.context()
+        );
+        assert!(
+            elapsed < Duration::from_secs(30),
+            "the job took {elapsed:?} to end"
+        );
+        for file in ["summary.json", "report.json", "0_output.json"] {
+            assert!(
+                !tmp.join("out").join(file).exists(),
+                "a killed job left {file}\n{}",
+                ran.context()
+            );
+        }
+        assert!(!ran.stdout.contains("Saved outputs"), "{}", ran.context());
+    }
+
+    #[test]
+    fn drop_before_epoch_drops_each_host_s_cache_once_per_epoch() {
+        let tmp = Scratch::new("mpi-drop");
+        let words = small_run(
+            &tmp,
+            12,
+            2,
+            &["++workload.reader.page_cache=drop_before_epoch"],
+        );
+        let (ran, _) = mpirun(&tmp.path, 3, DLIO_BENCHMARK, &words);
+        ran.ok();
+        let report = read_json(&tmp.join("out/report.json"));
+        let hosts = at(&report, "/hosts").as_array().unwrap();
+        assert_eq!(hosts.len(), 1, "{hosts:?}");
+        // Three processes on one host: one drop per epoch, not one per process.
+        assert_eq!(at(&hosts[0], "/page_cache_drops"), 2, "{hosts:?}");
+        assert!(at(&hosts[0], "/page_cache_drop_seconds").as_f64().unwrap() > 0.0);
+        for epoch in at(&report, "/epochs").as_array().unwrap() {
+            let read = at(epoch, "/bytes_read").as_f64().unwrap();
+            let from_storage = at(epoch, "/bytes_from_storage").as_f64().unwrap();
+            assert!(
+                from_storage >= 0.95 * read,
+                "every epoch reads from storage after the drop: {epoch}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_binding_narrower_than_the_threads_is_warned_about_once() {
+        let tmp = Scratch::new("mpi-binding");
+        let words = small_run(&tmp, 8, 1, &[]);
+        let mut args = strings(&["run", "-q", "-n", "1"]);
+        args.extend(words);
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        // Each process: 1 rank + 1 reader thread = 2 threads, on the one core it is bound to.
+        let (bound, _) = mpirun_with(&tmp.path, &["--bind-to", "core"], &[], 2, DLIO_RS, &args);
+        let bound = bound.ok();
+        let warnings = bound.stderr.matches("--bind-to none").count();
+        if cpus >= 2 {
+            assert_eq!(
+                warnings,
+                1,
+                "warned once, with the fix\n{}",
+                bound.context()
+            );
+            bound.says(&[
+                "only 1 of its host's CPUs",
+                "1 rank(s) with 1 reader thread(s)",
+            ]);
+        } else {
+            // One CPU: no binding can be narrower than the host.
+            assert_eq!(warnings, 0, "{}", bound.context());
+        }
+        let (unbound, _) = mpirun(&tmp.path, 2, DLIO_RS, &args);
+        let unbound = unbound.ok();
+        assert!(
+            !unbound.stderr.contains("--bind-to none"),
+            "no warning without a binding\n{}",
+            unbound.context()
         );
     }
 }

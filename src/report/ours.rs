@@ -41,7 +41,8 @@ fn phase(config: &Config, p: &PhaseResult, batch: u64) -> Value {
 }
 
 /// Per host: the ranks it ran, bytes they read, bytes that came from storage, and the share the
-/// page cache served, over every epoch (training and evaluation).
+/// page cache served, over every epoch (training and evaluation); and how often and for how long
+/// its page cache was dropped (`drop_before_epoch`).
 fn hosts(run: &FinishedRun) -> Value {
     let accounting = &run.results.accounting;
     let per_host: Vec<Value> = run
@@ -67,6 +68,10 @@ fn hosts(run: &FinishedRun) -> Value {
             let bytes_read: u64 = phases().map(|p| p.bytes_read).sum();
             let kernel_count = phases().try_fold(0u64, |sum, p| Some(sum + p.bytes_from_storage?));
             let from_storage = validity::bytes_from_storage(accounting, bytes_read, kernel_count);
+            let drops: Vec<f64> = ranks
+                .iter()
+                .flat_map(|r| r.epochs.iter().filter_map(|e| e.page_cache_drop_seconds))
+                .collect();
             json!({
                 "hostname": facts.hostname,
                 "processes": run.hosts.host_of_process.iter().filter(|&&h| h == host).count(),
@@ -76,6 +81,8 @@ fn hosts(run: &FinishedRun) -> Value {
                 "bytes_read": bytes_read,
                 "bytes_from_storage": from_storage,
                 "cache_served_fraction": validity::cache_served_fraction(bytes_read, from_storage),
+                "page_cache_drops": drops.len(),
+                "page_cache_drop_seconds": drops.iter().sum::<f64>(),
             })
         })
         .collect();

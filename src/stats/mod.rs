@@ -116,6 +116,9 @@ pub struct EpochRecord {
     pub end: f64,
     pub train: PhaseRecord,
     pub eval: Option<PhaseRecord>,
+    /// How long dropping the host's page cache before this epoch took (`drop_before_epoch`), in
+    /// the one rank per host that dropped it.
+    pub page_cache_drop_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

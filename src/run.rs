@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source};
@@ -72,6 +72,8 @@ struct Setup {
     dataset: Dataset,
     format: Box<dyn FileFormat>,
     storage: LocalFs,
+    /// How long a page-cache drop may take, when the run drops it (`drop_before_epoch`).
+    drop_timeout: Option<Duration>,
 }
 
 /// The run as one process of `comm` performs it. Process 0 leads: it writes the run's shared
@@ -87,6 +89,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         mut dataset,
         format,
         storage,
+        drop_timeout,
     } = agree(comm, set_up(source, options, world, lead))?;
     let hosts = Hosts::gather(comm)?;
     warn_about_cpu_binding(comm, &config, &hosts)?;
@@ -171,7 +174,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             run_entropy,
             progress: None,
             trace_dir: trace_dir.as_deref(),
-            drops_page_cache: hosts.leads_its_host(),
+            page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
         },
         display,
     )?;
@@ -234,14 +237,18 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         }
     }
     config.check_supported()?;
-    if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
-        crate::system::check_can_drop_page_cache().map_err(|why| {
-            Error::usage(format!(
-                "workload.reader.page_cache = drop_before_epoch: {why}; \
+    let drop_timeout =
+        if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
+            crate::system::check_can_drop_page_cache().map_err(|why| {
+                Error::usage(format!(
+                    "workload.reader.page_cache = drop_before_epoch: {why}; \
                  use evict_after_read, which needs no root"
-            ))
-        })?;
-    }
+                ))
+            })?;
+            Some(crate::system::drop_cache_timeout().map_err(Error::usage)?)
+        } else {
+            None
+        };
     let dataset = Dataset::from_config(&config);
     let format = format::for_config(&config, options.verify)?;
     let storage = LocalFs::with_options(
@@ -260,6 +267,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         dataset,
         format,
         storage,
+        drop_timeout,
     })
 }
 

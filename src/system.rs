@@ -112,6 +112,32 @@ pub fn drop_page_cache(timeout: std::time::Duration) -> Result<(), String> {
 
 const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
+/// The variable that sets how long a page-cache drop may take, in seconds: DLIO's and mlpstorage
+/// v3's name (`--drop-caches-timeout-seconds`, passed with `mpirun -x`).
+pub const DROP_CACHES_TIMEOUT_VAR: &str = "DLIO_DROP_CACHES_TIMEOUT";
+
+/// How long a page-cache drop may take: [`DROP_CACHES_TIMEOUT_VAR`] when set, else 300 s (DLIO's
+/// 30 s is too short for a host that must first write back gigabytes of dirty pages).
+pub fn drop_cache_timeout() -> Result<std::time::Duration, String> {
+    match std::env::var(DROP_CACHES_TIMEOUT_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(std::time::Duration::from_secs(300)),
+        Ok(text) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                format!(
+                    "{DROP_CACHES_TIMEOUT_VAR} = '{text}': must be a positive number of seconds"
+                )
+            }),
+        Err(std::env::VarError::NotUnicode(text)) => Err(format!(
+            "{DROP_CACHES_TIMEOUT_VAR} = {text:?}: must be a positive number of seconds"
+        )),
+    }
+}
+
 /// Whether this process may drop the page cache (root, and a writable /proc/sys).
 pub fn check_can_drop_page_cache() -> Result<(), String> {
     std::fs::OpenOptions::new()

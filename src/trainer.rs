@@ -36,9 +36,10 @@ pub struct RunContext<'a> {
     pub progress: Option<&'a EpochProgress>,
     /// Where each rank writes its read trace, when tracing is on.
     pub trace_dir: Option<&'a Path>,
-    /// Whether this process drops its host's page cache (`drop_before_epoch`): one process per
-    /// host does, its first rank, while every rank of the run waits.
-    pub drops_page_cache: bool,
+    /// Whether this process drops its host's page cache (`drop_before_epoch`), and how long a
+    /// drop may take: one process per host does, its first rank, while every rank of the run
+    /// waits.
+    pub page_cache_drop: Option<Duration>,
 }
 
 /// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
@@ -130,18 +131,18 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     Ok(record)
 }
 
-/// How long dropping the page cache may take before the run gives up on it.
-pub const DROP_CACHE_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// Drops each host's page cache once, with every rank waiting: all ranks have finished reading the
 /// last epoch before it starts, and none starts the next before every host is done. Returns how
 /// long the drop took in the rank that did it.
 fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<Option<f64>> {
     ctx.comm.barrier()?;
     let mut took = None;
-    if ctx.drops_page_cache && rank == ctx.comm.local_ranks().start {
+    if let Some(timeout) = ctx
+        .page_cache_drop
+        .filter(|_| rank == ctx.comm.local_ranks().start)
+    {
         let started = ctx.clock.now();
-        crate::system::drop_page_cache(DROP_CACHE_TIMEOUT).map_err(|why| {
+        crate::system::drop_page_cache(timeout).map_err(|why| {
             crate::error::Error::run(format!("reader.page_cache = drop_before_epoch: {why}"))
         })?;
         took = Some(ctx.clock.now() - started);

@@ -450,6 +450,92 @@ mod with_mpi {
             unbound.context()
         );
     }
+
+    /// mlpstorage 3.0's launch (mlpstorage_py/utils.py, benchmarks/dlio.py), for datagen then a
+    /// training run of `--o-direct` storage: its mpirun prefix (`-host`, `--bind-to none`,
+    /// `--map-by socket`, `--mca btl`, `-x`), and its words (Hydra's, `skip_listing`,
+    /// `listing_validation_interval`, `direct_fs` storage with a root, `--config-dir` last).
+    #[test]
+    fn mlpstorage_v3_launches_datagen_and_run() {
+        let tmp = Scratch::new("mpi-mlpstorage-v3");
+        let configs = tmp.join("configs");
+        std::fs::create_dir_all(configs.join("workload")).unwrap();
+        let workload = "model:\n  name: tiny\nframework: pytorch\nworkflow:\n  generate_data: False\n  \
+             train: True\ndataset:\n  data_folder: data/tiny\n  format: npz\n  num_files_train: 8\n  \
+             num_samples_per_file: 1\n  record_length_bytes: 4096\nreader:\n  data_loader: pytorch\n  \
+             batch_size: 1\n  read_threads: 1\ntrain:\n  epochs: 2\n  computation_time: 0.001\n";
+        std::fs::write(configs.join("workload/tiny_b200.yaml"), workload).unwrap();
+        let datagen = "model:\n  name: tiny\nframework: pytorch\nworkflow:\n  generate_data: True\n  \
+             train: False\ndataset:\n  data_folder: data/tiny\n  format: npz\n  num_files_train: 8\n  \
+             num_samples_per_file: 1\n  record_length_bytes: 4096\n";
+        std::fs::write(configs.join("workload/tiny_datagen.yaml"), datagen).unwrap();
+        let prefix = [
+            "-host",
+            "127.0.0.1:2",
+            "--bind-to",
+            "none",
+            "--map-by",
+            "socket",
+            "--mca",
+            "btl",
+            "vader,self",
+            "-x",
+            "DLIO_DROP_CACHES_TIMEOUT",
+        ];
+        let words = |workload: &str, out: &str| {
+            strings(&[
+                &format!("workload={workload}"),
+                &format!("++hydra.run.dir={}", tmp.s(out)),
+                "++hydra.output_subdir=dlio_config",
+                "++workload.dataset.num_files_train=16",
+                "++workload.storage.storage_type=direct_fs",
+                "++workload.storage.storage_options.storage_library=s3dlio",
+                "++workload.storage.storage_options.uri_scheme=direct",
+                &format!("++workload.storage.storage_root={}", tmp.path.display()),
+                "++workload.dataset.skip_listing=True",
+                "++workload.dataset.listing_validation_interval=1",
+                "++workload.dataset.data_folder=tiny",
+                &format!("--config-dir={}", configs.display()),
+            ])
+        };
+        let env = [("DLIO_DROP_CACHES_TIMEOUT", "60")];
+        let (gen, _) = mpirun_with(
+            &tmp.path,
+            &prefix,
+            &env,
+            2,
+            DLIO_BENCHMARK,
+            &words("tiny_datagen", "gen"),
+        );
+        gen.ok();
+        // The relative data folder lies under the storage root.
+        let generated = walk(&tmp.join("tiny/train"));
+        assert_eq!(generated.len(), 16, "{generated:?}");
+        let (run, _) = mpirun_with(
+            &tmp.path,
+            &prefix,
+            &env,
+            2,
+            DLIO_BENCHMARK,
+            &words("tiny_b200", "run"),
+        );
+        run.ok();
+        let summary = read_json(&tmp.join("run/summary.json"));
+        assert_eq!(at(&summary, "/num_accelerators"), 2);
+        assert_eq!(at(&summary, "/num_files_train"), 16);
+        let report = read_json(&tmp.join("run/report.json"));
+        // direct_fs reads with O_DIRECT: every byte counted comes from the storage.
+        assert_eq!(at(&report, "/storage_accounting/method"), "exact");
+        assert_eq!(at(&report, "/epochs").as_array().unwrap().len(), 2);
+        let overrides =
+            std::fs::read_to_string(tmp.join("run/dlio_config/overrides.yaml")).unwrap();
+        assert!(
+            overrides.starts_with("- workload=tiny_b200\n")
+                && overrides.contains("- ++workload.storage.storage_type=direct_fs\n")
+                && !overrides.contains("config-dir"),
+            "{overrides}"
+        );
+    }
 }
 
 #[cfg(not(feature = "mpi"))]

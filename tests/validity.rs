@@ -389,6 +389,40 @@ fn drop_before_epoch_without_root_is_a_usage_error() {
     assert!(!out.exists(), "nothing is written before the check");
 }
 
+/// `DLIO_DROP_CACHES_TIMEOUT` (DLIO's and mlpstorage v3's variable) bounds each page-cache drop;
+/// a value that is not a positive number of seconds is a usage error naming it, before anything is
+/// written.
+#[test]
+fn a_bad_drop_caches_timeout_is_a_usage_error() {
+    let tmp = Scratch::new("drop-timeout");
+    let out = tmp.join("out");
+    let words = [
+        "run".to_string(),
+        "workload=default".into(),
+        "++workload.reader.page_cache=drop_before_epoch".into(),
+        format!("++hydra.run.dir={}", out.display()),
+    ];
+    for bad in ["soon", "0", "-5"] {
+        let ran = launch(
+            env!("CARGO_BIN_EXE_dlio-rs"),
+            &tmp.path,
+            &words,
+            &[("DLIO_DROP_CACHES_TIMEOUT", bad)],
+        );
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            ran.fails(2).says(&[
+                &format!("DLIO_DROP_CACHES_TIMEOUT = '{bad}'"),
+                "positive number of seconds",
+            ]);
+        } else {
+            // Without root the run stops earlier, at the root check.
+            ran.fails(2).says(&["drop_before_epoch", "root"]);
+        }
+        assert!(!out.exists(), "nothing is written before the check");
+    }
+}
+
 /// `dlio-rs plan` shows, without reading anything, exactly the batches a run then reads.
 #[test]
 fn plan_preview_matches_what_the_run_read() {

@@ -41,9 +41,13 @@ choice_enum!(
     Shuffle { Off => "off", Seed => "seed", Random => "random" }
 );
 choice_enum!(ReadType { OnDemand => "on_demand", Memory => "memory" });
-choice_enum!(StorageType {
-    LocalFs => "local_fs", ParallelFs => "parallel_fs", S3 => "s3", Aistore => "aistore",
-});
+choice_enum!(
+    /// `direct_fs` is mlpstorage v3's `--o-direct`: a local file system read with O_DIRECT.
+    StorageType {
+        LocalFs => "local_fs", ParallelFs => "parallel_fs", DirectFs => "direct_fs", S3 => "s3",
+        Aistore => "aistore",
+    }
+);
 choice_enum!(CheckpointMode { Default => "default", Subset => "subset" });
 choice_enum!(
     /// What the reader does about the kernel's page cache (dlio-rs's own key; DLIO has only
@@ -479,7 +483,9 @@ impl Config {
             shuffle_size: f.count("reader.shuffle_size", 1024, 1),
             read_type: f.choice("reader.read_type", ReadType::OnDemand),
             preprocess_time: time_spec(&mut f, "reader.preprocess_time"),
-            odirect: f.bool("reader.odirect", false),
+            // mlpstorage v3's `--o-direct` asks for it through the storage type.
+            odirect: f.bool("reader.odirect", false)
+                || storage.storage_type == StorageType::DirectFs,
             page_cache: f.choice("reader.page_cache", PageCache::Keep),
             decode_images: f.bool("reader.decode_images", true),
         };
@@ -546,14 +552,14 @@ impl Config {
         };
         if !matches!(
             self.storage.storage_type,
-            StorageType::LocalFs | StorageType::ParallelFs
+            StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs
         ) {
             return not_yet(
                 format!(
                     "workload.storage.storage_type = {}",
                     self.storage.storage_type
                 ),
-                "supported storage types are local_fs, parallel_fs",
+                "supported storage types are local_fs, parallel_fs, direct_fs",
             );
         }
         if self.workflow.checkpoint {

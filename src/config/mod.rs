@@ -48,7 +48,29 @@ choice_enum!(
         Aistore => "aistore",
     }
 );
-choice_enum!(CheckpointMode { Default => "default", Subset => "subset" });
+choice_enum!(
+    /// `subset`: fewer ranks than the model's parallelism, a data parallelism given by
+    /// `model.parallelism.data` (mlpstorage's runs with fewer processes).
+    CheckpointMode { Default => "default", Subset => "subset" }
+);
+choice_enum!(
+    /// The element types DLIO's checkpoint tensors may have.
+    Datatype {
+        Int8 => "int8", Uint8 => "uint8", Fp16 => "fp16", Bf16 => "bf16", Fp32 => "fp32",
+        Fp64 => "fp64",
+    }
+);
+
+impl Datatype {
+    pub fn bytes(self) -> u64 {
+        match self {
+            Datatype::Int8 | Datatype::Uint8 => 1,
+            Datatype::Fp16 | Datatype::Bf16 => 2,
+            Datatype::Fp32 => 4,
+            Datatype::Fp64 => 8,
+        }
+    }
+}
 choice_enum!(
     /// What the reader does about the kernel's page cache (dlio-rs's own key; DLIO has only
     /// `odirect`): `keep` leaves it, `drop_before_epoch` drops it before every epoch (root),
@@ -114,6 +136,65 @@ pub struct ModelConfig {
     pub name: String,
     pub model_type: Option<String>,
     pub model_size_bytes: u64,
+    pub model_datatype: Datatype,
+    pub optimizer_datatype: Datatype,
+    /// `model.num_layers`; DLIO's -1 (no transformer layers) is 0.
+    pub num_layers: u64,
+    /// DLIO's legacy predefined tensors (megatron_deepspeed): elements per layer tensor, and per
+    /// optimizer group, all int8.
+    pub layer_parameters: Vec<u64>,
+    pub optimization_groups: Vec<u64>,
+    pub parallelism: Parallelism,
+    pub transformer: TransformerShape,
+}
+
+impl ModelConfig {
+    /// DLIO's test for a transformer model (`model.type: transformer`), whose checkpoint is its
+    /// layers and optimizer state rather than one `model_size_bytes` blob.
+    pub fn is_transformer(&self) -> bool {
+        self.model_type.as_deref() == Some("transformer")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parallelism {
+    pub tensor: u64,
+    pub pipeline: u64,
+    /// Only in `checkpoint.mode: subset`; otherwise the world ÷ (tensor × pipeline).
+    pub data: Option<u64>,
+    pub zero_stage: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransformerShape {
+    pub vocab_size: u64,
+    pub hidden_size: u64,
+    pub ffn_hidden_size: u64,
+    pub num_attention_heads: u64,
+    pub num_kv_heads: u64,
+}
+
+/// The `checkpoint` section.
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    pub folder: String,
+    pub after_epoch: u64,
+    pub epochs_between: u64,
+    /// `steps_between_checkpoints`; DLIO's -1 (epoch checkpoints) is `None`, and 0 checkpoints
+    /// never, as in DLIO.
+    pub steps_between: Option<u64>,
+    pub fsync: bool,
+    /// Seconds slept before each save and load of a checkpoint-only run: DLIO sleeps the absolute
+    /// value, so its default -1 sleeps 1 s.
+    pub time_between: f64,
+    /// Checkpoint-only runs; DLIO's -1 is 0.
+    pub num_write: u64,
+    pub num_read: u64,
+    pub rank_sync: bool,
+    pub mode: CheckpointMode,
+    pub randomize_tensor: bool,
+    /// dlio-rs's own key: write and read the checkpoint with O_DIRECT.
+    pub odirect: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +299,7 @@ pub struct Config {
     pub train: TrainConfig,
     pub evaluation: EvalConfig,
     pub output: OutputConfig,
+    pub checkpoint: CheckpointConfig,
     /// `metric.au`: the AU a run must reach to pass, as a fraction.
     pub au_threshold: f64,
     /// The workload tree after overrides: what `config.yaml` saves.
@@ -404,14 +486,6 @@ fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
 
 /// Keys DLIO (or its MLPerf fork) has that dlio-rs reads but does not act on; documented in docs/.
 const ACCEPTED_SECTIONS: &[&str] = &[
-    "model.type",
-    "model.model_datatype",
-    "model.optimizer_datatype",
-    "model.num_layers",
-    "model.optimization_groups",
-    "model.layer_parameters",
-    "model.parallelism",
-    "model.transformer",
     "storage.storage_options",
     "dataset.record_length_bytes_resize",
     "dataset.num_files_generated",
@@ -421,7 +495,10 @@ const ACCEPTED_SECTIONS: &[&str] = &[
     "reader.multiprocessing_context",
     "reader.transformed_record_dims",
     "reader.transformed_record_element_type",
-    "checkpoint",
+    "checkpoint.type",
+    "checkpoint.checkpoint_mechanism_classname",
+    "checkpoint.recovery_rank_shift",
+    "checkpoint.ksm",
     "profiling",
 ];
 
@@ -437,7 +514,34 @@ impl Config {
             name: f.string("model.name", "default"),
             model_type: f.opt_string("model.type"),
             model_size_bytes: f.count("model.model_size_bytes", 10240, 0),
+            model_datatype: f.choice("model.model_datatype", Datatype::Fp16),
+            optimizer_datatype: f.choice("model.optimizer_datatype", Datatype::Fp32),
+            num_layers: f.int_at_least("model.num_layers", -1, -1).max(0) as u64,
+            layer_parameters: f.uint_list("model.layer_parameters"),
+            optimization_groups: f.uint_list("model.optimization_groups"),
+            parallelism: Parallelism {
+                tensor: f.count("model.parallelism.tensor", 1, 1),
+                pipeline: f.count("model.parallelism.pipeline", 1, 1),
+                data: u64::try_from(f.int_at_least("model.parallelism.data", -1, -1))
+                    .ok()
+                    .filter(|&d| d > 0),
+                zero_stage: f.count("model.parallelism.zero_stage", 0, 0),
+            },
+            transformer: TransformerShape {
+                vocab_size: f.count("model.transformer.vocab_size", 32000, 1),
+                hidden_size: f.count("model.transformer.hidden_size", 2048, 1),
+                ffn_hidden_size: f.count("model.transformer.ffn_hidden_size", 8192, 1),
+                num_attention_heads: f.count("model.transformer.num_attention_heads", 32, 1),
+                num_kv_heads: f.count("model.transformer.num_kv_heads", 8, 1),
+            },
         };
+        if model.parallelism.zero_stage > 3 {
+            f.fail(
+                "model.parallelism.zero_stage",
+                &Value::Int(model.parallelism.zero_stage as i64),
+                "valid ZeRO stages are 0, 1, 2, 3",
+            );
+        }
         let workflow = Workflow {
             generate_data: f.bool("workflow.generate_data", false),
             train: f.bool("workflow.train", true),
@@ -508,6 +612,33 @@ impl Config {
             exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
             trace: f.bool("output.trace", false),
         };
+        let checkpoint = CheckpointConfig {
+            // DLIO strips a trailing slash from a configured folder.
+            folder: f
+                .string("checkpoint.checkpoint_folder", "./checkpoints/")
+                .trim_end_matches('/')
+                .to_string(),
+            after_epoch: f.count("checkpoint.checkpoint_after_epoch", 1, 0),
+            epochs_between: f.count("checkpoint.epochs_between_checkpoints", 1, 1),
+            steps_between: u64::try_from(f.int_at_least(
+                "checkpoint.steps_between_checkpoints",
+                -1,
+                -1,
+            ))
+            .ok(),
+            fsync: f.bool("checkpoint.fsync", false),
+            time_between: f.float("checkpoint.time_between_checkpoints", -1.0).abs(),
+            num_write: f
+                .int_at_least("checkpoint.num_checkpoints_write", -1, -1)
+                .max(0) as u64,
+            num_read: f
+                .int_at_least("checkpoint.num_checkpoints_read", -1, -1)
+                .max(0) as u64,
+            rank_sync: f.bool("checkpoint.rank_sync", false),
+            mode: f.choice("checkpoint.mode", CheckpointMode::Default),
+            randomize_tensor: f.bool("checkpoint.randomize_tensor", true),
+            odirect: f.bool("checkpoint.odirect", false),
+        };
         let au_threshold = f.float("metric.au", 0.90);
         if !(au_threshold > 0.0 && au_threshold <= 1.0) {
             f.fail(
@@ -536,6 +667,7 @@ impl Config {
             train,
             evaluation,
             output,
+            checkpoint,
             au_threshold,
             tree,
             unknown_keys,

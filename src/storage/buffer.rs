@@ -72,6 +72,19 @@ impl IoBuffer {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr().cast(), len) })
     }
 
+    /// Sets the buffer's length to `len` bytes, growing it if need be, and returns them for the
+    /// caller to fill (with what an earlier use left in them, or zeros).
+    pub fn resize_for_writing(&mut self, len: usize) -> io::Result<&mut [u8]> {
+        if len > self.capacity {
+            self.grow(len)?;
+        }
+        self.filled = len;
+        // SAFETY: the allocation holds `capacity` >= `len` bytes, all initialised: an anonymous
+        // mapping starts zeroed and is only ever written with bytes. This exclusive borrow covers
+        // them; with nothing allocated `len` is 0 and a dangling pointer is allowed.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), len) })
+    }
+
     /// Replaces the allocation with one of at least `len` bytes.
     fn grow(&mut self, len: usize) -> io::Result<()> {
         let capacity = len

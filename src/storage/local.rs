@@ -12,7 +12,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{fs_type, Accounting, EntryKind, IoBuffer, Mapped, ObjectWriter, RangeRead, Storage};
+use super::{
+    fs_type, Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, RangeRead,
+    Storage,
+};
 use crate::error::{Error, Result};
 
 /// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.
@@ -29,6 +32,8 @@ pub struct LocalOptions {
 pub struct LocalFs {
     root: PathBuf,
     options: LocalOptions,
+    /// Write created files with O_DIRECT (checkpoints with `checkpoint.odirect`).
+    direct_writes: bool,
     /// The root, opened once: reads open files relative to it, so the kernel walks only the
     /// key's components and no path is allocated per read.
     root_dir: OnceLock<File>,
@@ -48,8 +53,16 @@ impl LocalFs {
         LocalFs {
             root: root.into(),
             options,
+            direct_writes: false,
             root_dir: OnceLock::new(),
         }
+    }
+
+    /// The same storage, writing the files it creates with O_DIRECT: whole blocks from aligned
+    /// memory straight to the device, the last partial block through the page cache.
+    pub fn writing_direct(mut self) -> LocalFs {
+        self.direct_writes = true;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -85,12 +98,8 @@ impl LocalFs {
         limit: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let read = self.read_span_unexplained(key, direct, offset, limit, buf);
-        if direct {
-            read.map_err(|e| explain_direct_io_error(&self.path(key), e))
-        } else {
-            read
-        }
+        self.read_span_unexplained(key, direct, offset, limit, buf)
+            .map_err(|e| explain_direct_io_error_if(direct, &self.path(key), e))
     }
 
     fn read_span_unexplained(
@@ -220,6 +229,140 @@ impl ObjectWriter for FileWriter {
     fn finish(self: Box<Self>) -> io::Result<()> {
         Ok(())
     }
+
+    fn finish_durably(self: Box<Self>) -> io::Result<()> {
+        self.0.sync_all()
+    }
+}
+
+/// A file being written with O_DIRECT. The kernel takes only whole blocks from aligned memory, so
+/// bytes are gathered in an aligned staging buffer and written a full buffer at a time; the last
+/// partial block goes through the page cache (O_DIRECT cleared) when the file is finished.
+struct DirectFileWriter {
+    file: File,
+    block: usize,
+    staged: IoBuffer,
+    staged_len: usize,
+}
+
+/// How many bytes a direct writer gathers before it writes them: one request of this size.
+const DIRECT_WRITE_BYTES: usize = 4 << 20;
+
+impl DirectFileWriter {
+    fn new(file: File, path: &Path) -> io::Result<DirectFileWriter> {
+        let (_, block) = direct_io_geometry(&file, || path.to_path_buf())?;
+        let mut staged = IoBuffer::new();
+        staged.resize_for_writing(DIRECT_WRITE_BYTES.next_multiple_of(block))?;
+        Ok(DirectFileWriter {
+            file,
+            block,
+            staged,
+            staged_len: 0,
+        })
+    }
+
+    /// Writes the staged whole blocks with O_DIRECT and keeps the partial block's bytes.
+    fn write_whole_blocks(&mut self) -> io::Result<()> {
+        let whole = self.staged_len / self.block * self.block;
+        if whole == 0 {
+            return Ok(());
+        }
+        self.file.write_all(&self.staged.as_slice()[..whole])?;
+        let rest = self.staged_len - whole;
+        let staged = self.staged.resize_for_writing(self.staged.len())?;
+        staged.copy_within(whole..whole + rest, 0);
+        self.staged_len = rest;
+        Ok(())
+    }
+
+    /// Writes everything staged: the whole blocks directly, then the partial block, if any,
+    /// through the page cache.
+    fn write_all_staged(mut self) -> io::Result<File> {
+        self.write_whole_blocks()?;
+        if self.staged_len > 0 {
+            let fd = self.file.as_raw_fd();
+            // SAFETY: F_GETFL and F_SETFL on a descriptor this writer owns.
+            let cleared = unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) == 0
+            };
+            if !cleared {
+                return Err(io::Error::last_os_error());
+            }
+            self.file
+                .write_all(&self.staged.as_slice()[..self.staged_len])?;
+        }
+        Ok(self.file)
+    }
+}
+
+impl ObjectWriter for DirectFileWriter {
+    fn write(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let room = self.staged.len() - self.staged_len;
+            let n = room.min(bytes.len());
+            let staged = self.staged.resize_for_writing(self.staged.len())?;
+            staged[self.staged_len..self.staged_len + n].copy_from_slice(&bytes[..n]);
+            self.staged_len += n;
+            bytes = &bytes[n..];
+            if self.staged_len == self.staged.len() {
+                self.write_whole_blocks()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        (*self).write_all_staged().map(drop)
+    }
+
+    fn finish_durably(self: Box<Self>) -> io::Result<()> {
+        // The device may still hold O_DIRECT writes in its cache, and the size is metadata.
+        (*self).write_all_staged()?.sync_all()
+    }
+}
+
+/// A file read whole and in order; with O_DIRECT every request is whole blocks into aligned
+/// memory, the last one coming back short at the end of the file.
+struct SequentialReader {
+    file: File,
+    size: u64,
+    position: u64,
+    direct_block: Option<usize>,
+    evict_after_read: bool,
+}
+
+impl ObjectReader for SequentialReader {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
+        let wanted = (self.size - self.position.min(self.size)).min(len as u64) as usize;
+        if wanted == 0 {
+            // SAFETY: no bytes are claimed.
+            unsafe { buf.set_len(0) };
+            return Ok(0);
+        }
+        let request = match self.direct_block {
+            Some(block) => wanted.next_multiple_of(block),
+            None => wanted,
+        };
+        let fetched = read_at(
+            &self.file,
+            self.position,
+            buf.clear_and_reserve(request)?,
+            wanted,
+            self.direct_block,
+        )?;
+        // SAFETY: read_at succeeded, so it wrote at least `wanted` bytes at the buffer's start.
+        unsafe { buf.set_len(wanted) };
+        if self.evict_after_read {
+            evict_from_page_cache(&self.file, self.position, fetched as u64)?;
+        }
+        self.position += wanted as u64;
+        Ok(wanted)
+    }
 }
 
 /// A file system that will not read a file with O_DIRECT; carried inside an [`io::Error`] so that
@@ -258,6 +401,14 @@ fn is_direct_io_refusal(error: &io::Error) -> bool {
     error
         .get_ref()
         .is_some_and(|inner| inner.is::<DirectIoRefused>())
+}
+
+fn explain_direct_io_error_if(direct: bool, path: &Path, error: io::Error) -> io::Error {
+    if direct {
+        explain_direct_io_error(path, error)
+    } else {
+        error
+    }
 }
 
 /// With O_DIRECT, EINVAL from open or read means that the file system does not do direct I/O
@@ -444,7 +595,50 @@ impl Storage for LocalFs {
             }
             created => created?,
         };
-        Ok(Box::new(FileWriter(file)))
+        if !self.direct_writes {
+            return Ok(Box::new(FileWriter(file)));
+        }
+        let path = self.path(key);
+        let fd = file.as_raw_fd();
+        // SAFETY: F_GETFL and F_SETFL on the descriptor just opened; O_DIRECT is set after
+        // opening so that a refusal (EINVAL) is told apart from a failure to create the file.
+        let set = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
+        };
+        if !set {
+            return Err(explain_direct_io_error(&path, io::Error::last_os_error()));
+        }
+        let writer =
+            DirectFileWriter::new(file, &path).map_err(|e| explain_direct_io_error(&path, e))?;
+        Ok(Box::new(writer))
+    }
+
+    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
+        let direct = self.options.odirect;
+        let file = self
+            .open_for_reading(key, direct)
+            .map_err(|e| explain_direct_io_error_if(direct, &self.path(key), e))?;
+        let (size, direct_block) = if direct {
+            let (size, block) = direct_io_geometry(&file, || self.path(key))?;
+            (size, Some(block))
+        } else {
+            (file.metadata()?.len(), None)
+        };
+        Ok(Box::new(SequentialReader {
+            file,
+            size,
+            position: 0,
+            direct_block,
+            evict_after_read: self.options.evict_after_read,
+        }))
+    }
+
+    fn evict(&self, key: &str) -> io::Result<()> {
+        let file = self.open_for_reading(key, false)?;
+        // Dirty pages cannot be dropped: write them back first.
+        file.sync_data()?;
+        evict_from_page_cache(&file, 0, 0)
     }
 
     fn exists(&self, key: &str) -> io::Result<bool> {
@@ -720,6 +914,89 @@ mod tests {
             pages,
             "a plain read caches the file again"
         );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Writes `data` through `storage`'s writer in pieces of `piece` bytes.
+    fn write_in_pieces(storage: &LocalFs, key: &str, data: &[u8], piece: usize, durably: bool) {
+        let mut object = storage.create(key).unwrap();
+        for chunk in data.chunks(piece.max(1)) {
+            object.write(chunk).unwrap();
+        }
+        if durably {
+            object.finish_durably().unwrap();
+        } else {
+            object.finish().unwrap();
+        }
+    }
+
+    #[test]
+    fn direct_writes_and_sequential_reads_keep_every_byte_in_place() {
+        let dir = scratch_dir("direct-write");
+        let buffered = LocalFs::new(&dir);
+        let direct_writer = LocalFs::new(&dir).writing_direct();
+        let direct_reader = LocalFs::with_options(&dir, DIRECT);
+        // Sizes around the block and the staging buffer, written in pieces that straddle both.
+        let sizes = [
+            0,
+            1,
+            4095,
+            4096,
+            4097,
+            DIRECT_WRITE_BYTES + 4097,
+            3 * DIRECT_WRITE_BYTES,
+        ];
+        for (i, size) in sizes.into_iter().enumerate() {
+            let data = pattern(size);
+            let key = format!("d/{size}.bin");
+            write_in_pieces(
+                &direct_writer,
+                &key,
+                &data,
+                [1000, 4096, 1 << 20][i % 3],
+                i % 2 == 0,
+            );
+            if size % 4096 == 0 {
+                // Whole blocks went past the page cache.
+                assert_eq!(
+                    resident_pages(&dir.join(&key)),
+                    0,
+                    "{size} bytes were cached"
+                );
+            }
+            for (reader, piece) in [(&buffered, 65536), (&direct_reader, 1 << 20)] {
+                let mut object = reader.open_sequential(&key).unwrap();
+                assert_eq!(object.size(), size as u64);
+                let mut buf = IoBuffer::new();
+                let mut read = Vec::new();
+                loop {
+                    let n = object.read_next(&mut buf, piece).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    assert_eq!(buf.len(), n);
+                    read.extend_from_slice(buf.as_slice());
+                }
+                assert!(read == data, "{size} bytes in pieces of {piece}");
+            }
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn evict_drops_a_freshly_written_file_from_the_page_cache() {
+        let dir = scratch_dir("evict-written");
+        let storage = LocalFs::new(&dir);
+        let data = pattern(1 << 20);
+        write_in_pieces(&storage, "f.bin", &data, 1 << 16, false);
+        let path = dir.join("f.bin");
+        assert!(resident_pages(&path) > 0, "a written file is cached");
+        // Its pages are dirty: evict writes them back first, then drops them.
+        storage.evict("f.bin").unwrap();
+        assert_eq!(resident_pages(&path), 0, "evict left pages cached");
+        let mut buf = IoBuffer::new();
+        storage.read_all("f.bin", &mut buf).unwrap();
+        assert!(buf.as_slice() == &data[..]);
         fs::remove_dir_all(dir).unwrap();
     }
 

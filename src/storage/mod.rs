@@ -54,6 +54,15 @@ pub trait Storage: Send + Sync {
     /// objects at once (generation's marker), which costs nothing per object.
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>>;
 
+    /// Opens the object to read it whole and in order, in pieces of the caller's size: one open,
+    /// then one request per piece (a checkpoint load streams multi-GiB files this way through one
+    /// bounded buffer).
+    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>>;
+
+    /// Writes back the object's dirty pages and drops all its pages from the page cache, so that
+    /// the next read of it comes from storage; needs no privilege, unlike dropping the whole cache.
+    fn evict(&self, key: &str) -> io::Result<()>;
+
     /// Writes a whole object at `key` (see [`Storage::create`]).
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
         let mut object = self.create(key)?;
@@ -85,6 +94,21 @@ pub trait ObjectWriter {
 
     /// Completes the object; until then it may be incomplete or invisible.
     fn finish(self: Box<Self>) -> io::Result<()>;
+
+    /// Completes the object and returns only once it is durable on the device (fsync): a
+    /// checkpoint saved with `checkpoint.fsync` counts as done only then.
+    fn finish_durably(self: Box<Self>) -> io::Result<()>;
+}
+
+/// An object being read whole, in order (see [`Storage::open_sequential`]).
+pub trait ObjectReader {
+    /// The object's size in bytes.
+    fn size(&self) -> u64;
+
+    /// Reads the object's next bytes, at most `len`, into `buf` (replacing its contents); returns
+    /// how many arrived, 0 at the end. `len` should be a multiple of [`IoBuffer::ALIGNMENT`]
+    /// where the storage reads whole blocks (O_DIRECT).
+    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize>;
 }
 
 /// Where the bytes a [`Storage::read_range`] asked for landed, and what the read cost.

@@ -15,8 +15,8 @@ use crate::config::fields::Choice;
 use crate::config::value::Value;
 use crate::format::{ReadBuffer, SampleRead};
 use crate::storage::{
-    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectWriter,
-    RangeRead, Storage,
+    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectReader,
+    ObjectWriter, RangeRead, Storage,
 };
 
 fn column(name: &str, dtype: &str, size: u64, read: bool) -> ParquetColumn {
@@ -117,6 +117,12 @@ impl Storage for Recording {
     }
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
         self.inner.create(key)
+    }
+    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
+        self.inner.open_sequential(key)
+    }
+    fn evict(&self, key: &str) -> io::Result<()> {
+        self.inner.evict(key)
     }
     fn exists(&self, key: &str) -> io::Result<bool> {
         self.inner.exists(key)

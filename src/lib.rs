@@ -8,6 +8,7 @@
 //! [`preview`].
 
 pub mod audit;
+pub mod checkpoint;
 pub mod cli;
 pub mod comm;
 pub mod compute;

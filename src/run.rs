@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::checkpoint::{self, Checkpointing, Geometry, Schedule};
 use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source};
 use crate::dataset::listing::FileList;
@@ -74,6 +75,15 @@ struct Setup {
     storage: LocalFs,
     /// How long a page-cache drop may take, when the run drops it (`drop_before_epoch`).
     drop_timeout: Option<Duration>,
+    /// The run's checkpoints, when it saves or loads any.
+    checkpoints: Option<CheckpointSetup>,
+}
+
+/// What the checkpoints need, checked before anything is written.
+struct CheckpointSetup {
+    geometry: Geometry,
+    schedule: Schedule,
+    storage: LocalFs,
 }
 
 /// The run as one process of `comm` performs it. Process 0 leads: it writes the run's shared
@@ -90,7 +100,15 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         format,
         storage,
         drop_timeout,
+        checkpoints,
     } = agree(comm, set_up(source, options, world, lead))?;
+    let checkpointing = checkpoints.as_ref().map(|c| Checkpointing {
+        geometry: &c.geometry,
+        schedule: c.schedule,
+        storage: &c.storage,
+        fsync: config.checkpoint.fsync,
+        randomize: config.checkpoint.randomize_tensor,
+    });
     let hosts = Hosts::gather(comm)?;
     warn_about_cpu_binding(comm, &config, &hosts)?;
     let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
@@ -121,7 +139,8 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     } else {
         None
     };
-    if !config.workflow.train {
+    let trains = config.workflow.train;
+    if !trains && checkpointing.is_none() {
         // DLIO writes no result files for a generate-only run.
         return Ok(Outcome {
             output_folder,
@@ -130,7 +149,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         });
     }
 
-    if config.workflow.generate_data && needs_data {
+    if trains && config.workflow.generate_data && needs_data {
         file_names = find_dataset_once(
             comm,
             &config,
@@ -144,15 +163,20 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     for found in &file_names {
         log.output(&found.describe());
     }
-    log.run_plan(&config, world);
-    if dlio_report::potential_caching(&config, world, &hosts) {
+    if trains {
+        log.run_plan(&config, world);
+    }
+    if let Some(c) = &checkpointing {
+        log.checkpoint_plan(c.geometry);
+    }
+    if trains && dlio_report::potential_caching(&config, world, &hosts) {
         log.warning(
             "The amount of dataset is smaller than the host memory; data might be cached after the \
              first epoch. Increase the size of dataset to eliminate the caching effect!!!",
         );
     }
     let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
-    if let (true, Some(warning)) = (lead, dataset_size.warning(&config)) {
+    if let (true, true, Some(warning)) = (lead, trains, dataset_size.warning(&config)) {
         eprintln!("warning: {warning}");
     }
 
@@ -163,26 +187,40 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     let clock = Clock::start();
     let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
     let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
-    let ranks = train_local_ranks(
-        &RunContext {
-            config: &config,
-            dataset: &dataset,
-            format: format.as_ref(),
-            storage: &storage,
-            comm,
-            clock: &clock,
-            run_entropy,
-            progress: None,
-            trace_dir: trace_dir.as_deref(),
-            page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
-        },
-        display,
-    )?;
+    let ctx = RunContext {
+        config: &config,
+        dataset: &dataset,
+        format: format.as_ref(),
+        storage: &storage,
+        comm,
+        clock: &clock,
+        run_entropy,
+        progress: None,
+        trace_dir: trace_dir.as_deref(),
+        page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
+        checkpointing: checkpointing.as_ref(),
+    };
+    let ranks = match (&checkpointing, trains) {
+        (Some(checkpointing), false) => run_local_ranks(&ctx, display, |ctx, rank| {
+            trainer::checkpoint_only_rank(ctx, checkpointing, rank)
+        })?,
+        _ => run_local_ranks(&ctx, display, trainer::train_rank)?,
+    };
     let end = SystemTime::now();
     let first_batch_seconds = first_batch_seconds(comm, &clock, startup_origin, &ranks)?;
     agree(
         comm,
-        dlio_report::write_rank_files(&output_folder, &config, &ranks, world, &clock, &hosts),
+        dlio_report::write_rank_files(
+            &output_folder,
+            &config,
+            &ranks,
+            world,
+            &clock,
+            &hosts,
+            checkpointing
+                .as_ref()
+                .map_or(0, |c| c.geometry.total_bytes()),
+        ),
     )?;
     let gathered = gather_values(
         comm,
@@ -262,12 +300,26 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
     if config.workflow.train {
         check_steps(&config, world)?;
     }
+    let checkpoints = match Schedule::for_config(&config) {
+        Schedule::Never => None,
+        schedule => Some(CheckpointSetup {
+            geometry: Geometry::new(&config, world)?,
+            schedule,
+            storage: checkpoint::storage_for(&config),
+        }),
+    };
+    if let Some(c) = &checkpoints {
+        if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
+            c.geometry.check_readable()?;
+        }
+    }
     Ok(Setup {
         config,
         dataset,
         format,
         storage,
         drop_timeout,
+        checkpoints,
     })
 }
 
@@ -609,7 +661,13 @@ fn shell_quote(word: &str) -> String {
 pub const TRACE_DIR: &str = "trace";
 
 /// Trains this process's ranks, each on its own thread, and returns their records in rank order.
-fn train_local_ranks(ctx: &RunContext, display: Display) -> Result<Vec<RankRecord>> {
+/// Runs `work` for each of this process's ranks, one thread each; the first failure aborts the
+/// run everywhere.
+fn run_local_ranks(
+    ctx: &RunContext,
+    display: Display,
+    work: impl Fn(&RunContext, usize) -> Result<RankRecord> + Sync,
+) -> Result<Vec<RankRecord>> {
     let comm = ctx.comm;
     let progress = EpochProgress::new(display, ctx.config.train.epochs);
     let ctx = &RunContext {
@@ -617,16 +675,18 @@ fn train_local_ranks(ctx: &RunContext, display: Display) -> Result<Vec<RankRecor
         ..*ctx
     };
     let local = comm.local_ranks();
+    let work = &work;
     let outcomes: Vec<Result<RankRecord>> = std::thread::scope(|scope| {
         let mut ranks = Vec::with_capacity(local.len());
         for rank in local.clone() {
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn_scoped(scope, move || {
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        trainer::train_rank(ctx, rank)
-                    }))
-                    .unwrap_or_else(|_| Err(Error::run("failed unexpectedly (a bug in dlio-rs)")));
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(ctx, rank)))
+                            .unwrap_or_else(|_| {
+                                Err(Error::run("failed unexpectedly (a bug in dlio-rs)"))
+                            });
                     if let Err(e) = &outcome {
                         comm.abort(&e.prefixed(&format!("{}: ", comm.rank_label(rank))));
                     }

@@ -1,10 +1,12 @@
 //! One rank's training, as DLIO's main loop runs it: per step, wait for the next batch (`load`),
 //! sleep the emulated compute (`compute`), then meet every other rank at a barrier (the gradient
-//! all-reduce). Evaluation follows the epochs it is due after, without barriers.
+//! all-reduce). Checkpoints are saved after the steps or epochs [`Schedule`] names, between metric
+//! blocks. Evaluation follows the epochs it is due after, without barriers.
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::checkpoint::{Checkpointing, Place, RankCheckpoints, Schedule};
 use crate::comm::Comm;
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
@@ -40,6 +42,8 @@ pub struct RunContext<'a> {
     /// drop may take: one process per host does, its first rank, while every rank of the run
     /// waits.
     pub page_cache_drop: Option<Duration>,
+    /// The run's checkpoints, when training saves them.
+    pub checkpointing: Option<&'a Checkpointing<'a>>,
 }
 
 /// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
@@ -85,8 +89,12 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
         .transpose()?;
     let mut record = RankRecord {
         rank,
-        epochs: Vec::new(),
+        ..RankRecord::default()
     };
+    let mut checkpoints = ctx
+        .checkpointing
+        .filter(|c| c.schedule.in_training())
+        .map(|c| RankCheckpoints::new(c, rank as u64, config.train.seed));
     for epoch in 1..=config.train.epochs {
         let page_cache_drop_seconds = if config.reader.page_cache == PageCache::DropBeforeEpoch {
             drop_page_cache_together(ctx, rank)?
@@ -101,9 +109,22 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
             Phase::Train,
             &mut resources,
             trace.as_ref(),
+            checkpoints.as_mut(),
         )?;
         // DLIO ends each training phase with a barrier, so evaluation starts together.
         ctx.comm.barrier()?;
+        if let Some(checkpoints) = checkpoints.as_mut() {
+            let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
+            if schedule.after_epoch(epoch) {
+                // DLIO's step count has moved past the last step, and the block is the last one.
+                let place = Place {
+                    epoch,
+                    step: train.steps() as u64 + 1,
+                    index: train.blocks.len() as u64,
+                };
+                checkpoints.save(ctx.clock, place, || Ok(()))?;
+            }
+        }
         let eval = if eval_due(config, epoch) {
             Some(run_phase(
                 ctx,
@@ -112,6 +133,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                 Phase::Eval,
                 &mut resources,
                 trace.as_ref(),
+                None,
             )?)
         } else {
             None
@@ -125,10 +147,67 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
             page_cache_drop_seconds,
         });
     }
+    record.checkpoints = checkpoints.map(|c| c.records).unwrap_or_default();
     if let Some(trace) = trace {
         trace.complete()?;
     }
     Ok(record)
+}
+
+/// One rank's part of a run that only checkpoints (`workflow.train: False`): DLIO's saves, then
+/// its loads, each after a pause and a barrier of all ranks. Before the loads every rank drops
+/// the files it will load from the page cache, so that they come from the storage.
+pub fn checkpoint_only_rank(
+    ctx: &RunContext,
+    checkpointing: &Checkpointing,
+    rank: usize,
+) -> Result<RankRecord> {
+    tighten_timer_slack();
+    let Schedule::Only {
+        writes,
+        reads,
+        pause,
+        rank_sync,
+    } = checkpointing.schedule
+    else {
+        return Ok(RankRecord {
+            rank,
+            ..RankRecord::default()
+        });
+    };
+    let mut checkpoints = RankCheckpoints::new(checkpointing, rank as u64, ctx.config.train.seed);
+    let mut sleeper = Sleeper::default();
+    let pause = Duration::from_secs_f64(pause);
+    let after = || {
+        if rank_sync {
+            ctx.comm.barrier()
+        } else {
+            Ok(())
+        }
+    };
+    let place = |i: u64| Place {
+        epoch: 1,
+        step: i,
+        index: i,
+    };
+    for i in 1..=writes {
+        sleeper.sleep(pause);
+        ctx.comm.barrier()?;
+        checkpoints.save(ctx.clock, place(i), after)?;
+    }
+    for i in 1..=reads {
+        checkpoints.evict(place(i))?;
+    }
+    for i in 1..=reads {
+        sleeper.sleep(pause);
+        ctx.comm.barrier()?;
+        checkpoints.load(ctx.clock, place(i), after)?;
+    }
+    Ok(RankRecord {
+        rank,
+        epochs: Vec::new(),
+        checkpoints: checkpoints.records,
+    })
 }
 
 /// Drops each host's page cache once, with every rank waiting: all ranks have finished reading the
@@ -158,6 +237,7 @@ fn run_phase(
     phase: Phase,
     resources: &mut RankResources,
     trace: Option<&TraceFile>,
+    mut checkpoints: Option<&mut RankCheckpoints>,
 ) -> Result<PhaseRecord> {
     let config = ctx.config;
     let world = ctx.comm.world() as u64;
@@ -228,6 +308,30 @@ fn run_phase(
                 if phase == Phase::Train {
                     ctx.comm.barrier()?;
                 }
+                let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
+                if let Some(checkpoints) = checkpoints.as_deref_mut() {
+                    if schedule.after_step(step + 1) {
+                        // The save ends the block; the next block starts after it, so its
+                        // time is in no block's metrics.
+                        let now = ctx.clock.now();
+                        let capacity = block.steps.capacity();
+                        let ended = std::mem::replace(
+                            &mut block,
+                            Block {
+                                steps: Vec::with_capacity(capacity),
+                                ..Block::default()
+                            },
+                        );
+                        record.blocks.push(Block { end: now, ..ended });
+                        let place = Place {
+                            epoch,
+                            step: step + 1,
+                            index: record.blocks.len() as u64,
+                        };
+                        checkpoints.save(ctx.clock, place, || Ok(()))?;
+                        block.start = ctx.clock.now();
+                    }
+                }
                 if let Some(p) = progress {
                     p.step(
                         step + 1,
@@ -247,7 +351,11 @@ fn run_phase(
     record.bytes_from_storage = readers.bytes_from_storage;
     record.end = ctx.clock.now();
     block.end = record.end;
-    record.blocks.push(block);
+    // A step checkpoint after the last step leaves an empty block, which DLIO still reports (AU
+    // 0 with weight 0, and NaN warnings); it measures nothing and is left out.
+    if !block.steps.is_empty() || record.blocks.is_empty() {
+        record.blocks.push(block);
+    }
     if let Some(p) = progress {
         let window = metric_window(config);
         let rates = match phase {

@@ -982,8 +982,14 @@ fn bad_words_and_values_are_usage_errors_before_any_side_effect() {
             &["workload.dataset.compression", "bz2", "npz", "none"],
         ),
         (
-            &["++workload.workflow.checkpoint=True"],
-            &["not supported yet"],
+            // A checkpoint geometry DLIO refuses: fewer layers than pipeline stages.
+            &[
+                "++workload.workflow.checkpoint=True",
+                "++workload.model.type=transformer",
+                "++workload.model.num_layers=2",
+                "++workload.model.parallelism.pipeline=4",
+            ],
+            &["workload.model.num_layers", "workload.model.parallelism.pipeline"],
         ),
     ];
     for (extra, needles) in cases {

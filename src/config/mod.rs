@@ -694,12 +694,6 @@ impl Config {
                 "supported storage types are local_fs, parallel_fs, direct_fs",
             );
         }
-        if self.workflow.checkpoint {
-            return not_yet(
-                "checkpointing (workload.workflow.checkpoint = True)".into(),
-                "disable it with ++workload.workflow.checkpoint=False",
-            );
-        }
         if matches!(
             self.reader.data_loader,
             DataLoader::Dali | DataLoader::NativeDali | DataLoader::Synthetic
@@ -714,7 +708,12 @@ impl Config {
 
     /// The data folder, resolved against `storage.storage_root` as DLIO does for relative paths.
     pub fn data_folder(&self) -> PathBuf {
-        let folder = Path::new(&self.dataset.data_folder);
+        self.resolve_against_storage_root(&self.dataset.data_folder)
+    }
+
+    /// A folder of the configuration, below `storage.storage_root` when relative.
+    pub fn resolve_against_storage_root(&self, folder: &str) -> PathBuf {
+        let folder = Path::new(folder);
         if folder.is_absolute()
             || self.storage.storage_root == "./"
             || self.storage.storage_root.is_empty()

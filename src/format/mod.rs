@@ -10,7 +10,7 @@ mod npy;
 mod npz;
 mod parquet;
 mod png;
-mod random;
+pub(crate) mod random;
 mod synthetic;
 #[cfg(test)]
 mod testing;

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::{timestamp, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
+use super::{checkpoints, timestamp, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
 use crate::comm::Hosts;
 use crate::config::Config;
 use crate::error::Result;
-use crate::stats::{phase_rates, Clock, PhaseRecord, RankRecord, StepTiming};
+use crate::stats::{phase_rates, CheckpointOp, Clock, PhaseRecord, RankRecord, StepTiming};
 use crate::system;
 use crate::trainer::metric_window;
 
@@ -61,6 +61,40 @@ fn phase_metric(metric: &mut Map<String, Value>, prefix: &str, m: &PhaseMetrics)
     );
 }
 
+/// DLIO's checkpoint fields: mean and stdev over the saves (and the loads, when there were any)
+/// of the throughput in GiB/s and the duration, both by rank 0's duration, and the checkpoint's
+/// size in GiB. With no save, DLIO writes NaN (not JSON); dlio-rs writes null.
+fn checkpoint_metric(metric: &mut Map<String, Value>, results: &Results) {
+    let saves = checkpoints::dlio_summary(&results.checkpoints, CheckpointOp::Save);
+    let loads = checkpoints::dlio_summary(&results.checkpoints, CheckpointOp::Load);
+    for (op, summary, always) in [("save", saves, true), ("load", loads, false)] {
+        if summary.is_none() && !always {
+            continue;
+        }
+        let field = |f: fn(&checkpoints::DlioSummary) -> f64| json!(summary.as_ref().map(f));
+        metric.insert(
+            format!("{op}_checkpoint_io_mean_GB_per_second"),
+            field(|s| s.throughput_mean),
+        );
+        metric.insert(
+            format!("{op}_checkpoint_io_stdev_GB_per_second"),
+            field(|s| s.throughput_stdev),
+        );
+        metric.insert(
+            format!("{op}_checkpoint_duration_mean_seconds"),
+            field(|s| s.duration_mean),
+        );
+        metric.insert(
+            format!("{op}_checkpoint_duration_stdev_seconds"),
+            field(|s| s.duration_stdev),
+        );
+    }
+    metric.insert(
+        "checkpoint_size_GB".into(),
+        json!(checkpoints::size_gib(&results.checkpoints)),
+    );
+}
+
 /// Dataset bytes per host, DLIO's formula: ranks on the first host × samples of the train split
 /// // ranks × record length, in GiB.
 pub fn data_size_per_host_gib(config: &Config, world: u64, hosts: &Hosts) -> f64 {
@@ -98,9 +132,14 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes, hosts: &Host
     let world = results.world as u64;
     let data_gib = data_size_per_host_gib(config, world, hosts);
     let mut metric = Map::new();
-    phase_metric(&mut metric, "train", &results.train);
+    if results.trained() {
+        phase_metric(&mut metric, "train", &results.train);
+    }
     if let Some(eval) = &results.eval {
         phase_metric(&mut metric, "eval", eval);
+    }
+    if config.workflow.checkpoint {
+        checkpoint_metric(&mut metric, results);
     }
     json!({
         "start": timestamp(times.start),
@@ -207,9 +246,24 @@ fn span(clock: &Clock, start: f64, end: f64) -> Value {
     })
 }
 
-/// `{rank}_per_epoch_stats.json`: start, end and duration of every epoch, block and eval.
-pub fn per_epoch_stats(rank: &RankRecord, clock: &Clock) -> Value {
+/// `{rank}_per_epoch_stats.json`: start, end and duration of every epoch, block and eval, and
+/// DLIO's `save_ckpt{n}` and `load_ckpt{n}` entries of every checkpoint (their throughput: the
+/// GiB of all ranks, `checkpoint_bytes`, over this rank's duration). A checkpoint-only run's
+/// saves and loads are all in epoch 1, as in DLIO.
+pub fn per_epoch_stats(rank: &RankRecord, clock: &Clock, checkpoint_bytes: u64) -> Value {
     let mut out = Map::new();
+    if rank.epochs.is_empty() {
+        if let (Some(first), Some(last)) = (rank.checkpoints.first(), rank.checkpoints.last()) {
+            out.insert(
+                "1".into(),
+                json!({
+                    "start": timestamp(clock.wall(first.start)),
+                    "end": timestamp(clock.wall(last.end)),
+                    "duration": format!("{:.2}", last.end - first.start),
+                }),
+            );
+        }
+    }
     for epoch in &rank.epochs {
         let mut e = Map::new();
         e.insert("start".into(), json!(timestamp(clock.wall(epoch.start))));
@@ -230,6 +284,22 @@ pub fn per_epoch_stats(rank: &RankRecord, clock: &Clock) -> Value {
         }
         out.insert(epoch.epoch.to_string(), Value::Object(e));
     }
+    for c in &rank.checkpoints {
+        let name = match c.op {
+            CheckpointOp::Save => "save_ckpt",
+            CheckpointOp::Load => "load_ckpt",
+        };
+        let duration = c.duration();
+        let entry = json!({
+            "start": timestamp(clock.wall(c.start)),
+            "end": timestamp(clock.wall(c.end)),
+            "duration": duration,
+            "throughput": if duration > 0.0 { checkpoint_bytes as f64 / 1024f64.powi(3) / duration } else { 0.0 },
+        });
+        if let Some(Value::Object(epoch)) = out.get_mut(&c.epoch.to_string()) {
+            epoch.insert(format!("{name}{}", c.index), entry);
+        }
+    }
     Value::Object(out)
 }
 
@@ -242,22 +312,40 @@ pub fn metric_block(results: &Results) -> String {
         results.world
     );
     let t = &results.train;
-    m += &format!(
-        "[METRIC] Training Accelerator Utilization [AU] (%): {:.4} ({:.4})\n",
-        t.au_percent.mean, t.au_percent.stdev
-    );
-    m += &format!(
-        "[METRIC] Training Throughput (samples/second): {:.4} ({:.4})\n",
-        t.samples_per_second.mean, t.samples_per_second.stdev
-    );
-    m += &format!(
-        "[METRIC] Training I/O Throughput (MiB/second): {:.4} ({:.4})\n",
-        t.io_mib_per_second.mean, t.io_mib_per_second.stdev
-    );
-    m += &format!(
-        "[METRIC] train_au_meet_expectation: {}\n",
-        meets(t.meets_expectation)
-    );
+    if results.trained() {
+        m += &format!(
+            "[METRIC] Training Accelerator Utilization [AU] (%): {:.4} ({:.4})\n",
+            t.au_percent.mean, t.au_percent.stdev
+        );
+        m += &format!(
+            "[METRIC] Training Throughput (samples/second): {:.4} ({:.4})\n",
+            t.samples_per_second.mean, t.samples_per_second.stdev
+        );
+        m += &format!(
+            "[METRIC] Training I/O Throughput (MiB/second): {:.4} ({:.4})\n",
+            t.io_mib_per_second.mean, t.io_mib_per_second.stdev
+        );
+        m += &format!(
+            "[METRIC] train_au_meet_expectation: {}\n",
+            meets(t.meets_expectation)
+        );
+    }
+    // DLIO prints these for checkpoint-only runs (its num_checkpoints_write/read), not for
+    // checkpoints taken during training.
+    if !results.trained() {
+        for (op, label) in [(CheckpointOp::Save, "save"), (CheckpointOp::Load, "load")] {
+            if let Some(c) = checkpoints::dlio_summary(&results.checkpoints, op) {
+                m += &format!(
+                    "[METRIC] Checkpoint {label} duration (seconds): {:.4} ({:.4})\n",
+                    c.duration_mean, c.duration_stdev
+                );
+                m += &format!(
+                    "[METRIC] Checkpoint {label} I/O Throughput (GB/second): {:.4} ({:.4})\n",
+                    c.throughput_mean, c.throughput_stdev
+                );
+            }
+        }
+    }
     if let Some(e) = &results.eval {
         m += &format!(
             "[METRIC] Eval Accelerator Utilization [AU] (%): {:.4} ({:.4})\n",
@@ -288,6 +376,7 @@ pub fn write_rank_files(
     world: u64,
     clock: &Clock,
     hosts: &Hosts,
+    checkpoint_bytes: u64,
 ) -> Result<()> {
     for rank in ranks {
         write_json(
@@ -296,7 +385,7 @@ pub fn write_rank_files(
         )?;
         write_json(
             &folder.join(format!("{}_per_epoch_stats.json", rank.rank)),
-            &per_epoch_stats(rank, clock),
+            &per_epoch_stats(rank, clock, checkpoint_bytes),
         )?;
     }
     Ok(())

@@ -8,12 +8,15 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use super::{timestamp, FinishedRun};
+use crate::checkpoint::geometry::{Geometry, ShardKind};
 use crate::config::value::Value;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::plan::{Phase, PlanSpec};
 use crate::stats::{mean_stdev, phase_rates};
 use crate::trainer::metric_window;
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// The run's log; only process 0 of a run writes one (the others hold [`DlioLog::none`]).
 pub struct DlioLog {
@@ -97,6 +100,28 @@ impl DlioLog {
                 d.num_samples_per_file, d.num_files_eval, config.reader.batch_size_eval
             ));
         }
+    }
+
+    /// DLIO's lines on the checkpoint's size, in GiB as DLIO's "GB": the bytes the model and the
+    /// optimizer files of all ranks hold, as written (DLIO counts allocated bytes, which ZeRO 2
+    /// doubles; docs/deviations.md).
+    pub fn checkpoint_plan(&self, geometry: &Geometry) {
+        let (mut model, mut optimizer) = (0u64, 0u64);
+        for rank in 0..geometry.world() {
+            for file in geometry.files(rank) {
+                match file.kind {
+                    ShardKind::Model => model += file.bytes,
+                    ShardKind::Optimizer => optimizer += file.bytes,
+                }
+            }
+        }
+        let gib = |bytes: u64| bytes as f64 / GIB;
+        self.output(&format!("Model size: {:.6} GB", gib(model)));
+        self.output(&format!("Optimizer state size: {:.6} GB", gib(optimizer)));
+        self.output(&format!(
+            "Total checkpoint size: {:.6} GB",
+            gib(model + optimizer)
+        ));
     }
 
     /// DLIO's lines for each epoch, block and eval, from rank 0's timings (throughput lines

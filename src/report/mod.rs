@@ -2,6 +2,7 @@
 //! one exporter per output (DLIO's JSON files and log, Hydra's YAML files, our report.json, the
 //! terminal table).
 
+pub mod checkpoints;
 pub mod dlio;
 pub mod hydra;
 pub mod log;
@@ -102,6 +103,15 @@ pub struct Results {
     /// Why the numbers may not describe the storage (validity::warnings), computed once for
     /// every output that shows them.
     pub warnings: Vec<String>,
+    /// Every checkpoint save and load, in order.
+    pub checkpoints: Vec<checkpoints::CheckpointResult>,
+}
+
+impl Results {
+    /// Whether the run trained (a checkpoint-only run has no epochs).
+    pub fn trained(&self) -> bool {
+        !self.epochs.is_empty()
+    }
 }
 
 fn phase_result(
@@ -200,6 +210,7 @@ impl Results {
             accounting,
             client_memory_bytes,
             warnings: Vec::new(),
+            checkpoints: checkpoints::from_ranks(ranks),
         };
         results.warnings = validity::warnings(config, &results);
         results

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::FinishedRun;
 use super::{timestamp, validity, PhaseResult};
 use crate::config::Config;
+use crate::stats::CheckpointOp;
 
 fn latency(p: &PhaseResult, q: f64) -> Value {
     json!(p.read_latency.quantile_us(q))
@@ -89,6 +90,65 @@ fn hosts(run: &FinishedRun) -> Value {
     Value::Array(per_host)
 }
 
+/// Every checkpoint save and load, rated as MLPerf Storage rates them (the slowest rank's
+/// duration), with DLIO's rating (rank 0's) beside it, and each rank's figures.
+fn checkpoints(run: &FinishedRun) -> Value {
+    let results = &run.results.checkpoints;
+    let list: Vec<Value> = results
+        .iter()
+        .map(|c| {
+            json!({
+                "operation": match c.op { CheckpointOp::Save => "save", CheckpointOp::Load => "load" },
+                "index": c.index,
+                "epoch": c.epoch,
+                "folder": crate::checkpoint::Geometry::folder_name(c.epoch, c.step),
+                "files": c.files,
+                "bytes": c.bytes,
+                "duration_seconds": c.max_seconds,
+                "gib_per_second": c.gib_per_second(),
+                "dlio_duration_seconds": c.rank0_seconds,
+                "dlio_gib_per_second": c.dlio_gib_per_second(),
+                "fsync_fraction": c.sync_fraction(),
+                "bytes_from_storage": c.bytes_from_storage,
+                "cache_served_fraction": validity::cache_served_fraction(c.bytes, c.bytes_from_storage)
+                    .filter(|_| c.op == CheckpointOp::Load),
+                "per_rank_seconds": c.per_rank_seconds,
+            })
+        })
+        .collect();
+    let summary = |op| {
+        let of_op: Vec<f64> = results
+            .iter()
+            .filter(|c| c.op == op)
+            .map(|c| c.gib_per_second())
+            .collect();
+        let durations: Vec<f64> = results
+            .iter()
+            .filter(|c| c.op == op)
+            .map(|c| c.max_seconds)
+            .collect();
+        (!of_op.is_empty()).then(|| {
+            let (mean, stdev) = crate::stats::mean_stdev(&of_op);
+            let (duration_mean, duration_stdev) = crate::stats::mean_stdev(&durations);
+            json!({
+                "count": of_op.len(),
+                "gib_per_second_mean": mean,
+                "gib_per_second_stdev": stdev,
+                "duration_seconds_mean": duration_mean,
+                "duration_seconds_stdev": duration_stdev,
+            })
+        })
+    };
+    json!({
+        "size_bytes": results.first().map(|c| c.bytes),
+        "fsync": run.config.checkpoint.fsync,
+        "odirect": run.config.checkpoint.odirect,
+        "save": summary(CheckpointOp::Save),
+        "load": summary(CheckpointOp::Load),
+        "list": list,
+    })
+}
+
 pub fn report(run: &FinishedRun) -> Value {
     let FinishedRun {
         config,
@@ -149,6 +209,7 @@ pub fn report(run: &FinishedRun) -> Value {
                 "seconds": n.seconds,
             })).collect::<Vec<_>>(),
         },
+        "checkpoints": checkpoints(run),
         "hosts": hosts(run),
         "traced": config.output.trace,
         "warnings": results.warnings,

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::{Results, Startup};
 use crate::config::Config;
+use crate::stats::CheckpointOp;
 
 fn us(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0}"))
@@ -29,6 +30,11 @@ pub fn render(
         config.reader.batch_size,
         config.reader.read_threads
     );
+    if !results.trained() {
+        checkpoint_rows(&mut out, results);
+        let _ = writeln!(out, "Outputs: {}", output_folder.display());
+        return out;
+    }
     let _ = writeln!(
         out,
         "{:<7}{:>9}{:>14}{:>13}{:>13}{:>9}{:>10}{:>10}{:>10}",
@@ -97,6 +103,7 @@ pub fn render(
         config.au_threshold * 100.0,
         if t.meets_expectation { "PASS" } else { "FAIL" }
     );
+    checkpoint_rows(&mut out, results);
     if results.train_samples_not_read > 0 {
         let _ = writeln!(
             out,
@@ -127,4 +134,44 @@ pub fn render(
     }
     let _ = writeln!(out, "Outputs: {}", output_folder.display());
     out
+}
+
+/// One row per checkpoint save and load: MLPerf's duration (the slowest rank's) and throughput,
+/// the share of the time in fsync, and for loads the share the page cache served.
+fn checkpoint_rows(out: &mut String, results: &Results) {
+    if results.checkpoints.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<16}{:>8}{:>10}{:>12}{:>10}{:>9}{:>9}",
+        "checkpoint", "epoch", "GiB", "seconds", "GiB/s", "fsync %", "cache %"
+    );
+    for c in &results.checkpoints {
+        let op = match c.op {
+            CheckpointOp::Save => "save",
+            CheckpointOp::Load => "load",
+        };
+        let cache = match c.op {
+            CheckpointOp::Save => None,
+            CheckpointOp::Load => {
+                super::validity::cache_served_fraction(c.bytes, c.bytes_from_storage)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<16}{:>8}{:>10.2}{:>12.3}{:>10.2}{:>9.0}{:>9}",
+            format!("{op} {}", c.index),
+            c.epoch,
+            c.bytes as f64 / (1u64 << 30) as f64,
+            c.max_seconds,
+            c.gib_per_second(),
+            c.sync_fraction() * 100.0,
+            percent(cache),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Checkpoint seconds and GiB/s: the slowest rank's time, all ranks' bytes (MLPerf Storage's rule)"
+    );
 }

@@ -133,10 +133,26 @@ fn phase_warning(label: &str, phase: &PhaseResult) -> Option<String> {
 
 /// Every warning about the validity of a finished run, in the order users should read them.
 pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
-    let mut warnings: Vec<String> = DatasetSize::new(config, results.client_memory_bytes)
-        .warning(config)
-        .into_iter()
-        .collect();
+    let mut warnings: Vec<String> = Vec::new();
+    if results.trained() {
+        warnings.extend(DatasetSize::new(config, results.client_memory_bytes).warning(config));
+    }
+    for load in results
+        .checkpoints
+        .iter()
+        .filter(|c| c.op == crate::stats::CheckpointOp::Load)
+    {
+        let served = cache_served_fraction(load.bytes, load.bytes_from_storage);
+        if let Some(fraction) = served.filter(|&f| f > CACHE_WARNING_FRACTION) {
+            warnings.push(format!(
+                "checkpoint load {}: {:.0}% of the {:.1} MiB read was served from the page cache, \
+                 not the storage",
+                load.index,
+                fraction * 100.0,
+                load.bytes as f64 / 1048576.0
+            ));
+        }
+    }
     if let Accounting::Unaccounted(reason) = &results.accounting {
         warnings.push(format!("bytes from storage are not known: {reason}"));
     }

@@ -125,6 +125,42 @@ pub struct EpochRecord {
 pub struct RankRecord {
     pub rank: usize,
     pub epochs: Vec<EpochRecord>,
+    /// Every checkpoint save and load of the rank, in order.
+    pub checkpoints: Vec<CheckpointRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckpointOp {
+    Save,
+    Load,
+}
+
+/// One save or load of a checkpoint by one rank. Its time runs from the start of the save (or
+/// load) to the end of its last file (made durable with `checkpoint.fsync`), plus the barrier
+/// after it with `rank_sync`; the pause and barrier before it are not in it, as in DLIO.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    pub op: CheckpointOp,
+    /// DLIO's number of the save or load within its epoch: `save_ckpt{index}` (the metric
+    /// block it ends, in training; the count of saves or loads, in checkpoint-only runs).
+    pub index: u64,
+    pub epoch: u64,
+    /// The step in the folder's name, `global_epoch{epoch}_step{step}`.
+    pub step: u64,
+    pub start: f64,
+    pub end: f64,
+    pub files: u64,
+    pub bytes: u64,
+    /// Seconds spent making files durable (fsync), within `end - start`.
+    pub sync_seconds: f64,
+    /// Bytes that came from the storage device (loads); `None` where not known.
+    pub bytes_from_storage: Option<u64>,
+}
+
+impl CheckpointRecord {
+    pub fn duration(&self) -> f64 {
+        self.end - self.start
+    }
 }
 
 /// When the last rank got its first training batch, on the run's clock: until then no rank can

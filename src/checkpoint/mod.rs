@@ -1,0 +1,144 @@
+//! Checkpoints, as DLIO models them: what each rank saves and loads ([`geometry`]: the files of
+//! a sharded model and optimizer state under tensor, pipeline and data parallelism and ZeRO), when
+//! ([`schedule`]: at epoch ends, every N steps, or in a run that only checkpoints), and how the
+//! bytes move ([`transfer`]: streamed through the [`Storage`] seam in one bounded buffer, durable
+//! with `checkpoint.fsync`, past the page cache with `checkpoint.odirect`).
+//!
+//! Every save and load is timed by the rank that makes it and kept as a [`CheckpointRecord`]; the
+//! reports turn them into DLIO's fields and MLPerf's figures (docs/metrics.md).
+
+pub mod geometry;
+pub mod schedule;
+pub mod transfer;
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::stats::{CheckpointOp, CheckpointRecord, Clock};
+use crate::storage::{LocalFs, LocalOptions, Storage};
+
+pub use geometry::{Geometry, ShardFile};
+pub use schedule::Schedule;
+use transfer::Transfer;
+
+/// What every rank shares about the run's checkpoints.
+pub struct Checkpointing<'a> {
+    pub geometry: &'a Geometry,
+    pub schedule: Schedule,
+    /// Rooted at the checkpoint folder.
+    pub storage: &'a dyn Storage,
+    pub fsync: bool,
+    pub randomize: bool,
+}
+
+/// The checkpoint folder: `checkpoint.checkpoint_folder`, below `storage.storage_root` when
+/// relative, as DLIO resolves it.
+pub fn folder(config: &Config) -> PathBuf {
+    config.resolve_against_storage_root(&config.checkpoint.folder)
+}
+
+/// The storage checkpoints go to: the checkpoint folder, with O_DIRECT writes and reads when
+/// `checkpoint.odirect`.
+pub fn storage_for(config: &Config) -> LocalFs {
+    let storage = LocalFs::with_options(
+        folder(config),
+        LocalOptions {
+            odirect: config.checkpoint.odirect,
+            evict_after_read: false,
+        },
+    );
+    if config.checkpoint.odirect {
+        storage.writing_direct()
+    } else {
+        storage
+    }
+}
+
+/// Where a save or load goes: `global_epoch{epoch}_step{step}`, DLIO's `{op}_ckpt{index}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    pub epoch: u64,
+    pub step: u64,
+    pub index: u64,
+}
+
+/// One rank's checkpoints: its files (the same in every checkpoint), its transfer, its records.
+pub struct RankCheckpoints<'a> {
+    files: Vec<ShardFile>,
+    transfer: Transfer<'a>,
+    pub records: Vec<CheckpointRecord>,
+}
+
+impl<'a> RankCheckpoints<'a> {
+    /// `seed` makes this rank's saved bytes its own.
+    pub fn new(shared: &Checkpointing<'a>, rank: u64, seed: u64) -> RankCheckpoints<'a> {
+        RankCheckpoints {
+            files: shared.geometry.files(rank),
+            transfer: Transfer::new(
+                shared.storage,
+                shared.fsync,
+                shared.randomize,
+                seed ^ rank.rotate_left(32),
+            ),
+            records: Vec::new(),
+        }
+    }
+
+    /// Saves this rank's share of the checkpoint at `place`; `then` runs inside the timing
+    /// (the `rank_sync` barrier of checkpoint-only runs).
+    pub fn save(
+        &mut self,
+        clock: &Clock,
+        place: Place,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.timed(clock, CheckpointOp::Save, place, then)
+    }
+
+    /// Loads this rank's share of the checkpoint at `place` (see [`RankCheckpoints::save`]).
+    pub fn load(
+        &mut self,
+        clock: &Clock,
+        place: Place,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        self.timed(clock, CheckpointOp::Load, place, then)
+    }
+
+    fn timed(
+        &mut self,
+        clock: &Clock,
+        op: CheckpointOp,
+        place: Place,
+        then: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let folder = Geometry::folder_name(place.epoch, place.step);
+        let start = clock.now();
+        let moved = match op {
+            CheckpointOp::Save => self.transfer.save(&folder, &self.files)?,
+            CheckpointOp::Load => self.transfer.load(&folder, &self.files)?,
+        };
+        then()?;
+        self.records.push(CheckpointRecord {
+            op,
+            index: place.index,
+            epoch: place.epoch,
+            step: place.step,
+            start,
+            end: clock.now(),
+            files: moved.files,
+            bytes: moved.bytes,
+            sync_seconds: moved.sync_seconds,
+            bytes_from_storage: moved.bytes_from_storage,
+        });
+        Ok(())
+    }
+
+    /// Drops this rank's files of the checkpoint at `place` from the page cache, so that a load
+    /// reads them from the storage.
+    pub fn evict(&self, place: Place) -> Result<()> {
+        self.transfer
+            .evict(&Geometry::folder_name(place.epoch, place.step), &self.files)
+    }
+}

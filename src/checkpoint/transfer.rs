@@ -1,0 +1,187 @@
+//! Moving one rank's share of a checkpoint to and from the storage: every file streamed through
+//! one buffer of [`CHUNK_BYTES`], so a 100 GiB shard needs no more memory than a 10 KiB one.
+//!
+//! A save fills each chunk with fresh random bytes (as DLIO's `torch.rand` tensors are), so no
+//! two blocks of a checkpoint are alike and storage that compresses or deduplicates gains
+//! nothing it would not gain on real weights. With `checkpoint.fsync` every file is made durable
+//! before the save counts as done. A file that fails midway is removed, so a later load never
+//! takes it for whole; a load checks each file's size against the geometry before reading it.
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::geometry::ShardFile;
+use crate::error::{Error, Result};
+use crate::format::random::BulkRandom;
+use crate::report::validity;
+use crate::storage::{IoBuffer, Storage};
+
+/// The size of each write and read request, and of the one buffer a rank streams through: large
+/// enough that a request costs the device its bandwidth, not its latency, and a multiple of every
+/// O_DIRECT block.
+pub const CHUNK_BYTES: usize = 4 << 20;
+
+/// What one save or load moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Moved {
+    pub files: u64,
+    pub bytes: u64,
+    /// Seconds spent making the files durable (finishing them with fsync); 0 without fsync.
+    pub sync_seconds: f64,
+    /// Bytes that came from the storage device rather than the page cache (loads), where they
+    /// can be known.
+    pub bytes_from_storage: Option<u64>,
+}
+
+/// One rank's checkpoint traffic: the storage rooted at the checkpoint folder, and the buffer and
+/// random stream its saves and loads reuse.
+pub struct Transfer<'a> {
+    storage: &'a dyn Storage,
+    buffer: IoBuffer,
+    /// The contents of saved files: fresh random bytes, or DLIO's tensors of ones
+    /// (`checkpoint.randomize_tensor: False`), a pattern written once into the buffer.
+    random: Option<BulkRandom>,
+    fsync: bool,
+}
+
+impl<'a> Transfer<'a> {
+    /// `seed` makes the saved bytes differ from rank to rank and run to run.
+    pub fn new(storage: &'a dyn Storage, fsync: bool, randomize: bool, seed: u64) -> Transfer<'a> {
+        let random = randomize.then(|| BulkRandom::seeded(&mut SmallRng::seed_from_u64(seed)));
+        Transfer {
+            storage,
+            buffer: IoBuffer::new(),
+            random,
+            fsync,
+        }
+    }
+
+    fn key(folder: &str, file: &ShardFile) -> String {
+        format!("{folder}/{}", file.name)
+    }
+
+    /// Saves `files` into the checkpoint folder `folder` (`global_epoch{E}_step{S}`).
+    pub fn save(&mut self, folder: &str, files: &[ShardFile]) -> Result<Moved> {
+        let mut moved = Moved::default();
+        for file in files {
+            let key = Self::key(folder, file);
+            let sync_seconds = self.save_file(&key, file.bytes).map_err(|e| {
+                // Best effort: a partial file must not pass for a whole one later.
+                let _ = self.storage.delete(&key);
+                Error::run(format!(
+                    "saving checkpoint file {}: {e}",
+                    self.storage.describe(&key)
+                ))
+            })?;
+            moved.files += 1;
+            moved.bytes += file.bytes;
+            moved.sync_seconds += sync_seconds;
+        }
+        Ok(moved)
+    }
+
+    /// Writes one file of `bytes` bytes; returns the seconds its fsync took.
+    fn save_file(&mut self, key: &str, bytes: u64) -> std::io::Result<f64> {
+        let mut object = self.storage.create(key)?;
+        let chunk = CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(CHUNK_BYTES));
+        let buffer = self.buffer.resize_for_writing(chunk)?;
+        if self.random.is_none() {
+            // Loads reuse the buffer: the pattern is written again for every file.
+            buffer.fill(1);
+        }
+        let mut left = bytes;
+        while left > 0 {
+            let n = CHUNK_BYTES.min(usize::try_from(left).unwrap_or(CHUNK_BYTES));
+            if let Some(random) = &mut self.random {
+                random.fill(&mut buffer[..n]);
+            }
+            object.write(&buffer[..n])?;
+            left -= n as u64;
+        }
+        if !self.fsync {
+            object.finish()?;
+            return Ok(0.0);
+        }
+        let started = std::time::Instant::now();
+        object.finish_durably()?;
+        Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// Loads `files` from the checkpoint folder `folder`: every byte, in [`CHUNK_BYTES`] requests.
+    /// A missing file, or one whose size is not the geometry's, is an error naming it.
+    pub fn load(&mut self, folder: &str, files: &[ShardFile]) -> Result<Moved> {
+        let kernel_before = crate::system::thread_read_bytes();
+        let mut moved = Moved::default();
+        for file in files {
+            let key = Self::key(folder, file);
+            let path = || self.storage.describe(&key);
+            let mut object = self.storage.open_sequential(&key).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    missing(&path())
+                } else {
+                    Error::run(format!("opening checkpoint file {}: {e}", path()))
+                }
+            })?;
+            if object.size() != file.bytes {
+                return Err(Error::run(format!(
+                    "checkpoint file {} holds {} bytes, but the checkpoint's geometry gives it \
+                     {}: it was cut short, or saved with another configuration",
+                    path(),
+                    object.size(),
+                    file.bytes
+                )));
+            }
+            let mut read = 0;
+            loop {
+                let n = object
+                    .read_next(&mut self.buffer, CHUNK_BYTES)
+                    .map_err(|e| Error::run(format!("loading checkpoint file {}: {e}", path())))?;
+                if n == 0 {
+                    break;
+                }
+                read += n as u64;
+            }
+            if read != file.bytes {
+                return Err(Error::run(format!(
+                    "checkpoint file {} ended after {read} of its {} bytes",
+                    path(),
+                    file.bytes
+                )));
+            }
+            moved.files += 1;
+            moved.bytes += read;
+        }
+        let kernel_count = kernel_before
+            .zip(crate::system::thread_read_bytes())
+            .map(|(before, after)| after.saturating_sub(before));
+        moved.bytes_from_storage =
+            validity::bytes_from_storage(&self.storage.accounting(), moved.bytes, kernel_count);
+        Ok(moved)
+    }
+
+    /// Drops `files` of `folder` from the page cache (written back first), so that loading them
+    /// reads the storage.
+    pub fn evict(&self, folder: &str, files: &[ShardFile]) -> Result<()> {
+        for file in files {
+            let key = Self::key(folder, file);
+            self.storage.evict(&key).map_err(|e| {
+                let path = self.storage.describe(&key);
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    missing(&path)
+                } else {
+                    Error::run(format!(
+                        "evicting checkpoint file {path} from the page cache: {e}"
+                    ))
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn missing(path: &str) -> Error {
+    Error::run(format!(
+        "checkpoint file {path} is missing: the checkpoint was not saved whole, or was saved \
+         with another configuration"
+    ))
+}

@@ -180,7 +180,15 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                 phase: if eval { Phase::Eval } else { Phase::Train },
                 head,
             };
-            print!("{}", preview(&resolved, &request, draw_run_entropy())?);
+            if resolved.workflow.train {
+                print!("{}", preview(&resolved, &request, draw_run_entropy())?);
+            }
+            if resolved.workflow.checkpoint {
+                print!(
+                    "{}",
+                    crate::checkpoint::preview::render(&resolved, accelerators, rank)?
+                );
+            }
             Ok(())
         }),
         Command::Workloads => {

@@ -8,6 +8,7 @@
 //! reports turn them into DLIO's fields and MLPerf's figures (docs/metrics.md).
 
 pub mod geometry;
+pub mod preview;
 pub mod schedule;
 pub mod transfer;
 

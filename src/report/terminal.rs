@@ -21,6 +21,16 @@ pub fn render(
     output_folder: &std::path::Path,
 ) -> String {
     let mut out = String::new();
+    if !results.trained() {
+        let _ = writeln!(
+            out,
+            "\n{} · {} accelerator(s) · checkpoints only",
+            config.workload_name, results.world
+        );
+        checkpoint_rows(&mut out, results);
+        let _ = writeln!(out, "Outputs: {}", output_folder.display());
+        return out;
+    }
     let _ = writeln!(
         out,
         "\n{} · {} accelerator(s) · {} epoch(s) · batch {} · {} read thread(s) per accelerator",
@@ -30,11 +40,6 @@ pub fn render(
         config.reader.batch_size,
         config.reader.read_threads
     );
-    if !results.trained() {
-        checkpoint_rows(&mut out, results);
-        let _ = writeln!(out, "Outputs: {}", output_folder.display());
-        return out;
-    }
     let _ = writeln!(
         out,
         "{:<7}{:>9}{:>14}{:>13}{:>13}{:>9}{:>10}{:>10}{:>10}",

@@ -245,6 +245,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             output_folder: &output_folder,
             log: &log,
             quiet: options.quiet,
+            checkpoint_bytes: checkpointing.as_ref().map(|c| c.geometry.total_bytes()),
         })
     });
     // Every process learns how process 0's reports went.
@@ -788,6 +789,8 @@ struct ReportInputs<'a> {
     output_folder: &'a Path,
     log: &'a DlioLog,
     quiet: bool,
+    /// Bytes of one checkpoint, all ranks, when the run checkpoints.
+    checkpoint_bytes: Option<u64>,
 }
 
 /// Process 0: the results of all ranks, the run's files, and the terminal report.
@@ -799,12 +802,13 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
         host_of_rank.extend(std::iter::repeat_n(process.host, process.ranks.len()));
         ranks.extend(process.ranks.iter().cloned());
     }
-    let results = Results::from_ranks(
+    let mut results = Results::from_ranks(
         config,
         &ranks,
         inputs.accounting.clone(),
         inputs.hosts.total_memory_bytes(),
     );
+    results.checkpoint_bytes = inputs.checkpoint_bytes;
     let finished = FinishedRun {
         config,
         results: &results,

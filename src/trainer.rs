@@ -94,7 +94,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     let mut checkpoints = ctx
         .checkpointing
         .filter(|c| c.schedule.in_training())
-        .map(|c| RankCheckpoints::new(c, rank as u64, config.train.seed));
+        .map(|c| RankCheckpoints::new(c, rank as u64, ctx.run_entropy));
     for epoch in 1..=config.train.epochs {
         let page_cache_drop_seconds = if config.reader.page_cache == PageCache::DropBeforeEpoch {
             drop_page_cache_together(ctx, rank)?
@@ -175,7 +175,7 @@ pub fn checkpoint_only_rank(
             ..RankRecord::default()
         });
     };
-    let mut checkpoints = RankCheckpoints::new(checkpointing, rank as u64, ctx.config.train.seed);
+    let mut checkpoints = RankCheckpoints::new(checkpointing, rank as u64, ctx.run_entropy);
     let mut sleeper = Sleeper::default();
     let pause = Duration::from_secs_f64(pause);
     let after = || {

@@ -989,7 +989,10 @@ fn bad_words_and_values_are_usage_errors_before_any_side_effect() {
                 "++workload.model.num_layers=2",
                 "++workload.model.parallelism.pipeline=4",
             ],
-            &["workload.model.num_layers", "workload.model.parallelism.pipeline"],
+            &[
+                "workload.model.num_layers",
+                "workload.model.parallelism.pipeline",
+            ],
         ),
     ];
     for (extra, needles) in cases {

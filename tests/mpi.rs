@@ -536,6 +536,132 @@ mod with_mpi {
             "{overrides}"
         );
     }
+
+    /// The files under `dir` (recursively), relative path → size.
+    fn sizes(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+        walk(dir)
+            .into_iter()
+            .map(|f| {
+                let size = std::fs::metadata(&f).unwrap().len();
+                (f.strip_prefix(dir).unwrap().display().to_string(), size)
+            })
+            .collect()
+    }
+
+    /// mlpstorage's checkpointing launch (`mpirun -n 4 dlio_benchmark workload=llama3_8b
+    /// ++hydra.run.dir=... ++hydra.output_subdir=dlio_config
+    /// ++workload.checkpoint.num_checkpoints_read=1 ++workload.checkpoint.num_checkpoints_write=2
+    /// ++workload.checkpoint.checkpoint_folder=...`, here with a tiny model), in default mode and
+    /// in subset mode (4 processes of a TP 2 × DP 4 model): the files and sizes of
+    /// `dlio-rs run -n 4` with the same words, and every rank's timings, gathered from its
+    /// process into report.json.
+    #[test]
+    fn mlpstorage_checkpointing_saves_the_files_of_one_process_with_every_rank_s_timings() {
+        let tmp = Scratch::new("mpi-checkpoint");
+        let words = |run: &str, extra: &[&str]| {
+            let mut words = strings(&[
+                "workload=llama3_8b",
+                &format!("++hydra.run.dir={}", tmp.s(&format!("out-{run}"))),
+                "++hydra.output_subdir=dlio_config",
+                "++workload.checkpoint.num_checkpoints_read=1",
+                "++workload.checkpoint.num_checkpoints_write=2",
+                &format!(
+                    "++workload.checkpoint.checkpoint_folder={}",
+                    tmp.s(&format!("ckpt-{run}"))
+                ),
+                "++workload.model.num_layers=2",
+                "++workload.model.transformer.hidden_size=256",
+                "++workload.model.transformer.ffn_hidden_size=512",
+                "++workload.model.transformer.vocab_size=1000",
+                "++workload.checkpoint.time_between_checkpoints=0",
+            ]);
+            words.extend(strings(extra));
+            words
+        };
+        let subset = [
+            "++workload.checkpoint.mode=subset",
+            "++workload.model.parallelism.data=4",
+            "++workload.model.parallelism.tensor=2",
+        ];
+        for (variant, extra, files) in [("default", &[][..], 8), ("subset", &subset[..], 8)] {
+            let mpi = format!("{variant}-mpi");
+            let (ran, _) = mpirun(&tmp.path, 4, DLIO_BENCHMARK, &words(&mpi, extra));
+            ran.ok();
+            let threads = format!("{variant}-threads");
+            run_quiet(&tmp.path, 4, &words(&threads, extra)).ok();
+
+            let saved = sizes(&tmp.join(format!("ckpt-{mpi}")));
+            assert_eq!(
+                saved,
+                sizes(&tmp.join(format!("ckpt-{threads}"))),
+                "{variant}: 4 processes (left) and 4 thread ranks (right) saved different files"
+            );
+            assert_eq!(saved.len(), 2 * files, "{variant}: {saved:?}");
+            if variant == "subset" {
+                // Data-parallel ranks 0 and 1 of 4, each split over 2 tensor ranks.
+                assert!(saved
+                    .contains_key("global_epoch1_step2/zero_pp_rank_1_mp_rank_1_optim_states.pt"));
+                assert!(!saved.keys().any(|k| k.contains("zero_pp_rank_2_")));
+            }
+            let bytes: u64 = saved
+                .iter()
+                .filter(|(k, _)| k.starts_with("global_epoch1_step1/"))
+                .map(|(_, v)| v)
+                .sum();
+
+            let out = tmp.join(format!("out-{mpi}"));
+            assert!(out.join("dlio_config/overrides.yaml").is_file());
+            // Process 0 alone writes DLIO's [METRIC] lines.
+            let log = std::fs::read_to_string(out.join("dlio.log")).unwrap();
+            for line in [
+                "[METRIC] Number of Simulated Accelerators: 4 \n",
+                "[METRIC] Checkpoint save duration (seconds): ",
+                "[METRIC] Checkpoint load I/O Throughput (GB/second): ",
+            ] {
+                assert_eq!(
+                    log.matches(line).count(),
+                    1,
+                    "{variant}: {line:?} in\n{log}"
+                );
+            }
+            let summary = read_json(&out.join("summary.json"));
+            assert_eq!(int(&summary, "/num_accelerators"), 4);
+            assert_eq!(int(&summary, "/epochs"), 0);
+            let size = num(&summary, "/metric/checkpoint_size_GB");
+            assert_eq!(size, bytes as f64 / (1u64 << 30) as f64, "{variant}");
+            let report = read_json(&out.join("report.json"));
+            let list = at(&report, "/checkpoints/list").as_array().unwrap();
+            assert_eq!(list.len(), 3, "{variant}: {list:?}");
+            for rank in 0..4 {
+                let stats = read_json(&out.join(format!("{rank}_per_epoch_stats.json")));
+                let keys: BTreeSet<&String> = at(&stats, "/1")
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| k.contains("_ckpt"))
+                    .collect();
+                assert_eq!(
+                    keys.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+                    ["load_ckpt1", "save_ckpt1", "save_ckpt2"],
+                    "{variant}: rank {rank}"
+                );
+                // Each rank's own timing reached report.json from its process.
+                for entry in list {
+                    let key = format!(
+                        "/1/{}_ckpt{}",
+                        entry["operation"].as_str().unwrap(),
+                        entry["index"]
+                    );
+                    assert_eq!(
+                        at(entry, &format!("/per_rank_seconds/{rank}")),
+                        at(&stats, &format!("{key}/duration")),
+                        "{variant}: rank {rank} {key}"
+                    );
+                    assert_eq!(int(entry, "/bytes"), bytes, "{variant}: {entry}");
+                }
+            }
+        }
+    }
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -72,7 +72,7 @@ pub struct RankCheckpoints<'a> {
 }
 
 impl<'a> RankCheckpoints<'a> {
-    /// `seed` makes this rank's saved bytes its own.
+    /// `seed` (the run's entropy) makes the bytes this rank saves its own, and new every run.
     pub fn new(shared: &Checkpointing<'a>, rank: u64, seed: u64) -> RankCheckpoints<'a> {
         RankCheckpoints {
             files: shared.geometry.files(rank),

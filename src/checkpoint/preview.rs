@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::geometry::{Geometry, ShardKind};
 use super::Schedule;
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::{Phase, PlanSpec};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -18,6 +18,15 @@ fn gib(bytes: u64) -> String {
 
 /// Renders the checkpoint plan of `config` for `world` ranks, listing `rank`'s files.
 pub fn render(config: &Config, world: u64, rank: u64) -> Result<String> {
+    if world == 0 {
+        return Err(Error::usage("--accelerators must be at least 1"));
+    }
+    if rank >= world {
+        return Err(Error::usage(format!(
+            "--rank {rank} is not a rank of {world} accelerator(s): valid ranks are 0..={}",
+            world - 1
+        )));
+    }
     let geometry = Geometry::new(config, world)?;
     let schedule = Schedule::for_config(config);
     let mut text = String::new();
@@ -155,5 +164,9 @@ mod tests {
             text.contains("3 save(s) into global_epoch1_step1..3, then 2 load(s)"),
             "{text}"
         );
+        for (world, rank) in [(0, 0), (2, 2)] {
+            let error = render(&config, world, rank).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{error}");
+        }
     }
 }

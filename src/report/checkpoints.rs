@@ -136,12 +136,6 @@ pub fn dlio_summary(checkpoints: &[CheckpointResult], op: CheckpointOp) -> Optio
     })
 }
 
-/// The size of one checkpoint, in GiB (DLIO's `checkpoint_size_GB`): the bytes the first save
-/// wrote, or the first load read.
-pub fn size_gib(checkpoints: &[CheckpointResult]) -> Option<f64> {
-    checkpoints.first().map(|c| c.bytes as f64 / GIB)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +194,5 @@ mod tests {
         assert_eq!(summary.duration_mean, 1.5);
         assert_eq!(summary.duration_stdev, 0.5);
         assert!(dlio_summary(&results, CheckpointOp::Load).is_none());
-        assert_eq!(size_gib(&results), Some(2.0));
     }
 }

@@ -63,7 +63,7 @@ fn phase_metric(metric: &mut Map<String, Value>, prefix: &str, m: &PhaseMetrics)
 
 /// DLIO's checkpoint fields: mean and stdev over the saves (and the loads, when there were any)
 /// of the throughput in GiB/s and the duration, both by rank 0's duration, and the checkpoint's
-/// size in GiB. With no save, DLIO writes NaN (not JSON); dlio-rs writes null.
+/// size in GiB (whether or not a checkpoint fell due). With no save, DLIO writes NaN (not JSON); dlio-rs writes null.
 fn checkpoint_metric(metric: &mut Map<String, Value>, results: &Results) {
     let saves = checkpoints::dlio_summary(&results.checkpoints, CheckpointOp::Save);
     let loads = checkpoints::dlio_summary(&results.checkpoints, CheckpointOp::Load);
@@ -91,7 +91,7 @@ fn checkpoint_metric(metric: &mut Map<String, Value>, results: &Results) {
     }
     metric.insert(
         "checkpoint_size_GB".into(),
-        json!(checkpoints::size_gib(&results.checkpoints)),
+        json!(results.checkpoint_bytes.map(|b| b as f64 / 1024f64.powi(3))),
     );
 }
 

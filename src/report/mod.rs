@@ -105,6 +105,8 @@ pub struct Results {
     pub warnings: Vec<String>,
     /// Every checkpoint save and load, in order.
     pub checkpoints: Vec<checkpoints::CheckpointResult>,
+    /// Bytes of one checkpoint, all ranks, when the run checkpoints (even if none fell due).
+    pub checkpoint_bytes: Option<u64>,
 }
 
 impl Results {
@@ -211,6 +213,7 @@ impl Results {
             client_memory_bytes,
             warnings: Vec::new(),
             checkpoints: checkpoints::from_ranks(ranks),
+            checkpoint_bytes: None,
         };
         results.warnings = validity::warnings(config, &results);
         results

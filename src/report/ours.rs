@@ -140,7 +140,7 @@ fn checkpoints(run: &FinishedRun) -> Value {
         })
     };
     json!({
-        "size_bytes": results.first().map(|c| c.bytes),
+        "size_bytes": run.results.checkpoint_bytes,
         "fsync": run.config.checkpoint.fsync,
         "odirect": run.config.checkpoint.odirect,
         "save": summary(CheckpointOp::Save),

@@ -742,6 +742,63 @@ fn loads_read_their_bytes_from_storage_not_from_the_page_cache() {
 // Training with checkpoints
 // ---------------------------------------------------------------------------------------------
 
+#[test]
+fn odirect_saves_and_loads_every_byte_past_the_page_cache() {
+    let tmp = Scratch::new("ckpt-odirect");
+    run_quiet(
+        &tmp.path,
+        2,
+        &tiny_words(&tmp, "d", 1, 1, &["++workload.checkpoint.odirect=True"]),
+    )
+    .ok();
+    let geometry = dlio_geometry(&tiny_model(2, json!({})));
+    let on_disk = files_in(&tmp.join("ckpt-d/global_epoch1_step1"));
+    assert_eq!(on_disk, oracle_files(&geometry));
+    let report = read_json(&tmp.join("out-d/report.json"));
+    assert_eq!(at(&report, "/checkpoints/odirect"), true);
+    let load = &at(&report, "/checkpoints/list").as_array().unwrap()[1];
+    assert_eq!(load["operation"], "load", "{report}");
+    // O_DIRECT: every byte loaded came from the device, counted exactly.
+    assert_eq!(load["bytes_from_storage"], load["bytes"], "{load}");
+    // Written past the page cache: none of the saved files' whole blocks are cached.
+    for name in on_disk.keys() {
+        let path = tmp.join("ckpt-d/global_epoch1_step1").join(name);
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        assert_eq!(
+            resident_pages(&path, len / 4096 * 4096),
+            0,
+            "{name} is cached"
+        );
+    }
+}
+
+/// Pages of the first `len` bytes of the file at `path` in the page cache (mincore).
+fn resident_pages(path: &Path, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let file = std::fs::File::open(path).unwrap();
+    // SAFETY: a new read-only shared mapping of an open file, which touches no page of it.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mut residency = vec![0u8; len.div_ceil(4096)];
+    // SAFETY: `map` covers `len` bytes and `residency` has a byte for each page of them.
+    let status = unsafe { libc::mincore(map, len, residency.as_mut_ptr()) };
+    // SAFETY: unmaps exactly the mapping made above.
+    unsafe { libc::munmap(map, len) };
+    assert_eq!(status, 0);
+    residency.iter().filter(|&&page| page & 1 != 0).count()
+}
+
 /// A training run of 2 ranks × 10 steps per epoch over a fresh npz dataset, with a 64 KiB
 /// non-transformer checkpoint (ZeRO 0: rank 0's `model_states-0.pt` only) into `tmp/ckpt`.
 fn training(tmp: &Scratch, epochs: u64, extra: &[&str]) -> Vec<String> {

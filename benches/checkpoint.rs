@@ -142,7 +142,12 @@ impl Pairs {
     /// disk's state carries from one measurement to the next, so a round's pair is the fairer
     /// comparison, and the medians are what the target names).
     fn verdict(self) -> bool {
-        let ratios: Vec<f64> = self.ours.iter().zip(&self.theirs).map(|(o, t)| o / t).collect();
+        let ratios: Vec<f64> = self
+            .ours
+            .iter()
+            .zip(&self.theirs)
+            .map(|(o, t)| o / t)
+            .collect();
         let round_ratio = median(ratios);
         let (ours, theirs) = (median(self.ours), median(self.theirs));
         let met = (ours / theirs).min(round_ratio) >= 0.9;

@@ -9,10 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -29,55 +28,13 @@ const CHILD_LIMIT: Duration = Duration::from_secs(120);
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// Runs `cmd` (stdin closed, the binaries' environment variables removed), killed and failed
-/// past [`CHILD_LIMIT`].
+/// Runs `cmd` without the binaries' environment variables, killed and failed past
+/// [`CHILD_LIMIT`].
 fn bounded(mut cmd: Command, what: String) -> Ran {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     for k in ISOLATED_ENV {
         cmd.env_remove(k);
     }
-    let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    // Drained on threads, so a chatty child never blocks on a full pipe.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).ok();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).ok();
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CHILD_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not end within {CHILD_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let ran = Ran {
-        what,
-        code: status.code(),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    };
-    assert!(
-        !ran.stderr.contains("panicked"),
-        "the child panicked\n{}",
-        ran.context()
-    );
-    ran
+    run_bounded(cmd, what, CHILD_LIMIT).0
 }
 
 /// The oracle: DLIO's geometry for `config` (DLIO configuration values, see the script's

@@ -4,8 +4,8 @@
 //! rank ending every process; and the default build's refusal. Every launch is bounded in time.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 mod common;
 use common::*;
@@ -34,61 +34,18 @@ fn mpirun_with<S: AsRef<str>>(
         .args(["--oversubscribe", "--allow-run-as-root"])
         .args(launcher_args)
         .args(["-n", &processes.to_string(), bin])
-        .args(args.iter().map(AsRef::as_ref))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args.iter().map(AsRef::as_ref));
     for k in ISOLATED_ENV {
         cmd.env_remove(k);
     }
     cmd.envs(env.iter().copied());
     let what = format!(
-        "mpirun {} -n {processes} {} {}",
+        "mpirun {} -n {processes} {} {} (install Open MPI as .ci/run does: openmpi-bin)",
         launcher_args.join(" "),
         Path::new(bin).file_name().unwrap().to_string_lossy(),
         args.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(" ")
     );
-    let started = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| {
-        panic!("cannot start mpirun ({e}); install Open MPI as .ci/run does (openmpi-bin)")
-    });
-    // Drained on threads, so a chatty child never blocks on a full pipe.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stderr, &mut s).ok();
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LAUNCH_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not end within {LAUNCH_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let elapsed = started.elapsed();
-    let ran = Ran {
-        what,
-        code: status.code(),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    };
-    assert!(
-        !ran.stderr.contains("panicked"),
-        "a process panicked\n{}",
-        ran.context()
-    );
-    (ran, elapsed)
+    run_bounded(cmd, what, LAUNCH_LIMIT)
 }
 
 /// The tests of the MPI build.

@@ -3,9 +3,11 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -314,4 +316,53 @@ pub fn batches(out: &Path, world: usize) -> Batches {
         }
     }
     batches
+}
+
+/// Runs `cmd` (stdin closed), draining its output on threads so a chatty child never blocks on
+/// a full pipe; kills it and fails past `limit`. Returns what it left and how long it took; a
+/// child that panicked fails the test.
+pub fn run_bounded(mut cmd: Command, what: String, limit: Duration) -> (Ran, Duration) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).ok();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).ok();
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = started.elapsed();
+    let ran = Ran {
+        what,
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    assert!(
+        !ran.stderr.contains("panicked"),
+        "a process panicked\n{}",
+        ran.context()
+    );
+    (ran, elapsed)
 }

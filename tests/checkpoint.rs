@@ -729,6 +729,53 @@ fn odirect_saves_and_loads_every_byte_past_the_page_cache() {
     }
 }
 
+/// mlpstorage 3.0's `checkpointing run --o-direct` words (mlpstorage_py/benchmarks/dlio.py): the
+/// `direct_fs` storage type saves and loads the checkpoint with O_DIRECT.
+#[test]
+fn mlpstorage_v3_o_direct_checkpointing_goes_past_the_page_cache() {
+    let tmp = Scratch::new("ckpt-v3-odirect");
+    let mut words = strings(&[
+        "workload=llama3_8b",
+        "++hydra.output_subdir=dlio_config",
+        "++workload.storage.storage_type=direct_fs",
+        "++workload.storage.storage_options.storage_library=s3dlio",
+        "++workload.storage.storage_options.uri_scheme=direct",
+        "++workload.checkpoint.num_checkpoints_read=1",
+        "++workload.checkpoint.num_checkpoints_write=1",
+        "++workload.model.num_layers=2",
+        "++workload.model.transformer.hidden_size=256",
+        "++workload.model.transformer.ffn_hidden_size=512",
+        "++workload.model.transformer.vocab_size=1000",
+        "++workload.checkpoint.time_between_checkpoints=0",
+    ]);
+    words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    words.push(format!(
+        "++workload.storage.storage_root={}",
+        tmp.path.display()
+    ));
+    words.push(format!(
+        "++workload.checkpoint.checkpoint_folder={}",
+        tmp.s("llama3-8b")
+    ));
+    launch(
+        DLIO_BENCHMARK,
+        &tmp.path,
+        &words,
+        &[("DLIO_RS_ACCELERATORS", "2")],
+    )
+    .ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    assert_eq!(at(&report, "/checkpoints/odirect"), true, "{report}");
+    let list = at(&report, "/checkpoints/list").as_array().unwrap();
+    assert_eq!(list.len(), 2, "{report}");
+    assert_eq!(list[1]["bytes_from_storage"], list[1]["bytes"], "{report}");
+    let geometry = dlio_geometry(&tiny_model(2, json!({})));
+    assert_eq!(
+        files_in(&tmp.join("llama3-8b/global_epoch1_step1")),
+        oracle_files(&geometry)
+    );
+}
+
 /// Pages of the first `len` bytes of the file at `path` in the page cache (mincore).
 fn resident_pages(path: &Path, len: usize) -> usize {
     if len == 0 {

@@ -637,7 +637,9 @@ impl Config {
             rank_sync: f.bool("checkpoint.rank_sync", false),
             mode: f.choice("checkpoint.mode", CheckpointMode::Default),
             randomize_tensor: f.bool("checkpoint.randomize_tensor", true),
-            odirect: f.bool("checkpoint.odirect", false),
+            // mlpstorage v3's `--o-direct` asks for it through the storage type.
+            odirect: f.bool("checkpoint.odirect", false)
+                || storage.storage_type == StorageType::DirectFs,
         };
         let au_threshold = f.float("metric.au", 0.90);
         if !(au_threshold > 0.0 && au_threshold <= 1.0) {

@@ -1,0 +1,512 @@
+//! Cold-storage benchmarks (issue 14's "Performance"): `cargo bench --bench cold [-- r1 … r7]`,
+//! on the disk that holds `$DLIO_BENCH_DIR` (default target/bench-data; not tmpfs). Needs root
+//! (to drop the page cache) and fio.
+//!
+//! For each shape, a 1-epoch training run (compute 0, no evaluation) against fio reading the same
+//! files with as many readers (ranks × read threads), `--ioengine=psync --invalidate=0
+//! --fadvise_hint=0` (plain `pread`s, as dlio-rs issues), both
+//! with O_DIRECT (`reader.odirect=True` against `--direct=1`) and buffered. Before every
+//! measurement the file system is synced and the page cache dropped; who goes first alternates
+//! from round to round; one unmeasured warm-up round, then `DLIO_BENCH_ROUNDS` (default 3).
+//! dlio-rs's figure is report.json's `measured_mib_per_second` (epoch bytes read over its wall
+//! time), fio's its aggregate bandwidth. CPU seconds per GiB: user + system time of the whole
+//! process, from `/usr/bin/time`, for both, over the bytes each read.
+//! Target: dlio-rs ≥ 95 % of fio by the medians and by the median of the rounds' ratios (the lower
+//! decides), and dlio-rs's median CPU s/GiB no higher than fio's.
+//!
+//! fio job j reads the files whose index is j modulo the number of readers, in index order:
+//! `--rw=read --file_service_type=sequential --openfiles=1` (one file opened, read to its end,
+//! closed) or, for R4, `--rw=randread --file_service_type=random`. Its request size is the
+//! format's (below), capped by the smallest file rounded down to 4 KiB (fio refuses a block
+//! larger than a file, and skips a file's tail shorter than a block: it reads 96–100 % of what
+//! dlio-rs reads). The request sizes, as `strace -f -e trace=openat,pread64` of dlio-rs showed
+//! them (buffered; with O_DIRECT the same rounded out to 4 KiB blocks):
+//! - R1, R2 npz and R7 jpeg: the whole file in one `pread`; fio reads each file whole in 1 MiB
+//!   requests (R1) or in one request (R2, R7).
+//! - R3 tfrecord: each record as a 12-byte header `pread`, then the record (~110 KiB; with
+//!   O_DIRECT a 4 KiB header page, then the record's blocks); fio: sequential 112 KiB requests.
+//! - R4 indexed_binary: per sample a 4 KiB read of the data and 512 B of each index file; fio:
+//!   random 4 KiB reads of the data files.
+//! - R5 hdf5: per sample the 4 KiB superblock page, then the 256 KiB sample; fio: sequential
+//!   256 KiB requests.
+//! - R6 parquet: per row group the runs of adjacent `read: true` columns, 24–135 KiB each (most
+//!   24 KiB, about 34 KiB on average); fio: the whole files, sequentially, in 32 KiB requests.
+//!
+//! Every range read currently opens the file again (issue 14), one `openat` per request.
+//!
+//! Shapes (4 read threads each): R1 npz 24 × 128 MiB, 1 rank; R2 npz 20,000 × 112 KiB, 2 ranks;
+//! R3 tfrecord 64 files × 512 records × 110 KiB (issue 14 says 1024 records: halved to keep the
+//! datasets under ~12 GiB); R4 indexed_binary 16 × 4096 × 4 KiB, file and sample shuffle (seed);
+//! R5 hdf5 32 × 64 × 256 KiB; R6 parquet, dlrm_b200's 200 columns (40 read) and row groups of
+//! 6144 rows, 16 files × 61,440 rows (MLPerf: 1024 × 4,718,592); R7 jpeg, retinanet_b200 (~176
+//! KiB noise images, decoded, file and sample shuffle), 4096 files (MLPerf: 1,170,301).
+//! The datasets, about 10.7 GiB, are generated once and kept. Before the shapes, fio measures
+//! the device's ceiling at a deep queue (libaio, iodepth 32, O_DIRECT, 1 MiB sequential and 4 KiB
+//! random) on a 1 GiB file of its own.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const GIB: f64 = (1u64 << 30) as f64;
+const KIB: u64 = 1024;
+
+/// Measured rounds; `DLIO_BENCH_ROUNDS` sets another number.
+fn rounds() -> usize {
+    std::env::var("DLIO_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
+}
+
+/// One benchmark shape: a dataset, how dlio-rs trains on it and how fio reads it.
+struct Shape {
+    name: &'static str,
+    what: &'static str,
+    /// The workload and dataset words, for generation and training alike.
+    dataset: Vec<String>,
+    /// Training-only words (batch size, shuffles).
+    training: Vec<String>,
+    ranks: u64,
+    threads: u64,
+    /// The data files' extension (side files are not fio's to read).
+    ext: &'static str,
+    /// fio's `--rw`: `read` or `randread`.
+    rw: &'static str,
+    /// fio's request size in bytes (capped by the smallest file).
+    request: u64,
+}
+
+/// One measurement: payload MiB/s and CPU seconds (user + system) per GiB read.
+#[derive(Clone, Copy)]
+struct Sample {
+    mib_s: f64,
+    cpu_s_per_gib: f64,
+}
+
+/// Runs `program args` under `/usr/bin/time`; returns its stdout and user + system seconds.
+fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64) {
+    let ran = Command::new("/usr/bin/time")
+        .args(["-f", "%U %S", program])
+        .args(args)
+        .output()
+        .expect("starting /usr/bin/time");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "{program} failed: {args:?}\n{stderr}");
+    let cpu = stderr
+        .lines()
+        .last()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|s| s.parse::<f64>().unwrap())
+                .sum()
+        })
+        .expect("CPU times from /usr/bin/time");
+    (ran.stdout, cpu)
+}
+
+/// The dataset words of a `default`-workload shape of `files` × `samples` × `bytes`.
+fn dataset(format: &str, files: u64, samples: u64, bytes: u64) -> Vec<String> {
+    let mut w = words(&[
+        "workload=default",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.num_files_eval=0",
+    ]);
+    w.push(format!("++workload.dataset.format={format}"));
+    w.push(format!("++workload.dataset.num_files_train={files}"));
+    w.push(format!("++workload.dataset.num_samples_per_file={samples}"));
+    w.push(format!("++workload.dataset.record_length_bytes={bytes}"));
+    w
+}
+
+fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
+    let _ = std::fs::remove_dir_all(out);
+    let mut w = words(&["run", "-q"]);
+    w.extend(shape.dataset.iter().cloned());
+    w.extend(words(&[
+        "++workload.workflow.generate_data=False",
+        "++workload.workflow.train=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.workflow.checkpoint=False",
+        "++workload.train.computation_time=0",
+        "++workload.train.epochs=1",
+    ]));
+    w.extend(shape.training.iter().cloned());
+    w.push(format!("++workload.reader.read_threads={}", shape.threads));
+    w.push(format!(
+        "++workload.reader.odirect={}",
+        if odirect { "True" } else { "False" }
+    ));
+    w.push(format!("++workload.dataset.data_folder={}", data.display()));
+    w.push(format!("++hydra.run.dir={}", out.display()));
+    w.push(format!("--accelerators={}", shape.ranks));
+    let (_, cpu) = timed(DLIO_RS, &w);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+            .expect("report.json is JSON");
+    let epoch = &report["epochs"][0];
+    Sample {
+        mib_s: epoch["measured_mib_per_second"].as_f64().unwrap(),
+        cpu_s_per_gib: cpu / (epoch["bytes_read"].as_f64().unwrap() / GIB),
+    }
+}
+
+/// Runs fio with `options` then one job per entry of `jobs` (its `--filename` value).
+fn fio(options: &[String], jobs: &[String]) -> Sample {
+    let mut args = words(&["--group_reporting", "--output-format=json"]);
+    args.extend(options.iter().cloned());
+    for (j, files) in jobs.iter().enumerate() {
+        args.push(format!("--name=reader{j}"));
+        args.push(format!("--filename={files}"));
+    }
+    let (stdout, cpu) = timed("fio", &args);
+    let json: serde_json::Value = serde_json::from_slice(&stdout).expect("fio's JSON");
+    let read = &json["jobs"][0]["read"];
+    Sample {
+        mib_s: read["bw_bytes"].as_f64().unwrap() / MIB,
+        cpu_s_per_gib: cpu / (read["io_bytes"].as_f64().unwrap() / GIB),
+    }
+}
+
+/// The shape's data files (names relative to `train/`) dealt to its readers: reader j gets the
+/// files whose index is j modulo the readers, as a fio `--filename` list; and the request size.
+fn fio_jobs(shape: &Shape, train: &Path) -> (Vec<String>, u64) {
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(train)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .filter(|(n, _)| n.ends_with(&format!(".{}", shape.ext)))
+        .collect();
+    // DLIO's names, img_{i}_of_{n}: shorter first gives the index order.
+    files.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+    let smallest = files.iter().map(|f| f.1).min().expect("data files") / (4 * KIB) * (4 * KIB);
+    let readers = (shape.ranks * shape.threads) as usize;
+    let jobs = (0..readers)
+        .map(|j| {
+            files
+                .iter()
+                .skip(j)
+                .step_by(readers)
+                .map(|f| f.0.as_str())
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .collect();
+    (jobs, shape.request.min(smallest))
+}
+
+/// Syncs the file system and empties the page cache (as root), so each measurement starts cold.
+fn settle() {
+    let status = Command::new("sync").status().expect("running sync");
+    assert!(status.success(), "sync failed");
+    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("dropping the page cache");
+}
+
+/// A mode's measurements: dlio-rs's and fio's, round by round.
+#[derive(Default)]
+struct Pairs {
+    ours: Vec<Sample>,
+    theirs: Vec<Sample>,
+}
+
+impl Pairs {
+    /// Prints the summary line; true when the lower ratio reaches 95 % and dlio-rs's CPU per
+    /// GiB is no higher than fio's.
+    fn verdict(&self, shape: &Shape, mode: &str) -> bool {
+        let of = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
+        let ratios = self
+            .ours
+            .iter()
+            .zip(&self.theirs)
+            .map(|(o, t)| o.mib_s / t.mib_s)
+            .collect();
+        let round_ratio = median(ratios);
+        let (ours, theirs) = (of(&self.ours, |s| s.mib_s), of(&self.theirs, |s| s.mib_s));
+        let (our_cpu, their_cpu) = (
+            of(&self.ours, |s| s.cpu_s_per_gib),
+            of(&self.theirs, |s| s.cpu_s_per_gib),
+        );
+        let met = (ours / theirs).min(round_ratio) >= 0.95 && our_cpu <= their_cpu;
+        println!(
+            "{} {mode}: dlio-rs {ours:.0} MiB/s, fio {theirs:.0} MiB/s (medians: {:.1}%; median of rounds' ratios: {:.1}%; target ≥ 95%); CPU s/GiB dlio-rs {our_cpu:.2}, fio {their_cpu:.2} — {}",
+            shape.name,
+            100.0 * ours / theirs,
+            100.0 * round_ratio,
+            verdict(met)
+        );
+        met
+    }
+}
+
+/// Generates the shape's dataset (once), then measures both modes in interleaved rounds.
+fn compare(dir: &Path, shape: Shape) -> bool {
+    println!(
+        "{} {} ({} rank(s) × {} read threads)",
+        shape.name, shape.what, shape.ranks, shape.threads
+    );
+    let data = generated_dataset(dir, &format!("cold-{}", shape.name), &shape.dataset);
+    let train = data.join("train");
+    let out = dir.join(format!("cold-{}-out", shape.name));
+    let (jobs, bs) = fio_jobs(&shape, &train);
+    let fio_options = |direct: bool| {
+        // Plain preads: no posix_fadvise hint (fio's default hint, RANDOM for randread, turns
+        // the kernel's readahead off, which dlio-rs's readers and the frameworks' leave on).
+        let mut o = words(&["--ioengine=psync", "--invalidate=0", "--fadvise_hint=0"]);
+        o.push(format!("--rw={}", shape.rw));
+        o.push(format!("--bs={bs}"));
+        o.push(format!("--direct={}", direct as u8));
+        o.push(format!("--directory={}", train.display()));
+        o.extend(words(if shape.rw == "randread" {
+            &["--file_service_type=random"]
+        } else {
+            &["--file_service_type=sequential", "--openfiles=1"]
+        }));
+        o
+    };
+    let modes = [("odirect", true), ("buffered", false)];
+    let mut pairs: Vec<Pairs> = modes.iter().map(|_| Pairs::default()).collect();
+    for round in 0..=rounds() {
+        let fio_first = round % 2 == 1;
+        let mut line = Vec::new();
+        for ((mode, direct), pair) in modes.iter().zip(&mut pairs) {
+            let ours = || {
+                settle();
+                run_dlio(&shape, &data, &out, *direct)
+            };
+            let theirs = || {
+                settle();
+                fio(&fio_options(*direct), &jobs)
+            };
+            let (o, t) = if fio_first {
+                let t = theirs();
+                (ours(), t)
+            } else {
+                let o = ours();
+                (o, theirs())
+            };
+            line.push(format!(
+                "{mode} dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%",
+                o.mib_s,
+                o.cpu_s_per_gib,
+                t.mib_s,
+                t.cpu_s_per_gib,
+                100.0 * o.mib_s / t.mib_s
+            ));
+            if round > 0 {
+                pair.ours.push(o);
+                pair.theirs.push(t);
+            }
+        }
+        let label = if round == 0 {
+            "warm-up (not counted)".to_string()
+        } else {
+            format!(
+                "round {round}{}",
+                if fio_first { " (fio first)" } else { "" }
+            )
+        };
+        println!("   {label}: {}", line.join("; "));
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let met: Vec<bool> = modes
+        .iter()
+        .zip(&pairs)
+        .map(|((mode, _), pair)| pair.verdict(&shape, mode))
+        .collect();
+    met.iter().all(|&m| m)
+}
+
+/// Training words of a batch size and, optionally, DLIO's seeded file and sample shuffles.
+fn training(batch: u64, shuffled: bool) -> Vec<String> {
+    let mut w = vec![format!("++workload.reader.batch_size={batch}")];
+    if shuffled {
+        w.extend(words(&[
+            "++workload.reader.file_shuffle=seed",
+            "++workload.reader.sample_shuffle=seed",
+        ]));
+    }
+    w
+}
+
+fn r1(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R1",
+            what: "npz 24 × 128 MiB, whole files (fio: 1 MiB requests)",
+            dataset: dataset("npz", 24, 1, 128 << 20),
+            training: training(1, false),
+            ranks: 1,
+            threads: 4,
+            ext: "npz",
+            rw: "read",
+            request: 1 << 20,
+        },
+    )
+}
+
+fn r2(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R2",
+            what: "npz 20000 × 112 KiB, whole files",
+            dataset: dataset("npz", 20_000, 1, 112 * KIB),
+            training: training(8, false),
+            ranks: 2,
+            threads: 4,
+            ext: "npz",
+            rw: "read",
+            request: u64::MAX,
+        },
+    )
+}
+
+fn r3(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R3",
+            what: "tfrecord 64 files × 512 records × 110 KiB, streamed (fio: 112 KiB requests)",
+            dataset: dataset("tfrecord", 64, 512, 110 * KIB),
+            training: training(16, false),
+            ranks: 1,
+            threads: 4,
+            ext: "tfrecord",
+            rw: "read",
+            request: 112 * KIB,
+        },
+    )
+}
+
+fn r4(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R4",
+            what: "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: random 4 KiB reads)",
+            dataset: dataset("indexed_binary", 16, 4096, 4 * KIB),
+            training: training(64, true),
+            ranks: 1,
+            threads: 4,
+            ext: "indexed_binary",
+            rw: "randread",
+            request: 4 * KIB,
+        },
+    )
+}
+
+fn r5(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R5",
+            what: "hdf5 32 × 64 × 256 KiB (fio: 256 KiB requests)",
+            dataset: dataset("hdf5", 32, 64, 256 * KIB),
+            training: training(4, false),
+            ranks: 1,
+            threads: 4,
+            ext: "hdf5",
+            rw: "read",
+            request: 256 * KIB,
+        },
+    )
+}
+
+fn r6(dir: &Path) -> bool {
+    let mut dataset = words(&["workload=dlrm_b200"]);
+    dataset.push("++workload.dataset.num_files_train=16".into());
+    dataset.push(format!(
+        "++workload.dataset.num_samples_per_file={}",
+        10 * 6144
+    ));
+    compare(
+        dir,
+        Shape {
+            name: "R6",
+            what: "parquet, dlrm_b200's columns, 16 files × 10 row groups of 6144 rows (fio: whole files, 32 KiB requests)",
+            dataset,
+            training: training(16384, false),
+            ranks: 1,
+            threads: 4,
+            ext: "parquet",
+            rw: "read",
+            request: 32 * KIB,
+        },
+    )
+}
+
+fn r7(dir: &Path) -> bool {
+    compare(
+        dir,
+        Shape {
+            name: "R7",
+            what: "jpeg, retinanet_b200's ~176 KiB images, 4096 files, decoded, shuffled",
+            dataset: words(&[
+                "workload=retinanet_b200",
+                "++workload.dataset.num_files_train=4096",
+            ]),
+            training: training(24, true),
+            ranks: 1,
+            threads: 4,
+            ext: "jpeg",
+            rw: "read",
+            request: u64::MAX,
+        },
+    )
+}
+
+/// fio at a deep queue on a 1 GiB file of its own: the device's 1 MiB sequential and 4 KiB
+/// random read rates with O_DIRECT.
+fn ceiling(dir: &Path) {
+    let file = dir.join("cold-ceiling");
+    let run = |rw: &str, bs: &str| {
+        settle();
+        let mut o = words(&[
+            "--ioengine=libaio",
+            "--iodepth=32",
+            "--direct=1",
+            "--size=1G",
+            "--runtime=10",
+        ]);
+        o.push(format!("--rw={rw}"));
+        o.push(format!("--bs={bs}"));
+        fio(&o, &[file.display().to_string()]).mib_s
+    };
+    let (seq, random) = (run("read", "1M"), run("randread", "4k"));
+    println!(
+        "device ceiling (fio libaio, iodepth 32, O_DIRECT): 1 MiB sequential {seq:.0} MiB/s, 4 KiB random {random:.0} MiB/s ({:.0} IOPS)",
+        random * 256.0
+    );
+}
+
+fn main() {
+    if std::fs::write("/proc/sys/vm/drop_caches", "3").is_err() {
+        eprintln!("cold: needs root, to drop the page cache before every measurement");
+        std::process::exit(2);
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("cold: needs fio (apt install fio)");
+        std::process::exit(2);
+    }
+    let dir = std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into());
+    std::fs::create_dir_all(&dir).unwrap();
+    ceiling(Path::new(&dir));
+    run_selected(&[
+        ("r1", r1),
+        ("r2", r2),
+        ("r3", r3),
+        ("r4", r4),
+        ("r5", r5),
+        ("r6", r6),
+        ("r7", r7),
+    ]);
+}

@@ -82,6 +82,7 @@ impl ReaderState<'_> {
         self.release_file(storage)?;
         self.file_in_hand = Some(file);
         self.key_in_hand.clone_from(&self.key);
+        storage.hold(&self.key_in_hand);
         Ok(())
     }
 

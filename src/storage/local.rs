@@ -3,6 +3,7 @@
 //! page-aligned and requests are rounded up to the file system's direct-I/O block, the last one
 //! coming back short at the end of the file.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -10,6 +11,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::{
@@ -34,9 +36,27 @@ pub struct LocalFs {
     options: LocalOptions,
     /// Write created files with O_DIRECT (checkpoints with `checkpoint.odirect`).
     direct_writes: bool,
+    /// Tells this storage's held files from another's ([`HeldFile`]).
+    id: u64,
     /// The root, opened once: reads open files relative to it, so the kernel walks only the
     /// key's components and no path is allocated per read.
     root_dir: OnceLock<File>,
+}
+
+/// The file a thread holds ([`Storage::hold`]): opened once, read until released. One per thread,
+/// so a reader thread keeps at most one file open; reader threads end with their epoch, and
+/// their held files with them.
+struct HeldFile {
+    storage: u64,
+    key: String,
+    direct: bool,
+    file: File,
+    /// Its size and direct-I/O block, looked up once (a held file is not rewritten while read).
+    geometry: (u64, Option<usize>),
+}
+
+thread_local! {
+    static HELD: RefCell<Option<HeldFile>> = const { RefCell::new(None) };
 }
 
 /// Keys longer than this are opened by full path instead.
@@ -50,10 +70,12 @@ impl LocalFs {
 
     /// Files below `root`, read as `options` say.
     pub fn with_options(root: impl Into<PathBuf>, options: LocalOptions) -> LocalFs {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         LocalFs {
             root: root.into(),
             options,
             direct_writes: false,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             root_dir: OnceLock::new(),
         }
     }
@@ -110,13 +132,42 @@ impl LocalFs {
         limit: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let file = self.open_for_reading(key, direct)?;
-        let (size, direct_block) = if direct {
-            let (size, block) = direct_io_geometry(&file, || self.path(key))?;
-            (size, Some(block))
+        HELD.with(|held| match &*held.borrow() {
+            Some(h) if h.storage == self.id && h.direct == direct && h.key == key => {
+                self.read_span_of(&h.file, h.geometry, offset, limit, buf)
+            }
+            _ => {
+                let file = self.open_for_reading(key, direct)?;
+                let geometry = self.geometry_of(&file, key, direct)?;
+                self.read_span_of(&file, geometry, offset, limit, buf)
+            }
+        })
+    }
+
+    /// The size of the open `file` (at `key`) and, when read with O_DIRECT, its block.
+    fn geometry_of(
+        &self,
+        file: &File,
+        key: &str,
+        direct: bool,
+    ) -> io::Result<(u64, Option<usize>)> {
+        if direct {
+            let (size, block) = direct_io_geometry(file, || self.path(key))?;
+            Ok((size, Some(block)))
         } else {
-            (file.metadata()?.len(), None)
-        };
+            Ok((file.metadata()?.len(), None))
+        }
+    }
+
+    /// [`LocalFs::read_span`] of the open `file`, of `(size, direct block)`.
+    fn read_span_of(
+        &self,
+        file: &File,
+        (size, direct_block): (u64, Option<usize>),
+        offset: u64,
+        limit: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead> {
         let too_large = || {
             io::Error::new(
                 io::ErrorKind::OutOfMemory,
@@ -139,7 +190,7 @@ impl LocalFs {
             None => needed,
         };
         let fetched = read_at(
-            &file,
+            file,
             first,
             buf.clear_and_reserve(request)?,
             needed,
@@ -148,7 +199,7 @@ impl LocalFs {
         // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
         unsafe { buf.set_len(needed) };
         if self.options.evict_after_read {
-            evict_from_page_cache(&file, first, fetched as u64)?;
+            evict_from_page_cache(file, first, fetched as u64)?;
         }
         Ok(RangeRead {
             start: (start - first) as usize,
@@ -574,7 +625,31 @@ impl Storage for LocalFs {
         Ok(self.open_for_reading(key, false)?.metadata()?.len())
     }
 
+    fn hold(&self, key: &str) {
+        let direct = self.options.odirect;
+        let opened = self.open_for_reading(key, direct).and_then(|file| {
+            let geometry = self.geometry_of(&file, key, direct)?;
+            Ok(HeldFile {
+                storage: self.id,
+                key: key.to_string(),
+                direct,
+                file,
+                geometry,
+            })
+        });
+        HELD.with(|held| *held.borrow_mut() = opened.ok());
+    }
+
     fn release(&self, key: &str) -> io::Result<()> {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if held
+                .as_ref()
+                .is_some_and(|h| h.storage == self.id && h.key == key)
+            {
+                *held = None;
+            }
+        });
         if !self.options.evict_after_read {
             return Ok(());
         }
@@ -980,6 +1055,44 @@ mod tests {
                 assert!(read == data, "{size} bytes in pieces of {piece}");
             }
         }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_held_file_is_read_without_opening_it_again_until_released() {
+        let dir = scratch_dir("held");
+        let storage = LocalFs::new(&dir);
+        let data = pattern(3 * 4096);
+        storage.put("a.bin", &data).unwrap();
+        storage.put("b.bin", &data).unwrap();
+        storage.hold("a.bin");
+        let mut buf = IoBuffer::new();
+        let read = storage.read_range("a.bin", 4096, 4096, &mut buf).unwrap();
+        assert!(read.bytes(&buf) == &data[4096..8192]);
+        // Unlinked, the file is still read: through the descriptor held, not a new open.
+        fs::remove_file(dir.join("a.bin")).unwrap();
+        let read = storage.read_range("a.bin", 8192, 4096, &mut buf).unwrap();
+        assert!(read.bytes(&buf) == &data[8192..]);
+        // Another thread holds nothing: it opens the path, which is gone.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut buf = IoBuffer::new();
+                let gone = storage.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
+                assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+            });
+        });
+        // Another key, or another storage on the same folder, is opened as usual.
+        assert_eq!(storage.read_all("b.bin", &mut buf).unwrap(), data.len());
+        let other = LocalFs::new(&dir);
+        let gone = other.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+        storage.release("a.bin").unwrap();
+        let gone = storage.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
+        assert_eq!(
+            gone.kind(),
+            io::ErrorKind::NotFound,
+            "released: opened again"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 

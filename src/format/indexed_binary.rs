@@ -11,9 +11,10 @@
 //!   reads nothing; here every byte of the sample is really read through the mapping, so storage sees
 //!   the page faults a real training job causes.
 //!
-//! The index files are read a page at a time, and each reader thread keeps the page it last read of
-//! each (8 KiB in all), as a framework keeps its index open: consecutive samples cost one data read
-//! each, and memory does not grow with the dataset.
+//! A reader thread reads a file's two index files whole when it first needs them (up to 8 MiB
+//! each; larger ones a 4 KiB page at a time) and keeps them while it reads that file, as DLIO's
+//! reader loads a file's index when it opens it: every sample then costs one data read, and memory
+//! does not grow with the dataset.
 
 use rand::rngs::SmallRng;
 
@@ -72,7 +73,13 @@ impl FileFormat for IndexedBinary {
     }
 }
 
-/// The page of one index file a reader read last.
+/// An index no larger than this is read whole when a reader thread first needs one of its
+/// entries, as DLIO's reader loads a file's index when it opens it; a larger one (Megatron's
+/// single file of 277 M samples has 2.2 GB of each) is read a page at a time, so memory stays
+/// bounded: at most this much per index and reader thread.
+const WHOLE_INDEX_BYTES: u64 = 8 << 20;
+
+/// The part of one index file a reader read last: all of it, or the page in use.
 #[derive(Default)]
 struct IndexPage {
     key: String,
@@ -81,8 +88,16 @@ struct IndexPage {
 }
 
 impl IndexPage {
-    /// Entry `entry` of the index beside `key`; reads its page unless it is the one in hand, and
-    /// returns the bytes that took.
+    fn holds(&self, key: &str, suffix: &str, entry: u64) -> bool {
+        self.key.len() == key.len() + suffix.len()
+            && self.key.starts_with(key)
+            && self.key.ends_with(suffix)
+            && entry >= self.first_entry
+            && entry - self.first_entry < self.entries.len() as u64
+    }
+
+    /// Entry `entry` of the index beside `key`; reads the index (whole, or the entry's page)
+    /// unless the entry is in hand, and returns the bytes that took.
     fn entry(
         &mut self,
         storage: &dyn Storage,
@@ -91,30 +106,27 @@ impl IndexPage {
         entry: u64,
         buf: &mut ReadBuffer,
     ) -> Result<(u64, u64)> {
-        let page_entries = INDEX_PAGE / ENTRY;
-        let first_entry = entry / page_entries * page_entries;
-        let in_hand = self.first_entry == first_entry
-            && self.key.len() == key.len() + suffix.len()
-            && self.key.starts_with(key)
-            && self.key.ends_with(suffix);
         let mut fetched = 0;
-        if !in_hand {
+        if !self.holds(key, suffix, entry) {
             self.key.clear();
             self.key.push_str(key);
             self.key.push_str(suffix);
+            let failed = |e: std::io::Error| {
+                Error::run(format!(
+                    "cannot read index file {}: {e}",
+                    storage.describe(&self.key)
+                ))
+            };
+            let index_bytes = storage.size(&self.key).map_err(failed)?;
+            let (first_entry, len) = if index_bytes <= WHOLE_INDEX_BYTES {
+                (0, index_bytes)
+            } else {
+                let page_entries = INDEX_PAGE / ENTRY;
+                (entry / page_entries * page_entries, INDEX_PAGE)
+            };
             let read = storage
-                .read_range(
-                    &self.key,
-                    first_entry * ENTRY,
-                    INDEX_PAGE as usize,
-                    &mut buf.bytes,
-                )
-                .map_err(|e| {
-                    Error::run(format!(
-                        "cannot read index file {}: {e}",
-                        storage.describe(&self.key)
-                    ))
-                })?;
+                .read_range(&self.key, first_entry * ENTRY, len as usize, &mut buf.bytes)
+                .map_err(failed)?;
             fetched = read.fetched;
             self.first_entry = first_entry;
             self.entries.clear();
@@ -124,11 +136,11 @@ impl IndexPage {
                     .map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks"))),
             );
         }
-        match self.entries.get((entry - first_entry) as usize) {
-            Some(&value) => Ok((value, fetched)),
-            None => {
+        match self.entries.get((entry - self.first_entry) as usize) {
+            Some(&value) if entry >= self.first_entry => Ok((value, fetched)),
+            _ => {
                 let index_key = self.key.clone();
-                // Forget the page: the next read must not trust a short one.
+                // Forget what was read: the next read must not trust a short index.
                 self.key.clear();
                 Err(corrupt(
                     storage,
@@ -242,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn layout_is_dlio_s_and_each_sample_costs_its_bytes_plus_index_pages() {
+    fn layout_is_dlio_s_and_a_file_s_indexes_are_read_once() {
         let dir = scratch_dir("indexed-binary");
         let storage = LocalFs::new(&dir);
         let shape = FileShape {
@@ -269,14 +281,41 @@ mod tests {
                 costs.push(read.bytes);
             }
             const SAMPLE: u64 = 300;
-            // First sample: both index pages (4096 bytes each) and the data; 511 is on the same
-            // pages; 512 starts new pages; 999's pages hold the rest of the index (488 entries).
-            assert_eq!(costs[0], 8192 + SAMPLE, "mapped: {mapped}");
-            assert_eq!(costs[1], SAMPLE);
-            assert_eq!(costs[2], SAMPLE);
-            assert_eq!(costs[3], 2 * 488 * 8 + SAMPLE);
-            assert_eq!(costs[4], SAMPLE);
+            // First sample: both indexes whole (1000 entries of 8 bytes each), and the data;
+            // every later sample of the file: its data alone.
+            assert_eq!(
+                costs,
+                [2 * 8000 + SAMPLE, SAMPLE, SAMPLE, SAMPLE, SAMPLE],
+                "mapped: {mapped}"
+            );
         }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_index_larger_than_the_bound_is_read_a_page_at_a_time() {
+        let dir = scratch_dir("indexed-binary-large");
+        let storage = LocalFs::new(&dir);
+        // One entry more than an 8 MiB index holds: samples of one byte.
+        let samples = WHOLE_INDEX_BYTES / ENTRY + 1;
+        let shape = FileShape {
+            dims: vec![1, samples],
+            element: ElementType::Uint8,
+        };
+        write(&storage, "big.indexed_binary", &shape);
+        let mut reader = IndexedBinary { mapped: false }.reader();
+        let mut buf = ReadBuffer::default();
+        let mut costs = Vec::new();
+        for sample in [0, 511, 512, samples - 1] {
+            let read = reader
+                .read_sample(&storage, "big.indexed_binary", sample, &mut buf)
+                .unwrap();
+            assert_eq!(read.offset, sample);
+            costs.push(read.bytes);
+        }
+        // A page (512 entries) of each index, then the same pages, then the next; the last
+        // page holds the one entry past the bound.
+        assert_eq!(costs, [2 * 4096 + 1, 1, 2 * 4096 + 1, 2 * 8 + 1]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

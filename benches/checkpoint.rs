@@ -22,13 +22,6 @@ use std::process::Command;
 use common::*;
 
 const RANKS: u64 = 4;
-/// Measured rounds; `DLIO_BENCH_ROUNDS` sets another number (the disk's noise may need more).
-fn rounds() -> usize {
-    std::env::var("DLIO_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(7)
-}
 const GIB: f64 = (1u64 << 30) as f64;
 /// dlio-rs's request size (src/checkpoint/transfer.rs CHUNK_BYTES), given to fio too.
 const REQUEST: &str = "4M";
@@ -203,7 +196,7 @@ fn c1_c2(dir: &Path) -> (Pairs, Pairs) {
         fio(&files, "read", shard)
     };
     let _ = std::fs::remove_dir_all(&folder);
-    for round in 0..=rounds() {
+    for round in 0..=rounds(7) {
         let fio_first = round % 2 == 1;
         let (ours_w, fio_w) = if fio_first {
             let f = fio_write();

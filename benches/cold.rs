@@ -54,14 +54,6 @@ use common::*;
 const GIB: f64 = (1u64 << 30) as f64;
 const KIB: u64 = 1024;
 
-/// Measured rounds; `DLIO_BENCH_ROUNDS` sets another number.
-fn rounds() -> usize {
-    std::env::var("DLIO_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3)
-}
-
 /// One benchmark shape: a dataset, how dlio-rs trains on it and how fio reads it.
 struct Shape {
     name: &'static str,
@@ -273,7 +265,7 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     };
     let modes = [("odirect", true), ("buffered", false)];
     let mut pairs: Vec<Pairs> = modes.iter().map(|_| Pairs::default()).collect();
-    for round in 0..=rounds() {
+    for round in 0..=rounds(3) {
         let fio_first = round % 2 == 1;
         let mut line = Vec::new();
         for ((mode, direct), pair) in modes.iter().zip(&mut pairs) {

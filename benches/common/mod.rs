@@ -112,3 +112,11 @@ pub fn verdict(ok: bool) -> &'static str {
         "MISS"
     }
 }
+
+/// Measured rounds: `default`, or `DLIO_BENCH_ROUNDS` (a noisy disk may need more).
+pub fn rounds(default: usize) -> usize {
+    std::env::var("DLIO_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(default)
+}

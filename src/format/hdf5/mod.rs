@@ -11,12 +11,13 @@
 //! the file-format versions (h5py's `libver='latest'`): metadata first, then the data, so
 //! generating an uncompressed file costs a header and one pass of random bytes.
 //!
-//! **Read:** for every sample, what `h5py.File(path)['records_k'][sample]` costs for every
-//! records dataset (`records` in DLIO 2.0, `records_*` later), the file opened anew each time
-//! as DLIO's on-demand reader does: the metadata (superblock, root group, the datasets' object
-//! headers and, when chunked, their chunk index) by range reads, starting with one 4 KiB read at
-//! the file's start, which holds all of it in files h5py or this writer makes; then only the
-//! sample's bytes: one range per contiguous dataset, or the chunks holding the sample, each
+//! **Read:** for every sample, what `f['records_k'][sample]` costs for every records dataset
+//! (`records` in DLIO 2.0, `records_*` later) of a file `f` that h5py holds open, as DLIO's
+//! reader keeps the files it reads open: when a reader thread first reads a file, its metadata
+//! (superblock, root group, the datasets' object headers) by range reads, starting with one 4 KiB
+//! read at the file's start, which holds all of it in files h5py or this writer makes, and kept
+//! while the thread reads that file; then, for each sample, the chunk index where chunked, and
+//! the sample's bytes: one range per contiguous dataset, or the chunks holding the sample, each
 //! inflated and unshuffled as its filters say. Files h5py writes with either library bound are
 //! read: superblocks 0 to 3, object headers v1 and v2 (with continuation blocks), groups by
 //! symbol table or by link messages, compact, contiguous and chunked layouts (v1 B-tree, single
@@ -170,16 +171,28 @@ impl FileFormat for Hdf5 {
             verify: self.verify,
             windows: Windows::default(),
             scratch: Scratch::default(),
+            in_hand: None,
         })
     }
 }
 
-/// A reader thread's memory: metadata windows and chunk buffers, reused from sample to sample;
-/// nothing of one file outlives its sample's read.
+/// A reader thread's memory: metadata windows and chunk buffers, reused from sample to sample,
+/// and the parsed metadata of the file in hand (as h5py keeps an open file's): the superblock,
+/// the records datasets' addresses and descriptions. Reading another file replaces it.
 struct Hdf5Reader {
     verify: bool,
     windows: Windows,
     scratch: Scratch,
+    in_hand: Option<FileInHand>,
+}
+
+/// What a reader learnt from the metadata of the file it reads.
+struct FileInHand {
+    /// The storage it was read from (its address) and the key.
+    storage: usize,
+    key: String,
+    layout: read::FileLayout,
+    datasets: Vec<(dataset::Link, dataset::Dataset)>,
 }
 
 impl Hdf5Reader {
@@ -194,25 +207,48 @@ impl Hdf5Reader {
         each: &mut dyn FnMut(&str, &[u8]),
     ) -> Result<SampleRead> {
         let mut io = Io::new(storage, key, buf, &mut self.windows, self.verify);
-        let root = read::superblock(&mut io)?;
-        let links = dataset::records_links(&mut io, root)?;
+        // The storage's address tells one storage from another for as long as the reader lives.
+        let storage_id = storage as *const dyn Storage as *const () as usize;
+        let in_hand = match self.in_hand.take() {
+            Some(file) if file.storage == storage_id && file.key == key => {
+                io.resume(file.layout);
+                file
+            }
+            _ => {
+                let root = read::superblock(&mut io)?;
+                let links = dataset::records_links(&mut io, root)?;
+                let mut datasets = Vec::with_capacity(links.len());
+                for link in links {
+                    let described = dataset::dataset(&mut io, &link.name, link.address)?;
+                    datasets.push((link, described));
+                }
+                FileInHand {
+                    storage: storage_id,
+                    key: key.to_string(),
+                    layout: io.layout(),
+                    datasets,
+                }
+            }
+        };
         let mut offset = None;
-        for link in &links {
-            let described = dataset::dataset(&mut io, &link.name, link.address)?;
+        for (link, described) in &in_hand.datasets {
             let at = sample::read_sample(
                 &mut io,
                 &link.name,
                 link.address,
-                &described,
+                described,
                 sample,
                 &mut self.scratch,
                 each,
             )?;
             offset.get_or_insert(at);
         }
+        let bytes = io.fetched;
+        // Kept only after a good read: a file that failed is parsed anew next time.
+        self.in_hand = Some(in_hand);
         Ok(SampleRead {
             offset: offset.unwrap_or(0),
-            bytes: io.fetched,
+            bytes,
         })
     }
 }

@@ -93,6 +93,14 @@ impl Sizes {
     }
 }
 
+/// A file's superblock facts ([`Io::layout`]).
+#[derive(Clone, Copy)]
+pub(super) struct FileLayout {
+    sizes: Sizes,
+    base: u64,
+    eof: u64,
+}
+
 /// One sample's reads from one file: metadata through windows, data straight into the buffer.
 pub(super) struct Io<'a> {
     storage: &'a dyn Storage,
@@ -135,6 +143,23 @@ impl<'a> Io<'a> {
             eof: u64::MAX,
             file_len: None,
         }
+    }
+
+    /// What the superblock told: the sizes of offsets and lengths, and where the file's data
+    /// begins and ends; kept by a reader for the file in hand.
+    pub fn layout(&self) -> FileLayout {
+        FileLayout {
+            sizes: self.sizes,
+            base: self.base,
+            eof: self.eof,
+        }
+    }
+
+    /// Takes up what an earlier read of the same file learnt from its superblock.
+    pub fn resume(&mut self, layout: FileLayout) {
+        self.sizes = layout.sizes;
+        self.base = layout.base;
+        self.eof = layout.eof;
     }
 
     pub fn namer(&self) -> Namer<'a> {

@@ -132,7 +132,7 @@ impl SampleReader for Csv {
         sample: u64,
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
-        let len = read_whole(storage, key, buf)?;
+        let fetched = read_whole(storage, key, buf)?;
         let file = buf.bytes.as_slice();
         let bad = |why: String| corrupt(storage, key, why);
         let header_end =
@@ -194,7 +194,7 @@ impl SampleReader for Csv {
         }
         Ok(SampleRead {
             offset: start as u64,
-            bytes: len as u64,
+            bytes: fetched,
         })
     }
 }
@@ -284,7 +284,7 @@ mod tests {
         let header = file.iter().position(|&b| b == b'\n').unwrap() + 1;
         let row = (file.len() - header) / 4;
         let mut buf = ReadBuffer::default();
-        for storage in scratch.both() {
+        for (storage, unit) in scratch.both() {
             for verify in [false, true] {
                 let format = Csv { verify };
                 let mut reader = format.reader();
@@ -294,7 +294,7 @@ mod tests {
                         read,
                         SampleRead {
                             offset: (header + sample as usize * row) as u64,
-                            bytes: file.len() as u64
+                            bytes: (file.len() as u64).next_multiple_of(unit)
                         }
                     );
                     assert_eq!(buf.bytes.as_slice(), &file[..]);

@@ -109,7 +109,7 @@ impl SampleReader for ImageReader {
         _sample: u64,
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
-        let len = read_whole(storage, key, buf)?;
+        let fetched = read_whole(storage, key, buf)?;
         let bytes = buf.bytes.as_slice();
         let checked = if self.decode {
             (self.checks.decode)(bytes, &mut self.pixels).map(|_| ())
@@ -119,7 +119,7 @@ impl SampleReader for ImageReader {
         checked.map_err(|why| corrupt(storage, key, why))?;
         Ok(SampleRead {
             offset: 0,
-            bytes: len as u64,
+            bytes: fetched,
         })
     }
 }

@@ -355,10 +355,13 @@ fn cannot_read(storage: &dyn Storage, key: &str, e: std::io::Error) -> Error {
     ))
 }
 
-/// Reads a whole object, naming the file in the error.
-pub(crate) fn read_whole(storage: &dyn Storage, key: &str, buf: &mut ReadBuffer) -> Result<usize> {
+/// Reads a whole object into `buf` (its bytes are then `buf.bytes`), naming the file in the
+/// error; returns the bytes the storage moved: the object's, rounded out to whole blocks with
+/// O_DIRECT.
+pub(crate) fn read_whole(storage: &dyn Storage, key: &str, buf: &mut ReadBuffer) -> Result<u64> {
     storage
         .read_all(key, &mut buf.bytes)
+        .map(|read| read.fetched)
         .map_err(|e| cannot_read(storage, key, e))
 }
 

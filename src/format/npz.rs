@@ -69,7 +69,7 @@ impl SampleReader for NpzReader {
         sample: u64,
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
-        let len = read_whole(storage, key, buf)?;
+        let fetched = read_whole(storage, key, buf)?;
         let member = member(
             buf.bytes.as_slice(),
             "x.npy",
@@ -81,7 +81,7 @@ impl SampleReader for NpzReader {
             .map_err(|why| corrupt(storage, key, format!("x.npy: {why}")))?;
         Ok(SampleRead {
             offset: 0,
-            bytes: len as u64,
+            bytes: fetched,
         })
     }
 }

@@ -48,9 +48,10 @@ impl Scratch {
         }
     }
 
-    /// Both views of the folder, buffered first.
-    pub(crate) fn both(&self) -> [&LocalFs; 2] {
-        [&self.buffered, &self.direct]
+    /// Both views of the folder, buffered first, each with the unit it moves whole files in:
+    /// a byte, or (O_DIRECT) a 4 KiB block, as every block device and page cache accepts.
+    pub(crate) fn both(&self) -> [(&LocalFs, u64); 2] {
+        [(&self.buffered, 1), (&self.direct, 4096)]
     }
 
     /// Removes the folder; a failed test leaves it behind to look at.
@@ -60,10 +61,11 @@ impl Scratch {
 }
 
 /// Asserts that reading sample `sample` of `key` takes the whole of `file` into `buf`, the
-/// sample's data starting at offset 0 (the formats whose loaders read whole files).
+/// sample's data starting at offset 0 (the formats whose loaders read whole files), and costs the
+/// file's bytes rounded up to the storage's `unit` (see [`Scratch::both`]).
 pub(crate) fn assert_reads_whole_file(
     reader: &mut dyn SampleReader,
-    storage: &dyn Storage,
+    (storage, unit): (&LocalFs, u64),
     key: &str,
     sample: u64,
     file: &[u8],
@@ -74,7 +76,7 @@ pub(crate) fn assert_reads_whole_file(
         read,
         SampleRead {
             offset: 0,
-            bytes: file.len() as u64
+            bytes: (file.len() as u64).next_multiple_of(unit)
         },
         "{} sample {sample}",
         storage.describe(key)

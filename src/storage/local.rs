@@ -204,7 +204,12 @@ impl LocalFs {
         Ok(RangeRead {
             start: (start - first) as usize,
             len: (end - start) as usize,
-            fetched: fetched as u64,
+            // With O_DIRECT the device moves whole blocks, the last one too, though the kernel
+            // hands back only the bytes before the end of the file.
+            fetched: match direct_block {
+                Some(block) => (fetched as u64).next_multiple_of(block as u64),
+                None => fetched as u64,
+            },
         })
     }
 
@@ -601,9 +606,8 @@ impl Storage for LocalFs {
         self.path(key).display().to_string()
     }
 
-    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize> {
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
         self.read_span(key, self.options.odirect, 0, usize::MAX, buf)
-            .map(|read| read.len)
     }
 
     fn read_range(
@@ -825,7 +829,7 @@ mod tests {
         storage.put("a/b/c.bin", b"hello").unwrap();
         storage.put("a/d.bin", b"hi").unwrap();
         let mut buf = IoBuffer::new();
-        assert_eq!(storage.read_all("a/b/c.bin", &mut buf).unwrap(), 5);
+        assert_eq!(storage.read_all("a/b/c.bin", &mut buf).unwrap().len, 5);
         assert_eq!(buf.as_slice(), b"hello");
         let mut listed = Vec::new();
         storage
@@ -842,7 +846,7 @@ mod tests {
         assert!(storage.exists("a/d.bin").unwrap());
         assert!(!storage.exists("a/e.bin").unwrap());
         storage.put("a/d.bin", b"x").unwrap();
-        assert_eq!(storage.read_all("a/d.bin", &mut buf).unwrap(), 1);
+        assert_eq!(storage.read_all("a/d.bin", &mut buf).unwrap().len, 1);
         assert!(storage.delete("a/d.bin").unwrap());
         assert!(!storage.delete("a/d.bin").unwrap());
         assert!(storage.read_all("a/e.bin", &mut buf).is_err());
@@ -867,8 +871,11 @@ mod tests {
         // the other way round.
         for size in sizes.into_iter().chain(sizes.into_iter().rev()) {
             let key = format!("{size}.bin");
-            assert_eq!(direct.read_all(&key, &mut direct_buf).unwrap(), size);
-            assert_eq!(buffered.read_all(&key, &mut buffered_buf).unwrap(), size);
+            assert_eq!(direct.read_all(&key, &mut direct_buf).unwrap().len, size);
+            assert_eq!(
+                buffered.read_all(&key, &mut buffered_buf).unwrap().len,
+                size
+            );
             assert_eq!(direct_buf.as_slice(), buffered_buf.as_slice(), "{size}");
             assert_eq!(direct_buf.as_slice(), &pattern(size)[..], "{size}");
             let start = direct_buf.as_slice().as_ptr();
@@ -1082,7 +1089,7 @@ mod tests {
             });
         });
         // Another key, or another storage on the same folder, is opened as usual.
-        assert_eq!(storage.read_all("b.bin", &mut buf).unwrap(), data.len());
+        assert_eq!(storage.read_all("b.bin", &mut buf).unwrap().len, data.len());
         let other = LocalFs::new(&dir);
         let gone = other.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
         assert_eq!(gone.kind(), io::ErrorKind::NotFound);

@@ -18,8 +18,9 @@ pub trait Storage: Send + Sync {
     fn describe(&self, key: &str) -> String;
 
     /// Replaces the contents of `buf` with the whole object (`buf` grows as needed, never
-    /// shrinks); returns its length.
-    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize>;
+    /// shrinks); returns its length and the bytes the storage moved for it (whole blocks with
+    /// O_DIRECT).
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead>;
 
     /// Reads `len` bytes of the object from `offset` into `buf` (fewer where the object ends, none
     /// past its end). Where the storage moves whole blocks (O_DIRECT), `buf` holds the blocks and
@@ -124,7 +125,8 @@ pub struct RangeRead {
     pub start: usize,
     /// How many of them there are (fewer than asked where the object ends).
     pub len: usize,
-    /// Bytes the storage moved to deliver them (whole blocks with O_DIRECT).
+    /// Bytes the storage moved to deliver them: with O_DIRECT whole blocks, the last block of
+    /// the file too.
     pub fetched: u64,
 }
 

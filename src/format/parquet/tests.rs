@@ -94,7 +94,7 @@ impl Storage for Recording {
     fn describe(&self, key: &str) -> String {
         self.inner.describe(key)
     }
-    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<usize> {
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
         self.inner.read_all(key, buf)
     }
     fn read_range(

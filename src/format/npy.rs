@@ -182,34 +182,31 @@ mod tests {
 
     #[test]
     fn a_sample_costs_the_bytes_the_storage_moved() {
-        use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage};
+        use crate::format::testing::Scratch;
+        use crate::storage::Storage;
         let shape = FileShape {
             dims: vec![3, 4, 2],
             element: ElementType::Float32,
         };
         let mut encoded = Encoded::default();
         write_random_array(&mut encoded, &shape, &mut SmallRng::seed_from_u64(1)).unwrap();
-        let dir = scratch_dir("npy-cost");
-        let buffered = LocalFs::new(&dir);
-        buffered.put("a.npy", &encoded.data).unwrap();
-        let direct = LocalFs::with_options(
-            &dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        );
+        let scratch = Scratch::new("npy-cost");
+        scratch.buffered.put("a.npy", &encoded.data).unwrap();
         let mut buf = ReadBuffer::default();
         let len = encoded.data.len() as u64;
         assert!(len < 4096);
-        let plain = Npy.read_sample(&buffered, "a.npy", 1, &mut buf).unwrap();
+        let plain = Npy
+            .read_sample(&scratch.buffered, "a.npy", 1, &mut buf)
+            .unwrap();
         assert_eq!(plain.bytes, len, "buffered: the file's bytes");
-        let whole_blocks = Npy.read_sample(&direct, "a.npy", 1, &mut buf).unwrap();
+        let whole_blocks = Npy
+            .read_sample(&scratch.direct, "a.npy", 1, &mut buf)
+            .unwrap();
         assert_eq!(
             whole_blocks.bytes, 4096,
             "O_DIRECT: the block the device moved"
         );
-        std::fs::remove_dir_all(dir).unwrap();
+        scratch.remove();
     }
 
     #[test]

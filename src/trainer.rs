@@ -91,6 +91,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
         rank,
         ..RankRecord::default()
     };
+    let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
     let mut checkpoints = ctx
         .checkpointing
         .filter(|c| c.schedule.in_training())
@@ -114,7 +115,6 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
         // DLIO ends each training phase with a barrier, so evaluation starts together.
         ctx.comm.barrier()?;
         if let Some(checkpoints) = checkpoints.as_mut() {
-            let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
             if schedule.after_epoch(epoch) {
                 // DLIO's step count has moved past the last step, and the block is the last one.
                 let place = Place {
@@ -275,6 +275,7 @@ fn run_phase(
         start: ctx.clock.now(),
         ..PhaseRecord::default()
     };
+    let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
     let mut block = Block {
         start: record.start,
         // Timings grow as steps run; a step cap far beyond the run's length reserves nothing.
@@ -308,7 +309,6 @@ fn run_phase(
                 if phase == Phase::Train {
                     ctx.comm.barrier()?;
                 }
-                let schedule = ctx.checkpointing.map_or(Schedule::Never, |c| c.schedule);
                 if let Some(checkpoints) = checkpoints.as_deref_mut() {
                     if schedule.after_step(step + 1) {
                         // The save ends the block; the next block starts after it, so its

@@ -306,10 +306,12 @@ fn a_truncated_file_fails_the_run_naming_it() {
 }
 
 /// TFRecord with several reader threads per rank: each file is streamed by one thread from its
-/// first record to its last, as TensorFlow's parallel reads stream each file they interleave. So an
-/// epoch reads exactly its records (16 framing bytes + payload each): not one record header read to
-/// skip records another thread took. Only when a rank's files do not deal evenly to its threads
-/// does a thread borrow another's last records, walking that file's headers once to reach them.
+/// first record to its last, as TensorFlow's parallel reads stream each file they interleave.
+/// Unbuffered (`transfer_size: 0`), an epoch reads exactly its records (16 framing bytes + payload
+/// each): not one record header read to skip records another thread took. Only when a rank's files
+/// do not deal evenly to its threads does a thread borrow another's last records, walking that
+/// file's headers once to reach them. With TensorFlow's buffer (the default), an epoch whose files
+/// deal evenly reads each file exactly once, in whole buffers.
 #[test]
 fn tfrecord_files_are_each_streamed_by_one_reader_thread() {
     let tmp = Scratch::new("tfrecord-lanes");
@@ -319,6 +321,7 @@ fn tfrecord_files_are_each_streamed_by_one_reader_thread() {
         "++workload.dataset.num_subfolders_train=0",
         "++workload.workflow.evaluation=False",
         "++workload.reader.file_shuffle=seed",
+        "++workload.reader.transfer_size=0",
     ];
     // (files, threads, headers walked per rank and epoch). 12 files give each rank 6, dealt evenly
     // to 2 or 3 threads. 10 give each rank 5: thread 0 holds 3 files (24 records) and thread 1
@@ -400,6 +403,21 @@ fn tfrecord_files_are_each_streamed_by_one_reader_thread() {
         assert_eq!(total_walked, epochs * ranks * walked, "{context}");
         let (code, audit, ran) = audit(&tmp.path, &out);
         assert_eq!(code, Some(0), "{audit}\n{}", ran.context());
+
+        if walked == 0 {
+            let buffered = tmp.join(format!("out-{files}-{threads}-buffered"));
+            let words = with(
+                &traced_words(&data, &buffered, &shape, &[]),
+                &tfrecord[..tfrecord.len() - 1],
+            );
+            run_quiet(&tmp.path, ranks as usize, &words).ok();
+            let report = read_json(&buffered.join("report.json"));
+            for epoch in 0..epochs {
+                let e = at(&report, &format!("/epochs/{epoch}"));
+                let bytes = at(e, "/bytes_read").as_u64().unwrap();
+                assert_eq!(bytes, files * size(0), "{context}, buffered");
+            }
+        }
     }
 }
 

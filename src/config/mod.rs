@@ -257,7 +257,15 @@ pub struct ReaderConfig {
     pub page_cache: PageCache,
     /// dlio-rs's own key: decode JPEG/PNG samples as PIL does (True), or only read them.
     pub decode_images: bool,
+    /// The read buffer of TensorFlow's TFRecord stream, which DLIO passes as its `buffer_size`
+    /// (TensorFlow's 256 KiB when unset; 0 reads unbuffered).
+    pub transfer_size: u64,
 }
+
+/// TensorFlow's TFRecord read buffer when none is given (`_DEFAULT_READER_BUFFER_SIZE_BYTES`).
+pub const TENSORFLOW_READ_BUFFER: u64 = 256 * 1024;
+/// The largest `reader.transfer_size` taken: each reader thread holds one such buffer.
+const MAX_TRANSFER_SIZE: u64 = 1 << 30;
 
 #[derive(Debug, Clone)]
 pub struct TrainConfig {
@@ -484,13 +492,23 @@ fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
     })
 }
 
+fn transfer_size(f: &mut Fields) -> u64 {
+    let key = "reader.transfer_size";
+    let size = f.count(key, TENSORFLOW_READ_BUFFER, 0);
+    if size > MAX_TRANSFER_SIZE {
+        let what = format!("at most {MAX_TRANSFER_SIZE} bytes (1 GiB), a buffer per reader thread");
+        f.fail(key, &Value::Int(size as i64), &what);
+        return TENSORFLOW_READ_BUFFER;
+    }
+    size
+}
+
 /// Keys DLIO (or its MLPerf fork) has that dlio-rs reads but does not act on; documented in docs/.
 const ACCEPTED_SECTIONS: &[&str] = &[
     "storage.storage_options",
     "dataset.record_length_bytes_resize",
     "dataset.num_files_generated",
     "dataset.total_disk_bytes",
-    "reader.transfer_size",
     "reader.pin_memory",
     "reader.multiprocessing_context",
     "reader.transformed_record_dims",
@@ -592,6 +610,7 @@ impl Config {
                 || storage.storage_type == StorageType::DirectFs,
             page_cache: f.choice("reader.page_cache", PageCache::Keep),
             decode_images: f.bool("reader.decode_images", true),
+            transfer_size: transfer_size(&mut f),
         };
         let train = TrainConfig {
             epochs: f.count("train.epochs", 1, 1),

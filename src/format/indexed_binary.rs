@@ -33,6 +33,9 @@ const INDEX_PAGE: u64 = IoBuffer::ALIGNMENT as u64;
 pub struct IndexedBinary {
     /// Read through a memory mapping (Megatron) rather than with read calls.
     pub mapped: bool,
+    /// Entries of each index file (`dataset.num_samples_per_file`): what DLIO's reader reads of
+    /// it, so that the reader needs no look-up of the index's size.
+    pub samples_per_file: u64,
 }
 
 impl FileFormat for IndexedBinary {
@@ -62,8 +65,8 @@ impl FileFormat for IndexedBinary {
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(IndexedBinaryReader {
             mapped: self.mapped,
-            offsets: IndexPage::default(),
-            sizes: IndexPage::default(),
+            offsets: IndexPage::new(self.samples_per_file),
+            sizes: IndexPage::new(self.samples_per_file),
         })
     }
 
@@ -80,14 +83,24 @@ impl FileFormat for IndexedBinary {
 const WHOLE_INDEX_BYTES: u64 = 8 << 20;
 
 /// The part of one index file a reader read last: all of it, or the page in use.
-#[derive(Default)]
 struct IndexPage {
+    /// Entries the index holds (DLIO reads that many).
+    index_entries: u64,
     key: String,
     first_entry: u64,
     entries: Vec<u64>,
 }
 
 impl IndexPage {
+    fn new(index_entries: u64) -> IndexPage {
+        IndexPage {
+            index_entries,
+            key: String::new(),
+            first_entry: 0,
+            entries: Vec::new(),
+        }
+    }
+
     fn holds(&self, key: &str, suffix: &str, entry: u64) -> bool {
         self.key.len() == key.len() + suffix.len()
             && self.key.starts_with(key)
@@ -117,7 +130,7 @@ impl IndexPage {
                     storage.describe(&self.key)
                 ))
             };
-            let index_bytes = storage.size(&self.key).map_err(failed)?;
+            let index_bytes = self.index_entries.saturating_mul(ENTRY);
             let (first_entry, len) = if index_bytes <= WHOLE_INDEX_BYTES {
                 (0, index_bytes)
             } else {
@@ -187,6 +200,11 @@ impl SampleReader for IndexedBinaryReader {
             bytes: offset_cost + size_cost + data_cost,
         })
     }
+
+    fn put_down(&mut self) {
+        self.offsets.key.clear();
+        self.sizes.key.clear();
+    }
 }
 
 fn sample_error(error: Error, sample: u64) -> Error {
@@ -243,9 +261,12 @@ mod tests {
 
     fn write(storage: &LocalFs, key: &str, shape: &FileShape) -> Encoded<'static> {
         let mut encoded = Encoded::default();
-        IndexedBinary { mapped: false }
-            .encode(key, shape, &mut SmallRng::seed_from_u64(1), &mut encoded)
-            .unwrap();
+        IndexedBinary {
+            mapped: false,
+            samples_per_file: *shape.dims.last().unwrap(),
+        }
+        .encode(key, shape, &mut SmallRng::seed_from_u64(1), &mut encoded)
+        .unwrap();
         storage.put(key, &encoded.data).unwrap();
         for side in encoded.side_files() {
             storage.put(&side.key, &side.bytes).unwrap();
@@ -269,7 +290,10 @@ mod tests {
         assert_eq!(&sides[0].bytes[8 * 7..8 * 8], &2100u64.to_le_bytes());
         assert_eq!(&sides[1].bytes[8 * 7..8 * 8], &300u64.to_le_bytes());
         for mapped in [false, true] {
-            let format = IndexedBinary { mapped };
+            let format = IndexedBinary {
+                mapped,
+                samples_per_file: 1000,
+            };
             let mut reader = format.reader();
             let mut buf = ReadBuffer::default();
             let mut costs = Vec::new();
@@ -303,7 +327,11 @@ mod tests {
             element: ElementType::Uint8,
         };
         write(&storage, "big.indexed_binary", &shape);
-        let mut reader = IndexedBinary { mapped: false }.reader();
+        let format = IndexedBinary {
+            mapped: false,
+            samples_per_file: samples,
+        };
+        let mut reader = format.reader();
         let mut buf = ReadBuffer::default();
         let mut costs = Vec::new();
         for sample in [0, 511, 512, samples - 1] {
@@ -337,7 +365,10 @@ mod tests {
         );
         let mut buf = ReadBuffer::default();
         for mapped in [false, true] {
-            let format = IndexedBinary { mapped };
+            let format = IndexedBinary {
+                mapped,
+                samples_per_file: 8,
+            };
             let read = format
                 .reader()
                 .read_sample(&direct, "t.indexed_binary", 3, &mut buf)
@@ -361,11 +392,14 @@ mod tests {
                 .unwrap();
             let last = 7;
             for mapped in [false, true] {
-                let error = IndexedBinary { mapped }
-                    .reader()
-                    .read_sample(&storage, "t.indexed_binary", last, &mut buf)
-                    .unwrap_err()
-                    .to_string();
+                let error = IndexedBinary {
+                    mapped,
+                    samples_per_file: 8,
+                }
+                .reader()
+                .read_sample(&storage, "t.indexed_binary", last, &mut buf)
+                .unwrap_err()
+                .to_string();
                 assert!(
                     error.contains("t.indexed_binary") && error.contains("sample 7"),
                     "{error}"

@@ -262,6 +262,11 @@ pub trait SampleReader: Send {
         sample: u64,
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead>;
+
+    /// The reader thread moves off the file it read last (or its phase ends): whatever the
+    /// reader kept of it (a stream's place and buffer, parsed metadata) goes, as a framework
+    /// closing the file forgets it, so that coming back to the file reads it again.
+    fn put_down(&mut self) {}
 }
 
 /// The reader and writer of the configured format. With `verify`, readers also check the
@@ -295,10 +300,15 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
                 other => return Err(unsupported_compression(Format::Npz, other, "none, zip")),
             },
         })),
-        Format::IndexedBinary => Ok(Box::new(IndexedBinary { mapped: false })),
-        Format::MmapIndexedBinary => Ok(Box::new(IndexedBinary { mapped: true })),
+        Format::IndexedBinary | Format::MmapIndexedBinary => Ok(Box::new(IndexedBinary {
+            mapped: dataset.format == Format::MmapIndexedBinary,
+            samples_per_file: dataset.num_samples_per_file,
+        })),
         Format::Synthetic => Ok(Box::new(Synthetic)),
-        Format::Tfrecord => Ok(Box::new(TfRecord { verify })),
+        Format::Tfrecord => Ok(Box::new(TfRecord {
+            verify,
+            buffer_size: config.reader.transfer_size as usize,
+        })),
         Format::Csv => Ok(Box::new(Csv { verify })),
         Format::Png => Ok(Box::new(Png {
             decode: config.reader.decode_images,

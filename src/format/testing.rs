@@ -2,6 +2,7 @@
 //! through the page cache and with O_DIRECT (which wants aligned offsets, lengths and buffers, so
 //! a reader that works one way can fail the other).
 
+use std::io;
 use std::path::PathBuf;
 
 use rand::rngs::SmallRng;
@@ -9,7 +10,10 @@ use rand::SeedableRng;
 
 use super::{Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
-use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage};
+use crate::storage::{
+    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectReader,
+    ObjectWriter, RangeRead, Storage,
+};
 
 /// The file `format` writes at `key` for `shape`, its noise drawn from `seed`.
 pub(crate) fn encode(
@@ -82,4 +86,133 @@ pub(crate) fn assert_reads_whole_file(
         storage.describe(key)
     );
     assert_eq!(buf.bytes.as_slice(), file, "{}", storage.describe(key));
+}
+
+/// One request a reader made of the storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// `read_range`: the key, the offset and length asked for, the bytes the storage moved.
+    Range {
+        key: String,
+        offset: u64,
+        len: usize,
+        fetched: u64,
+    },
+    /// `read_all` of the key, and the bytes moved.
+    Whole { key: String, fetched: u64 },
+    /// `size` of the key (a metadata look-up).
+    Size { key: String },
+    /// `map_range` of the key.
+    Map { key: String },
+}
+
+/// A storage that records the requests reads make of the storage it wraps, so that tests can
+/// assert what a sample costs: how many requests, where and how large.
+pub(crate) struct Counting<'a> {
+    inner: &'a dyn Storage,
+    log: std::sync::Mutex<Vec<Request>>,
+}
+
+impl<'a> Counting<'a> {
+    pub(crate) fn new(inner: &'a dyn Storage) -> Counting<'a> {
+        Counting {
+            inner,
+            log: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The requests made since the last call.
+    pub(crate) fn take(&self) -> Vec<Request> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    fn record(&self, request: Request) {
+        self.log.lock().unwrap().push(request);
+    }
+}
+
+impl Storage for Counting<'_> {
+    fn describe(&self, key: &str) -> String {
+        self.inner.describe(key)
+    }
+
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
+        let read = self.inner.read_all(key, buf)?;
+        self.record(Request::Whole {
+            key: key.to_string(),
+            fetched: read.fetched,
+        });
+        Ok(read)
+    }
+
+    fn read_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead> {
+        let read = self.inner.read_range(key, offset, len, buf)?;
+        self.record(Request::Range {
+            key: key.to_string(),
+            offset,
+            len,
+            fetched: read.fetched,
+        });
+        Ok(read)
+    }
+
+    fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {
+        self.record(Request::Map {
+            key: key.to_string(),
+        });
+        self.inner.map_range(key, offset, len)
+    }
+
+    fn hold(&self, key: &str) {
+        self.inner.hold(key)
+    }
+
+    fn release(&self, key: &str) -> io::Result<()> {
+        self.inner.release(key)
+    }
+
+    fn size(&self, key: &str) -> io::Result<u64> {
+        self.record(Request::Size {
+            key: key.to_string(),
+        });
+        self.inner.size(key)
+    }
+
+    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
+        self.inner.create(key)
+    }
+
+    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
+        self.inner.open_sequential(key)
+    }
+
+    fn evict(&self, key: &str) -> io::Result<()> {
+        self.inner.evict(key)
+    }
+
+    fn exists(&self, key: &str) -> io::Result<bool> {
+        self.inner.exists(key)
+    }
+
+    fn delete(&self, key: &str) -> io::Result<bool> {
+        self.inner.delete(key)
+    }
+
+    fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
+        self.inner.list_dir(prefix, each)
+    }
+
+    fn accounting(&self) -> Accounting {
+        self.inner.accounting()
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
 }

@@ -12,14 +12,20 @@
 //! `index/{train|valid}/{file name}.idx`, one `"{offset} {length}\n"` line per record, the length
 //! counting the 16 framing bytes.
 //!
-//! Reading emulates `tf.data.TFRecordDataset`: a file is a stream, read record after record (12
-//! header bytes, then payload and CRC), and the reader thread keeps its place in it. A sample
-//! that is not the next record of the stream in hand is found the only way a stream allows: by
-//! hopping over record headers from the current place (when it lies ahead in the same file) or
-//! from the start of the file, every hop a real read. The epoch plan hands each rank whole files
-//! and deals them to its reader threads, each file streamed by one thread from its first record
-//! (`plan::Lanes`), so nearly every read is the sequential one: 16 + payload bytes per sample.
-//! The index is written for DALI's sake; TensorFlow never reads it, and neither does this reader.
+//! Reading emulates `tf.data.TFRecordDataset`: a file is a stream, read record after record, and
+//! the reader thread keeps its place in it. As TensorFlow's `RecordReader` over a
+//! `BufferedInputStream`, the stream reads the file in requests of `buffer_size` bytes (256 KiB
+//! unless `reader.transfer_size` says otherwise, as DLIO passes it), each starting where the last
+//! one ended, and parses records out of them: a file of F bytes costs ceil(F / buffer_size)
+//! sequential requests, whole blocks with O_DIRECT since every request but a hop's starts at a
+//! multiple of the buffer. With `reader.transfer_size: 0` it reads unbuffered, as TensorFlow
+//! then does: one request for a record's 12 header bytes, one for its payload and CRC. A sample
+//! that is not the next record is found the only way a stream allows: by hopping over records
+//! from the current place (when it lies ahead in the same file) or from the start of the file,
+//! reading each header and skipping each payload. The epoch plan hands each rank whole files and
+//! deals them to its reader threads, each file streamed by one thread from its first record
+//! (`plan::Lanes`), so the stream nearly always just goes on. The index is written for DALI's
+//! sake; TensorFlow never reads it, and neither does this reader.
 
 use crc32c::{crc32c, crc32c_append};
 use rand::rngs::SmallRng;
@@ -27,7 +33,7 @@ use rand::rngs::SmallRng;
 use super::{cannot_read, corrupt, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
+use crate::storage::{IoBuffer, RangeRead, Storage};
 
 /// Length (8 bytes) and its CRC (4).
 const HEADER: usize = 12;
@@ -40,6 +46,9 @@ pub struct TfRecord {
     /// too; left off, only the length CRCs (cheap, and what finds the records) are checked, so
     /// that the CPU does not stand between storage and the measurement.
     pub verify: bool,
+    /// The stream's read buffer (`tf.data.TFRecordDataset`'s `buffer_size`, which DLIO sets to
+    /// `reader.transfer_size`); 0 reads unbuffered.
+    pub buffer_size: usize,
 }
 
 /// TFRecord's CRC masking, so that a CRC stored inside checksummed data does not checksum to a
@@ -324,9 +333,11 @@ impl FileFormat for TfRecord {
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(StreamReader {
             verify: self.verify,
-            cursor_key: String::new(),
-            cursor_record: 0,
-            cursor_offset: 0,
+            buffer_size: self.buffer_size,
+            place: None,
+            chunk: IoBuffer::new(),
+            window: RangeRead::default(),
+            record: Vec::new(),
         })
     }
 
@@ -335,59 +346,210 @@ impl FileFormat for TfRecord {
     }
 }
 
-/// One reader thread's stream: the file in hand (`cursor_key`, empty for none), the number of its
-/// next record and where that record starts.
+/// One reader thread's stream over the file in hand, read as TensorFlow's `RecordReader` reads it:
+/// through a buffer of `buffer_size` bytes refilled by one request at the place where the last one
+/// ended, records parsed out of it; with `buffer_size` 0, unbuffered, one request for a record's
+/// header and one for its payload and CRC.
 struct StreamReader {
     verify: bool,
-    cursor_key: String,
-    cursor_record: u64,
-    cursor_offset: u64,
+    buffer_size: usize,
+    /// The file in hand and the stream's place in it; None when no file is (then the next read
+    /// opens one from its start).
+    place: Option<Place>,
+    /// The bytes of the last request: the file from `Place::window_start`, `window` in it.
+    chunk: IoBuffer,
+    window: RangeRead,
+    /// A record's payload and CRC gathered whole, when `verify` checks them.
+    record: Vec<u8>,
 }
 
+/// Where a stream is in its file.
+struct Place {
+    key: String,
+    /// The number of the next record, and where it starts.
+    record: u64,
+    position: u64,
+    /// The file offset of the first byte of the window (the bytes in hand).
+    window_start: u64,
+}
+
+/// Where [`StreamReader::take`] hands the bytes it consumes, when they are wanted.
+type Sink<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// Why [`StreamReader::take`] stopped short: the file ended after this many of the bytes asked for.
+struct EndedAfter(u64);
+
 impl StreamReader {
-    /// Reads the header of record `record` at `offset` and checks its CRC; returns the payload's
-    /// length and the bytes fetched. `sample` is the record sought, for the message when the file
-    /// ends first.
-    fn header(
+    /// Bytes of the file in hand from the stream's place.
+    fn in_hand(&self, place: &Place) -> &[u8] {
+        let window = self.window.bytes(&self.chunk);
+        let consumed = (place.position - place.window_start) as usize;
+        &window[consumed.min(window.len())..]
+    }
+
+    /// Consumes the next `len` bytes of the stream, handing them to `sink` in pieces (when it
+    /// wants them), refilling the buffer as it empties; adds the bytes fetched to `fetched`.
+    fn take(
+        &mut self,
         storage: &dyn Storage,
-        key: &str,
-        record: u64,
-        offset: u64,
-        sample: u64,
-        buf: &mut ReadBuffer,
-    ) -> Result<(u64, u64)> {
-        let read = storage
-            .read_range(key, offset, HEADER, &mut buf.bytes)
-            .map_err(|e| cannot_read(storage, key, e))?;
-        let header = read.bytes(&buf.bytes);
-        if header.is_empty() {
-            return Err(corrupt(
-                storage,
-                key,
-                format!("record {sample} is missing: the file ends after {record} records"),
-            ));
+        place: &mut Place,
+        len: u64,
+        fetched: &mut u64,
+        mut sink: Option<Sink>,
+    ) -> Result<std::result::Result<(), EndedAfter>> {
+        let mut left = len;
+        while left > 0 {
+            let in_hand = self.in_hand(place);
+            if in_hand.is_empty() {
+                // An unbuffered stream asks for exactly what it needs, a buffered one for a whole
+                // buffer from where the last request ended.
+                let ask = if self.buffer_size == 0 {
+                    usize::try_from(left).unwrap_or(usize::MAX)
+                } else {
+                    self.buffer_size
+                };
+                self.window = storage
+                    .read_range(&place.key, place.position, ask, &mut self.chunk)
+                    .map_err(|e| cannot_read(storage, &place.key, e))?;
+                place.window_start = place.position;
+                *fetched += self.window.fetched;
+                if self.window.len == 0 {
+                    return Ok(Err(EndedAfter(len - left)));
+                }
+                continue;
+            }
+            let piece = &in_hand[..in_hand
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX))];
+            if let Some(sink) = sink.as_mut() {
+                sink(piece);
+            }
+            let taken = piece.len() as u64;
+            place.position += taken;
+            left -= taken;
         }
-        let Ok(header) = <[u8; HEADER]>::try_from(header) else {
-            return Err(corrupt(
-                storage,
-                key,
-                format!(
-                    "record {record}: truncated header, the file ends {} bytes into its {HEADER}",
-                    header.len()
-                ),
-            ));
+        Ok(Ok(()))
+    }
+
+    /// Moves the stream's place `len` bytes on without reading them, as `SkipNBytes` does: within
+    /// the buffer, or past it (the next read starts there).
+    fn skip(&self, place: &mut Place, len: u64) {
+        place.position += len;
+    }
+
+    /// Reads the next record's header and checks its CRC; returns the payload's length. `sample`
+    /// is the record sought, for the message when the file ends first.
+    fn header(
+        &mut self,
+        storage: &dyn Storage,
+        place: &mut Place,
+        sample: u64,
+        fetched: &mut u64,
+    ) -> Result<u64> {
+        let (record, offset) = (place.record, place.position);
+        let mut header = [0u8; HEADER];
+        let mut got = 0;
+        let mut gather = |piece: &[u8]| {
+            header[got..got + piece.len()].copy_from_slice(piece);
+            got += piece.len();
         };
+        match self.take(storage, place, HEADER as u64, fetched, Some(&mut gather))? {
+            Ok(()) => {}
+            Err(EndedAfter(0)) => {
+                return Err(corrupt(
+                    storage,
+                    &place.key,
+                    format!("record {sample} is missing: the file ends after {record} records"),
+                ))
+            }
+            Err(EndedAfter(part)) => {
+                return Err(corrupt(
+                    storage,
+                    &place.key,
+                    format!(
+                        "record {record}: truncated header, the file ends {part} bytes into its \
+                         {HEADER}"
+                    ),
+                ))
+            }
+        }
         let (length, crc) = header.split_at(8);
         if masked_crc(length).to_le_bytes() != crc {
             return Err(corrupt(
                 storage,
-                key,
+                &place.key,
                 format!("record {record} at offset {offset}: the CRC of its length does not match"),
             ));
         }
         let mut len = [0; 8];
         len.copy_from_slice(length);
-        Ok((u64::from_le_bytes(len), read.fetched))
+        Ok(u64::from_le_bytes(len))
+    }
+
+    fn read_record(
+        &mut self,
+        storage: &dyn Storage,
+        place: &mut Place,
+        sample: u64,
+    ) -> Result<SampleRead> {
+        let mut fetched = 0;
+        loop {
+            let (record, offset) = (place.record, place.position);
+            let len = self.header(storage, place, sample, &mut fetched)?;
+            let body = len
+                .checked_add(4)
+                .filter(|_| offset.checked_add(len + FRAMING).is_some());
+            let Some(body) = body else {
+                return Err(corrupt(
+                    storage,
+                    &place.key,
+                    format!("record {record}: impossible length {len}"),
+                ));
+            };
+            if record < sample {
+                self.skip(place, body);
+                place.record += 1;
+                continue;
+            }
+            let mut record_bytes = std::mem::take(&mut self.record);
+            record_bytes.clear();
+            let mut keep = |piece: &[u8]| record_bytes.extend_from_slice(piece);
+            let sink: Option<Sink> =
+                if self.verify { Some(&mut keep) } else { None };
+            let taken = self.take(storage, place, body, &mut fetched, sink)?;
+            self.record = record_bytes;
+            if let Err(EndedAfter(got)) = taken {
+                let at = offset + HEADER as u64;
+                return Err(corrupt(
+                    storage,
+                    &place.key,
+                    format!(
+                        "record {record} at offset {offset} runs past the end of the file: its \
+                         payload and CRC need {body} bytes at offset {at}, only {got} remain"
+                    ),
+                ));
+            }
+            if self.verify {
+                let (payload, crc) = self.record.split_at(self.record.len() - 4);
+                if masked_crc(payload).to_le_bytes() != crc {
+                    return Err(corrupt(
+                        storage,
+                        &place.key,
+                        format!(
+                            "record {record} at offset {offset}: the payload's CRC does not match"
+                        ),
+                    ));
+                }
+                parse_example(payload).map_err(|why| {
+                    corrupt(storage, &place.key, format!("record {record}: {why}"))
+                })?;
+            }
+            place.record += 1;
+            return Ok(SampleRead {
+                offset,
+                bytes: fetched,
+            });
+        }
     }
 }
 
@@ -397,71 +559,34 @@ impl SampleReader for StreamReader {
         storage: &dyn Storage,
         key: &str,
         sample: u64,
-        buf: &mut ReadBuffer,
+        _buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
-        let (mut record, mut offset) = if self.cursor_key == key && self.cursor_record <= sample {
-            (self.cursor_record, self.cursor_offset)
-        } else {
-            (0, 0)
-        };
-        // Forgotten until this read succeeds: after an error the stream's place is unknown.
-        self.cursor_key.clear();
-        let impossible = |record: u64, len: u64| {
-            corrupt(
-                storage,
-                key,
-                format!("record {record}: impossible length {len}"),
-            )
-        };
-        let mut bytes = 0;
-        loop {
-            let (len, fetched) = Self::header(storage, key, record, offset, sample, buf)?;
-            bytes += fetched;
-            let next = len
-                .checked_add(FRAMING)
-                .and_then(|l| offset.checked_add(l))
-                .ok_or_else(|| impossible(record, len))?;
-            if record < sample {
-                record += 1;
-                offset = next;
-                continue;
-            }
-            let want = usize::try_from(len + 4).map_err(|_| impossible(record, len))?;
-            let at = offset + HEADER as u64;
-            let read = storage
-                .read_range(key, at, want, &mut buf.bytes)
-                .map_err(|e| cannot_read(storage, key, e))?;
-            if read.len < want {
-                return Err(corrupt(
-                    storage,
-                    key,
-                    format!(
-                        "record {record} at offset {offset} runs past the end of the file: its \
-                         payload and CRC need {want} bytes at offset {at}, only {} remain",
-                        read.len
-                    ),
-                ));
-            }
-            bytes += read.fetched;
-            if self.verify {
-                let (payload, crc) = read.bytes(&buf.bytes).split_at(want - 4);
-                if masked_crc(payload).to_le_bytes() != crc {
-                    return Err(corrupt(
-                        storage,
-                        key,
-                        format!(
-                            "record {record} at offset {offset}: the payload's CRC does not match"
-                        ),
-                    ));
+        // A stream only goes forward: a record behind it, or in another file, means opening the
+        // file anew from its start.
+        let mut place = match self.place.take() {
+            Some(place) if place.key == key && place.record <= sample => place,
+            other => {
+                let mut key_buf = other.map(|p| p.key).unwrap_or_default();
+                key_buf.clear();
+                key_buf.push_str(key);
+                self.window = RangeRead::default();
+                Place {
+                    key: key_buf,
+                    record: 0,
+                    position: 0,
+                    window_start: 0,
                 }
-                parse_example(payload)
-                    .map_err(|why| corrupt(storage, key, format!("record {record}: {why}")))?;
             }
-            self.cursor_key.push_str(key);
-            self.cursor_record = record + 1;
-            self.cursor_offset = next;
-            return Ok(SampleRead { offset, bytes });
-        }
+        };
+        let read = self.read_record(storage, &mut place, sample)?;
+        // Kept only after a good read: after an error the stream's place is unknown.
+        self.place = Some(place);
+        Ok(read)
+    }
+
+    fn put_down(&mut self) {
+        self.place = None;
+        self.window = RangeRead::default();
     }
 }
 
@@ -470,8 +595,9 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::config::ElementType;
-    use crate::storage::{scratch_dir, LocalFs, LocalOptions};
+    use crate::config::{ElementType, TENSORFLOW_READ_BUFFER};
+    use crate::format::testing::{Counting, Request, Scratch};
+    use crate::storage::{scratch_dir, LocalFs};
 
     const KEY: &str = "train/3/img_1_of_8.tfrecord";
 
@@ -484,9 +610,12 @@ mod tests {
 
     fn encode(shape: &FileShape) -> Encoded<'static> {
         let mut out = Encoded::default();
-        TfRecord { verify: true }
-            .encode(KEY, shape, &mut SmallRng::seed_from_u64(9), &mut out)
-            .unwrap();
+        TfRecord {
+            verify: true,
+            buffer_size: 0,
+        }
+        .encode(KEY, shape, &mut SmallRng::seed_from_u64(9), &mut out)
+        .unwrap();
         out
     }
 
@@ -586,42 +715,59 @@ mod tests {
         assert!(parse_example(&[0x08; 12]).is_err());
     }
 
-    fn direct(dir: &std::path::Path) -> LocalFs {
-        LocalFs::with_options(
-            dir,
-            LocalOptions {
-                odirect: true,
-                evict_after_read: false,
-            },
-        )
+    /// The requests' (offset, length asked, bytes moved), in order.
+    fn ranges(requests: Vec<Request>) -> Vec<(u64, usize, u64)> {
+        requests
+            .into_iter()
+            .map(|request| match request {
+                Request::Range {
+                    offset,
+                    len,
+                    fetched,
+                    ..
+                } => (offset, len, fetched),
+                other => panic!("a stream makes range reads only, not {other:?}"),
+            })
+            .collect()
     }
 
     #[test]
-    fn streams_records_and_hops_headers_to_reach_others() {
+    fn unbuffered_streams_read_a_header_and_a_record_and_hop_headers_to_reach_others() {
         let shape = shape(&[40, 50, 5], ElementType::Uint8);
         let out = encode(&shape);
         let payload = records(&out.data)[0].1.len() as u64;
         let record = payload + 16;
-        let dir = scratch_dir("tfrecord-stream");
-        let storage = LocalFs::new(&dir);
-        storage.put(KEY, &out.data).unwrap();
-        storage.put("train/other.tfrecord", &out.data).unwrap();
+        let scratch = Scratch::new("tfrecord-unbuffered");
+        let storage = Counting::new(&scratch.buffered);
+        scratch.buffered.put(KEY, &out.data).unwrap();
+        scratch
+            .buffered
+            .put("train/other.tfrecord", &out.data)
+            .unwrap();
         let mut buf = ReadBuffer::default();
         for verify in [false, true] {
-            let format = TfRecord { verify };
+            let format = TfRecord {
+                verify,
+                buffer_size: 0,
+            };
             let mut reader = format.reader();
-            let mut read =
-                |key: &str, sample| reader.read_sample(&storage, key, sample, &mut buf).unwrap();
             for k in 0..5 {
+                let read = reader.read_sample(&storage, KEY, k, &mut buf).unwrap();
                 assert_eq!(
-                    read(KEY, k),
+                    read,
                     SampleRead {
                         offset: k * record,
                         bytes: record
                     }
                 );
+                // TensorFlow's RecordReader without a buffer: the header, then payload and CRC.
+                let at = k * record;
+                assert_eq!(
+                    ranges(storage.take()),
+                    [(at, 12, 12), (at + 12, payload as usize + 4, payload + 4)]
+                );
             }
-            // A fresh stream skipping ahead pays a header per record skipped.
+            // A fresh stream skipping ahead reads a header per record skipped.
             let mut reader = format.reader();
             let mut read =
                 |key: &str, sample| reader.read_sample(&storage, key, sample, &mut buf).unwrap();
@@ -648,25 +794,106 @@ mod tests {
                 past.contains("record 5 is missing") && past.contains(KEY),
                 "{past}"
             );
+            storage.take();
         }
+        scratch.remove();
+    }
 
-        // O_DIRECT moves whole blocks; with verify, any misplaced byte would fail the CRC.
-        let direct = direct(&dir);
-        let mut reader = TfRecord { verify: true }.reader();
-        for k in 0..5 {
-            let read = reader.read_sample(&direct, KEY, k, &mut buf).unwrap();
-            assert_eq!(read.offset, k * record);
-            assert!(
-                read.bytes > record && read.bytes <= record + 3 * 4096,
-                "{read:?}"
-            );
+    #[test]
+    fn buffered_streams_read_the_file_in_whole_buffers_from_its_start() {
+        // 110 KiB records, as resnet50's; a 256 KiB buffer (TensorFlow's) and a small one.
+        let shape = shape(&[110 * 1024, 1, 9], ElementType::Uint8);
+        let out = encode(&shape);
+        let size = out.data.len() as u64;
+        let found = records(&out.data);
+        let scratch = Scratch::new("tfrecord-buffered");
+        scratch.buffered.put(KEY, &out.data).unwrap();
+        for (storage, unit) in scratch.both() {
+            let storage = Counting::new(storage);
+            for buffer_size in [TENSORFLOW_READ_BUFFER as usize, 12 * 1024] {
+                for verify in [false, true] {
+                    let format = TfRecord {
+                        verify,
+                        buffer_size,
+                    };
+                    let mut reader = format.reader();
+                    let mut buf = ReadBuffer::default();
+                    let mut total = 0;
+                    for (k, (offset, _)) in found.iter().enumerate() {
+                        let read = reader
+                            .read_sample(&storage, KEY, k as u64, &mut buf)
+                            .unwrap();
+                        assert_eq!(read.offset, *offset as u64);
+                        total += read.bytes;
+                    }
+                    // ceil(size / buffer) requests of a whole buffer, each where the last ended;
+                    // the file's bytes moved once (whole blocks with O_DIRECT).
+                    let requests = ranges(storage.take());
+                    let expected: Vec<(u64, usize, u64)> = (0..size.div_ceil(buffer_size as u64))
+                        .map(|n| {
+                            let at = n * buffer_size as u64;
+                            let moved = (size - at).min(buffer_size as u64);
+                            (at, buffer_size, moved.next_multiple_of(unit))
+                        })
+                        .collect();
+                    assert_eq!(requests, expected, "buffer {buffer_size}, unit {unit}");
+                    assert_eq!(total, size.next_multiple_of(unit));
+                    let past = reader
+                        .read_sample(&storage, KEY, found.len() as u64, &mut buf)
+                        .unwrap_err()
+                        .to_string();
+                    assert!(past.contains("is missing"), "{past}");
+                    storage.take();
+                }
+            }
         }
-        std::fs::remove_dir_all(dir).unwrap();
+        scratch.remove();
+    }
+
+    #[test]
+    fn a_buffered_stream_hops_within_its_buffer_and_starts_over_when_put_down() {
+        let shape = shape(&[3000, 1, 8], ElementType::Uint8);
+        let out = encode(&shape);
+        let record = records(&out.data)[1].0 as u64;
+        let scratch = Scratch::new("tfrecord-hops");
+        scratch.buffered.put(KEY, &out.data).unwrap();
+        let storage = Counting::new(&scratch.direct);
+        let buffer_size = 8192;
+        let format = TfRecord {
+            verify: true,
+            buffer_size,
+        };
+        let mut reader = format.reader();
+        let mut buf = ReadBuffer::default();
+        // Record 5 by a fresh stream: records 0-4 are hopped, their payloads skipped unread where
+        // the buffer does not hold them; every byte checked by its CRC on the way.
+        let read = reader.read_sample(&storage, KEY, 5, &mut buf).unwrap();
+        assert_eq!(read.offset, 5 * record);
+        // The buffer ends inside record 2: its payload's rest is skipped, and the next request
+        // starts at record 3's header, not where the buffer ended.
+        let hops: Vec<u64> = ranges(storage.take()).iter().map(|r| r.0).collect();
+        assert_eq!(hops, [0, 3 * record, 3 * record + buffer_size as u64]);
+        // Record 6 follows on; then the thread puts the file down, and record 7 opens it anew.
+        reader.read_sample(&storage, KEY, 6, &mut buf).unwrap();
+        storage.take();
+        reader.put_down();
+        let read = reader.read_sample(&storage, KEY, 7, &mut buf).unwrap();
+        assert_eq!(read.offset, 7 * record);
+        assert_eq!(ranges(storage.take())[0].0, 0);
+        scratch.remove();
     }
 
     /// Reads every sample in order; the first error, if any.
-    fn read_all(storage: &dyn Storage, verify: bool, samples: u64) -> Option<String> {
-        let format = TfRecord { verify };
+    fn read_all(
+        storage: &dyn Storage,
+        verify: bool,
+        buffer_size: usize,
+        samples: u64,
+    ) -> Option<String> {
+        let format = TfRecord {
+            verify,
+            buffer_size,
+        };
         let mut reader = format.reader();
         let mut buf = ReadBuffer::default();
         (0..samples).find_map(|k| {
@@ -684,21 +911,21 @@ mod tests {
         let record = file.len() / 3;
         let dir = scratch_dir("tfrecord-corrupt");
         let storage = LocalFs::new(&dir);
-        let missing = read_all(&storage, true, 1).unwrap();
+        let missing = read_all(&storage, true, 0, 1).unwrap();
         assert!(
             missing.contains("cannot read") && missing.contains(KEY),
             "{missing}"
         );
         for len in 0..file.len() {
             storage.put(KEY, &file[..len]).unwrap();
-            for verify in [false, true] {
-                let error = read_all(&storage, verify, 3)
+            for (verify, buffer_size) in [(false, 0), (true, 0), (false, 64), (true, 64)] {
+                let error = read_all(&storage, verify, buffer_size, 3)
                     .unwrap_or_else(|| panic!("cut at {len} read without error"));
                 assert!(error.contains(KEY), "{error}");
                 let broken = len / record;
                 assert!(
                     error.contains(&format!("record {broken}")),
-                    "cut at {len}: {error}"
+                    "cut at {len}, buffer {buffer_size}: {error}"
                 );
             }
         }
@@ -712,14 +939,17 @@ mod tests {
             let mut bad = file.clone();
             bad[at] ^= 0x40;
             storage.put(KEY, &bad).unwrap();
-            let error = read_all(&storage, true, 3).unwrap();
-            let broken = at / record;
-            assert!(
-                error.contains(KEY) && error.contains(&format!("record {broken}")),
-                "{error}"
-            );
-            assert!(error.contains("CRC"), "{error}");
-            assert_eq!(read_all(&storage, false, 3).is_some(), always, "byte {at}");
+            for buffer_size in [0, 64, TENSORFLOW_READ_BUFFER as usize] {
+                let error = read_all(&storage, true, buffer_size, 3).unwrap();
+                let broken = at / record;
+                assert!(
+                    error.contains(KEY) && error.contains(&format!("record {broken}")),
+                    "{error}"
+                );
+                assert!(error.contains("CRC"), "{error}");
+                let found = read_all(&storage, false, buffer_size, 3).is_some();
+                assert_eq!(found, always, "byte {at}");
+            }
         }
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -88,6 +88,7 @@ impl ReaderState<'_> {
 
     fn release_file(&mut self, storage: &dyn Storage) -> Result<()> {
         if self.file_in_hand.take().is_some() {
+            self.reader.put_down();
             storage.release(&self.key_in_hand).map_err(|e| {
                 Error::run(format!(
                     "cannot release {} from the page cache: {e}",

@@ -626,7 +626,15 @@ impl Storage for LocalFs {
     }
 
     fn size(&self, key: &str) -> io::Result<u64> {
-        Ok(self.open_for_reading(key, false)?.metadata()?.len())
+        // The file a thread holds was measured when it was opened.
+        let held = HELD.with(|held| match &*held.borrow() {
+            Some(h) if h.storage == self.id && h.key == key => Some(h.geometry.0),
+            _ => None,
+        });
+        match held {
+            Some(size) => Ok(size),
+            None => Ok(self.open_for_reading(key, false)?.metadata()?.len()),
+        }
     }
 
     fn hold(&self, key: &str) {

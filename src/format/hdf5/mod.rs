@@ -264,4 +264,8 @@ impl SampleReader for Hdf5Reader {
         // h5py hands the sample to DLIO, which drops it: so do we.
         self.read_records(storage, key, sample, buf, &mut |_, _| {})
     }
+
+    fn put_down(&mut self) {
+        self.in_hand = None;
+    }
 }

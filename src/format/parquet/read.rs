@@ -377,6 +377,11 @@ impl SampleReader for RowGroupReader<'_> {
         }
         Ok(SampleRead { offset, bytes })
     }
+
+    fn put_down(&mut self) {
+        self.key.clear();
+        self.in_hand = InHand::Nothing;
+    }
 }
 
 /// A schema element, as far as the reader cares.

@@ -66,10 +66,20 @@ struct Shape {
     threads: u64,
     /// The data files' extension (side files are not fio's to read).
     ext: &'static str,
-    /// fio's `--rw`: `read` or `randread`.
-    rw: &'static str,
-    /// fio's request size in bytes (capped by the smallest file).
-    request: u64,
+    /// What fio reads.
+    fio: FioStream,
+}
+
+/// The request stream fio reads.
+#[derive(Clone, Copy)]
+enum FioStream {
+    /// Each reader's files whole, in order, sequentially in requests of this size (capped by the
+    /// smallest file).
+    Files { request: u64 },
+    /// The samples dlio-rs read, each reader thread's in its order: a read of this many bytes at
+    /// each sample's offset, replayed from dlio-rs's read trace (`--read_iolog`), so that both
+    /// read the same offsets in the same order.
+    Samples { bytes: u64 },
 }
 
 /// One measurement: payload MiB/s and CPU seconds (user + system) per GiB read.
@@ -146,13 +156,14 @@ fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
     }
 }
 
-/// Runs fio with `options` then one job per entry of `jobs` (its `--filename` value).
+/// Runs fio with `options` then one job per entry of `jobs` (each the job's own option, such as
+/// `--filename=…`).
 fn fio(options: &[String], jobs: &[String]) -> Sample {
     let mut args = words(&["--group_reporting", "--output-format=json"]);
     args.extend(options.iter().cloned());
-    for (j, files) in jobs.iter().enumerate() {
+    for (j, job) in jobs.iter().enumerate() {
         args.push(format!("--name=reader{j}"));
-        args.push(format!("--filename={files}"));
+        args.push(job.clone());
     }
     let (stdout, cpu) = timed("fio", &args);
     let json: serde_json::Value = serde_json::from_slice(&stdout).expect("fio's JSON");
@@ -165,7 +176,7 @@ fn fio(options: &[String], jobs: &[String]) -> Sample {
 
 /// The shape's data files (names relative to `train/`) dealt to its readers: reader j gets the
 /// files whose index is j modulo the readers, as a fio `--filename` list; and the request size.
-fn fio_jobs(shape: &Shape, train: &Path) -> (Vec<String>, u64) {
+fn fio_file_jobs(shape: &Shape, train: &Path, request: u64) -> (Vec<String>, u64) {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(train)
         .unwrap()
         .map(|e| e.unwrap())
@@ -192,7 +203,58 @@ fn fio_jobs(shape: &Shape, train: &Path) -> (Vec<String>, u64) {
                 .join(":")
         })
         .collect();
-    (jobs, shape.request.min(smallest))
+    (jobs, request.min(smallest))
+}
+
+/// fio replay logs of the samples dlio-rs reads: one traced (unmeasured) run, then per reader
+/// thread (rank × threads + thread) a version-2 iolog that opens the files it reads and reads
+/// `bytes` at each of its samples' offsets, in the order it read them. Returns the logs' paths.
+fn fio_sample_logs(shape: &Shape, data: &Path, dir: &Path, bytes: u64) -> Vec<String> {
+    let out = dir.join(format!("cold-{}-trace", shape.name));
+    let mut traced = Shape {
+        training: shape.training.clone(),
+        dataset: shape.dataset.clone(),
+        ..*shape
+    };
+    traced.training.push("++workload.output.trace=True".into());
+    run_dlio(&traced, data, &out, false);
+    let readers = (shape.ranks * shape.threads) as usize;
+    // (start µs, path, offset) per reader.
+    let mut reads: Vec<Vec<(u64, String, u64)>> = vec![Vec::new(); readers];
+    for rank in 0..shape.ranks {
+        let trace = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+        for row in trace.lines().skip(1) {
+            let c: Vec<&str> = row.split(',').collect();
+            let thread: u64 = c[4].parse().unwrap();
+            let path = data.join(c[5]).display().to_string();
+            let reader = (rank * shape.threads + thread) as usize;
+            reads[reader].push((c[9].parse().unwrap(), path, c[7].parse().unwrap()));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    reads
+        .iter_mut()
+        .enumerate()
+        .map(|(j, reads)| {
+            reads.sort_by_key(|r| r.0);
+            let mut files: Vec<&str> = reads.iter().map(|r| r.1.as_str()).collect();
+            files.sort_unstable();
+            files.dedup();
+            let mut log = String::from("fio version 2 iolog\n");
+            for f in &files {
+                log.push_str(&format!("{f} add\n{f} open\n"));
+            }
+            for (_, f, offset) in reads.iter() {
+                log.push_str(&format!("{f} read {offset} {bytes}\n"));
+            }
+            for f in &files {
+                log.push_str(&format!("{f} close\n"));
+            }
+            let path = dir.join(format!("cold-{}-reader{j}.iolog", shape.name));
+            std::fs::write(&path, log).unwrap();
+            path.display().to_string()
+        })
+        .collect()
 }
 
 /// Syncs the file system and empties the page cache (as root), so each measurement starts cold.
@@ -247,20 +309,32 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     let data = generated_dataset(dir, &format!("cold-{}", shape.name), &shape.dataset);
     let train = data.join("train");
     let out = dir.join(format!("cold-{}-out", shape.name));
-    let (jobs, bs) = fio_jobs(&shape, &train);
+    // Plain preads: no posix_fadvise hint (fio's default hint, RANDOM for randread, turns the
+    // kernel's readahead off, which dlio-rs's readers and the frameworks' leave on).
+    let mut common = words(&["--ioengine=psync", "--invalidate=0", "--fadvise_hint=0"]);
+    let jobs: Vec<String> = match shape.fio {
+        FioStream::Files { request } => {
+            let (files, bs) = fio_file_jobs(&shape, &train, request);
+            common.extend(words(&[
+                "--rw=read",
+                "--file_service_type=sequential",
+                "--openfiles=1",
+            ]));
+            common.push(format!("--bs={bs}"));
+            common.push(format!("--directory={}", train.display()));
+            files.iter().map(|f| format!("--filename={f}")).collect()
+        }
+        FioStream::Samples { bytes } => {
+            common.push("--replay_no_stall=1".into());
+            fio_sample_logs(&shape, &data, dir, bytes)
+                .iter()
+                .map(|log| format!("--read_iolog={log}"))
+                .collect()
+        }
+    };
     let fio_options = |direct: bool| {
-        // Plain preads: no posix_fadvise hint (fio's default hint, RANDOM for randread, turns
-        // the kernel's readahead off, which dlio-rs's readers and the frameworks' leave on).
-        let mut o = words(&["--ioengine=psync", "--invalidate=0", "--fadvise_hint=0"]);
-        o.push(format!("--rw={}", shape.rw));
-        o.push(format!("--bs={bs}"));
+        let mut o = common.clone();
         o.push(format!("--direct={}", direct as u8));
-        o.push(format!("--directory={}", train.display()));
-        o.extend(words(if shape.rw == "randread" {
-            &["--file_service_type=random"]
-        } else {
-            &["--file_service_type=sequential", "--openfiles=1"]
-        }));
         o
     };
     let modes = [("odirect", true), ("buffered", false)];
@@ -339,8 +413,7 @@ fn r1(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "npz",
-            rw: "read",
-            request: 1 << 20,
+            fio: FioStream::Files { request: 1 << 20 },
         },
     )
 }
@@ -356,8 +429,7 @@ fn r2(dir: &Path) -> bool {
             ranks: 2,
             threads: 4,
             ext: "npz",
-            rw: "read",
-            request: u64::MAX,
+            fio: FioStream::Files { request: u64::MAX },
         },
     )
 }
@@ -367,14 +439,13 @@ fn r3(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R3",
-            what: "tfrecord 64 files × 512 records × 110 KiB, streamed (fio: 112 KiB requests)",
+            what: "tfrecord 64 files × 512 records × 110 KiB, streamed (fio: 256 KiB requests)",
             dataset: dataset("tfrecord", 64, 512, 110 * KIB),
             training: training(16, false),
             ranks: 1,
             threads: 4,
             ext: "tfrecord",
-            rw: "read",
-            request: 112 * KIB,
+            fio: FioStream::Files { request: 256 * KIB },
         },
     )
 }
@@ -384,14 +455,14 @@ fn r4(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R4",
-            what: "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: random 4 KiB reads)",
+            what:
+                "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: the same 4 KiB reads, replayed)",
             dataset: dataset("indexed_binary", 16, 4096, 4 * KIB),
             training: training(64, true),
             ranks: 1,
             threads: 4,
             ext: "indexed_binary",
-            rw: "randread",
-            request: 4 * KIB,
+            fio: FioStream::Samples { bytes: 4 * KIB },
         },
     )
 }
@@ -407,8 +478,7 @@ fn r5(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "hdf5",
-            rw: "read",
-            request: 256 * KIB,
+            fio: FioStream::Files { request: 256 * KIB },
         },
     )
 }
@@ -430,8 +500,9 @@ fn r6(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "parquet",
-            rw: "read",
-            request: 32 * KIB,
+            fio: FioStream::Files {
+                request: 32 * KIB,
+            },
         },
     )
 }
@@ -450,8 +521,7 @@ fn r7(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "jpeg",
-            rw: "read",
-            request: u64::MAX,
+            fio: FioStream::Files { request: u64::MAX },
         },
     )
 }
@@ -471,7 +541,7 @@ fn ceiling(dir: &Path) {
         ]);
         o.push(format!("--rw={rw}"));
         o.push(format!("--bs={bs}"));
-        fio(&o, &[file.display().to_string()]).mib_s
+        fio(&o, &[format!("--filename={}", file.display())]).mib_s
     };
     let (seq, random) = (run("read", "1M"), run("randread", "4k"));
     println!(

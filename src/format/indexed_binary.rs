@@ -11,10 +11,13 @@
 //!   reads nothing; here every byte of the sample is really read through the mapping, so storage sees
 //!   the page faults a real training job causes.
 //!
-//! A reader thread reads a file's two index files whole when it first needs them (up to 8 MiB
-//! each; larger ones a 4 KiB page at a time) and keeps them while it reads that file, as DLIO's
-//! reader loads a file's index when it opens it: every sample then costs one data read, and memory
-//! does not grow with the dataset.
+//! A reader thread reads a file's two index files whole, one request each, when it first needs
+//! them (up to 8 MiB each; larger ones a 4 KiB page at a time), and keeps them for the epoch (up
+//! to 32 MiB of each kind per thread), as DLIO's reader loads the indexes of its files when its
+//! epoch starts: every sample then costs one data read, and memory does not grow with the
+//! dataset.
+
+use std::collections::HashMap;
 
 use rand::rngs::SmallRng;
 
@@ -65,8 +68,8 @@ impl FileFormat for IndexedBinary {
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(IndexedBinaryReader {
             mapped: self.mapped,
-            offsets: IndexPage::new(self.samples_per_file),
-            sizes: IndexPage::new(self.samples_per_file),
+            offsets: Indexes::new(OFFSETS, self.samples_per_file),
+            sizes: Indexes::new(SIZES, self.samples_per_file),
         })
     }
 
@@ -79,34 +82,43 @@ impl FileFormat for IndexedBinary {
 /// An index no larger than this is read whole when a reader thread first needs one of its
 /// entries, as DLIO's reader loads a file's index when it opens it; a larger one (Megatron's
 /// single file of 277 M samples has 2.2 GB of each) is read a page at a time, so memory stays
-/// bounded: at most this much per index and reader thread.
+/// bounded.
 const WHOLE_INDEX_BYTES: u64 = 8 << 20;
 
-/// The part of one index file a reader read last: all of it, or the page in use.
-struct IndexPage {
-    /// Entries the index holds (DLIO reads that many).
+/// Whole indexes a reader thread keeps, per kind (offsets, sizes): DLIO's reader loads the
+/// indexes of all the files it will read when its epoch starts and keeps them all; this keeps
+/// those it has read this epoch up to this many bytes, then starts over (re-reads are counted).
+const KEPT_INDEX_BYTES: u64 = 32 << 20;
+
+/// What a reader thread holds of one kind of index file: the whole indexes of the files it read
+/// this epoch, or the page in use of an index too large to read whole.
+struct Indexes {
+    suffix: &'static str,
+    /// Entries each index holds (DLIO reads that many).
     index_entries: u64,
-    key: String,
+    /// Whole indexes by index key, and the bytes they hold.
+    whole: HashMap<String, Vec<u64>>,
+    whole_bytes: u64,
+    /// The index key, first entry and entries of the page in hand (large indexes).
+    page_key: String,
     first_entry: u64,
-    entries: Vec<u64>,
+    page: Vec<u64>,
+    /// Scratch for the index key of the sample in hand.
+    key: String,
 }
 
-impl IndexPage {
-    fn new(index_entries: u64) -> IndexPage {
-        IndexPage {
+impl Indexes {
+    fn new(suffix: &'static str, index_entries: u64) -> Indexes {
+        Indexes {
+            suffix,
             index_entries,
-            key: String::new(),
+            whole: HashMap::new(),
+            whole_bytes: 0,
+            page_key: String::new(),
             first_entry: 0,
-            entries: Vec::new(),
+            page: Vec::new(),
+            key: String::new(),
         }
-    }
-
-    fn holds(&self, key: &str, suffix: &str, entry: u64) -> bool {
-        self.key.len() == key.len() + suffix.len()
-            && self.key.starts_with(key)
-            && self.key.ends_with(suffix)
-            && entry >= self.first_entry
-            && entry - self.first_entry < self.entries.len() as u64
     }
 
     /// Entry `entry` of the index beside `key`; reads the index (whole, or the entry's page)
@@ -115,60 +127,92 @@ impl IndexPage {
         &mut self,
         storage: &dyn Storage,
         key: &str,
-        suffix: &str,
         entry: u64,
         buf: &mut ReadBuffer,
     ) -> Result<(u64, u64)> {
-        let mut fetched = 0;
-        if !self.holds(key, suffix, entry) {
-            self.key.clear();
-            self.key.push_str(key);
-            self.key.push_str(suffix);
-            let failed = |e: std::io::Error| {
-                Error::run(format!(
-                    "cannot read index file {}: {e}",
-                    storage.describe(&self.key)
-                ))
-            };
-            let index_bytes = self.index_entries.saturating_mul(ENTRY);
-            let (first_entry, len) = if index_bytes <= WHOLE_INDEX_BYTES {
-                (0, index_bytes)
-            } else {
+        self.key.clear();
+        self.key.push_str(key);
+        self.key.push_str(self.suffix);
+        let index_bytes = self.index_entries.saturating_mul(ENTRY);
+        let whole = index_bytes <= WHOLE_INDEX_BYTES;
+        let (found, fetched) = if whole {
+            match self.whole.get(self.key.as_str()) {
+                Some(entries) => (entries.get(entry as usize).copied(), 0),
+                None => {
+                    let (entries, fetched) = self.read(storage, 0, index_bytes, buf)?;
+                    let found = entries.get(entry as usize).copied();
+                    if self.whole_bytes + index_bytes > KEPT_INDEX_BYTES {
+                        self.whole.clear();
+                        self.whole_bytes = 0;
+                    }
+                    self.whole_bytes += index_bytes;
+                    self.whole.insert(self.key.clone(), entries);
+                    (found, fetched)
+                }
+            }
+        } else {
+            let mut fetched = 0;
+            let in_page = self.page_key == self.key
+                && entry >= self.first_entry
+                && entry - self.first_entry < self.page.len() as u64;
+            if !in_page {
                 let page_entries = INDEX_PAGE / ENTRY;
-                (entry / page_entries * page_entries, INDEX_PAGE)
-            };
-            let read = storage
-                .read_range(&self.key, first_entry * ENTRY, len as usize, &mut buf.bytes)
-                .map_err(failed)?;
-            fetched = read.fetched;
-            self.first_entry = first_entry;
-            self.entries.clear();
-            self.entries.extend(
-                read.bytes(&buf.bytes)
-                    .chunks_exact(ENTRY as usize)
-                    .map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks"))),
-            );
-        }
-        match self.entries.get((entry - self.first_entry) as usize) {
-            Some(&value) if entry >= self.first_entry => Ok((value, fetched)),
-            _ => {
-                let index_key = self.key.clone();
+                let first_entry = entry / page_entries * page_entries;
+                let (entries, cost) = self.read(storage, first_entry * ENTRY, INDEX_PAGE, buf)?;
+                fetched = cost;
+                self.page = entries;
+                self.first_entry = first_entry;
+                self.page_key.clone_from(&self.key);
+            }
+            let found = entry
+                .checked_sub(self.first_entry)
+                .and_then(|e| self.page.get(e as usize).copied());
+            (found, fetched)
+        };
+        match found {
+            Some(value) => Ok((value, fetched)),
+            None => {
                 // Forget what was read: the next read must not trust a short index.
-                self.key.clear();
+                self.whole.remove(self.key.as_str());
+                self.page_key.clear();
                 Err(corrupt(
                     storage,
-                    &index_key,
+                    &self.key,
                     format!("the index has no entry for sample {entry} (truncated?)"),
                 ))
             }
         }
     }
+
+    /// Reads `len` bytes of the index in hand from `offset`, as entries; and the bytes fetched.
+    fn read(
+        &self,
+        storage: &dyn Storage,
+        offset: u64,
+        len: u64,
+        buf: &mut ReadBuffer,
+    ) -> Result<(Vec<u64>, u64)> {
+        let read = storage
+            .read_range(&self.key, offset, len as usize, &mut buf.bytes)
+            .map_err(|e| {
+                Error::run(format!(
+                    "cannot read index file {}: {e}",
+                    storage.describe(&self.key)
+                ))
+            })?;
+        let entries = read
+            .bytes(&buf.bytes)
+            .chunks_exact(ENTRY as usize)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks")))
+            .collect();
+        Ok((entries, read.fetched))
+    }
 }
 
 struct IndexedBinaryReader {
     mapped: bool,
-    offsets: IndexPage,
-    sizes: IndexPage,
+    offsets: Indexes,
+    sizes: Indexes,
 }
 
 impl SampleReader for IndexedBinaryReader {
@@ -179,8 +223,8 @@ impl SampleReader for IndexedBinaryReader {
         sample: u64,
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead> {
-        let (offset, offset_cost) = self.offsets.entry(storage, key, OFFSETS, sample, buf)?;
-        let (size, size_cost) = self.sizes.entry(storage, key, SIZES, sample, buf)?;
+        let (offset, offset_cost) = self.offsets.entry(storage, key, sample, buf)?;
+        let (size, size_cost) = self.sizes.entry(storage, key, sample, buf)?;
         let size = usize::try_from(size).map_err(|_| {
             corrupt(
                 storage,
@@ -199,11 +243,6 @@ impl SampleReader for IndexedBinaryReader {
             offset,
             bytes: offset_cost + size_cost + data_cost,
         })
-    }
-
-    fn put_down(&mut self) {
-        self.offsets.key.clear();
-        self.sizes.key.clear();
     }
 }
 
@@ -283,6 +322,7 @@ mod tests {
             element: ElementType::Uint8,
         };
         let encoded = write(&storage, "train/a.indexed_binary", &shape);
+        write(&storage, "train/b.indexed_binary", &shape);
         assert_eq!(encoded.data.len(), 300_000);
         let sides = encoded.side_files();
         assert_eq!(sides[0].key, "train/a.indexed_binary.off.idx");
@@ -311,6 +351,26 @@ mod tests {
                 costs,
                 [2 * 8000 + SAMPLE, SAMPLE, SAMPLE, SAMPLE, SAMPLE],
                 "mapped: {mapped}"
+            );
+            // Samples drawn from two files in turn: each file's indexes are read once, the
+            // first time the thread meets the file, and kept for the epoch.
+            costs.clear();
+            for (key, sample) in [("train/b.indexed_binary", 3), ("train/a.indexed_binary", 7)]
+                .into_iter()
+                .cycle()
+                .take(6)
+            {
+                reader.put_down();
+                costs.push(
+                    reader
+                        .read_sample(&storage, key, sample, &mut buf)
+                        .unwrap()
+                        .bytes,
+                );
+            }
+            assert_eq!(
+                costs,
+                [2 * 8000 + SAMPLE, SAMPLE, SAMPLE, SAMPLE, SAMPLE, SAMPLE]
             );
         }
         std::fs::remove_dir_all(dir).unwrap();

@@ -177,6 +177,10 @@ impl Storage for Counting<'_> {
         self.inner.release(key)
     }
 
+    fn release_all(&self) {
+        self.inner.release_all()
+    }
+
     fn size(&self, key: &str) -> io::Result<u64> {
         self.record(Request::Size {
             key: key.to_string(),

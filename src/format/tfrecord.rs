@@ -514,8 +514,7 @@ impl StreamReader {
             let mut record_bytes = std::mem::take(&mut self.record);
             record_bytes.clear();
             let mut keep = |piece: &[u8]| record_bytes.extend_from_slice(piece);
-            let sink: Option<Sink> =
-                if self.verify { Some(&mut keep) } else { None };
+            let sink: Option<Sink> = if self.verify { Some(&mut keep) } else { None };
             let taken = self.take(storage, place, body, &mut fetched, sink)?;
             self.record = record_bytes;
             if let Err(EndedAfter(got)) = taken {

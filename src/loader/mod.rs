@@ -103,6 +103,7 @@ impl ReaderState<'_> {
     /// counted.
     fn close(&mut self, source: &BatchSource) -> Result<()> {
         self.release_file(source.storage)?;
+        source.storage.release_all();
         let trace = source.trace;
         self.bytes_from_storage = self
             .read_bytes_at_start

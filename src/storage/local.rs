@@ -43,9 +43,8 @@ pub struct LocalFs {
     root_dir: OnceLock<File>,
 }
 
-/// The file a thread holds ([`Storage::hold`]): opened once, read until released. One per thread,
-/// so a reader thread keeps at most one file open; reader threads end with their epoch, and
-/// their held files with them.
+/// A file a thread holds ([`Storage::hold`]): opened once, read until the thread lets go of it
+/// ([`Storage::release_all`], at the end of its phase) or holds [`FILES_HELD`] newer ones.
 struct HeldFile {
     storage: u64,
     key: String,
@@ -55,8 +54,32 @@ struct HeldFile {
     geometry: (u64, Option<usize>),
 }
 
+/// Files a thread keeps open at most: a reader moving from file to file sample by sample (random
+/// sampling over a shard's files) opens each of its last few once, as a dataset that keeps its
+/// file handles does; the oldest closes when another opens.
+const FILES_HELD: usize = 16;
+
 thread_local! {
-    static HELD: RefCell<Option<HeldFile>> = const { RefCell::new(None) };
+    /// The files this thread holds, the most recently taken last.
+    static HELD: RefCell<Vec<HeldFile>> = const { RefCell::new(Vec::new()) };
+}
+
+impl LocalFs {
+    /// `with` the held file at `key` read as `direct` asks, if this thread holds it.
+    fn with_held<T>(
+        &self,
+        key: &str,
+        direct: bool,
+        with: impl FnOnce(&HeldFile) -> T,
+    ) -> Option<T> {
+        HELD.with(|held| {
+            held.borrow()
+                .iter()
+                .rev()
+                .find(|h| h.storage == self.id && h.direct == direct && h.key == key)
+                .map(with)
+        })
+    }
 }
 
 /// Keys longer than this are opened by full path instead.
@@ -132,15 +155,13 @@ impl LocalFs {
         limit: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        HELD.with(|held| match &*held.borrow() {
-            Some(h) if h.storage == self.id && h.direct == direct && h.key == key => {
-                self.read_span_of(&h.file, h.geometry, offset, limit, buf)
-            }
-            _ => {
-                let file = self.open_for_reading(key, direct)?;
-                let geometry = self.geometry_of(&file, key, direct)?;
-                self.read_span_of(&file, geometry, offset, limit, buf)
-            }
+        let held = self.with_held(key, direct, |h| {
+            self.read_span_of(&h.file, h.geometry, offset, limit, buf)
+        });
+        held.unwrap_or_else(|| {
+            let file = self.open_for_reading(key, direct)?;
+            let geometry = self.geometry_of(&file, key, direct)?;
+            self.read_span_of(&file, geometry, offset, limit, buf)
         })
     }
 
@@ -626,12 +647,8 @@ impl Storage for LocalFs {
     }
 
     fn size(&self, key: &str) -> io::Result<u64> {
-        // The file a thread holds was measured when it was opened.
-        let held = HELD.with(|held| match &*held.borrow() {
-            Some(h) if h.storage == self.id && h.key == key => Some(h.geometry.0),
-            _ => None,
-        });
-        match held {
+        // A file a thread holds was measured when it was opened.
+        match self.with_held(key, self.options.odirect, |h| h.geometry.0) {
             Some(size) => Ok(size),
             None => Ok(self.open_for_reading(key, false)?.metadata()?.len()),
         }
@@ -639,6 +656,19 @@ impl Storage for LocalFs {
 
     fn hold(&self, key: &str) {
         let direct = self.options.odirect;
+        let again = HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            let found = held
+                .iter()
+                .position(|h| h.storage == self.id && h.direct == direct && h.key == key);
+            found.map(|at| {
+                let file = held.remove(at);
+                held.push(file);
+            })
+        });
+        if again.is_some() {
+            return;
+        }
         let opened = self.open_for_reading(key, direct).and_then(|file| {
             let geometry = self.geometry_of(&file, key, direct)?;
             Ok(HeldFile {
@@ -649,24 +679,31 @@ impl Storage for LocalFs {
                 geometry,
             })
         });
-        HELD.with(|held| *held.borrow_mut() = opened.ok());
+        // A file that would not open is not held: its first read says why.
+        if let Ok(file) = opened {
+            HELD.with(|held| {
+                let mut held = held.borrow_mut();
+                if held.len() == FILES_HELD {
+                    held.remove(0);
+                }
+                held.push(file);
+            });
+        }
     }
 
     fn release(&self, key: &str) -> io::Result<()> {
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if held
-                .as_ref()
-                .is_some_and(|h| h.storage == self.id && h.key == key)
-            {
-                *held = None;
-            }
-        });
         if !self.options.evict_after_read {
             return Ok(());
         }
         // Length 0: to the end of the file.
-        evict_from_page_cache(&self.open_for_reading(key, false)?, 0, 0)
+        let held = self.with_held(key, self.options.odirect, |h| {
+            evict_from_page_cache(&h.file, 0, 0)
+        });
+        held.unwrap_or_else(|| evict_from_page_cache(&self.open_for_reading(key, false)?, 0, 0))
+    }
+
+    fn release_all(&self) {
+        HELD.with(|held| held.borrow_mut().retain(|h| h.storage != self.id));
     }
 
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
@@ -1074,7 +1111,7 @@ mod tests {
     }
 
     #[test]
-    fn a_held_file_is_read_without_opening_it_again_until_released() {
+    fn a_held_file_is_read_without_opening_it_again_until_the_thread_lets_go() {
         let dir = scratch_dir("held");
         let storage = LocalFs::new(&dir);
         let data = pattern(3 * 4096);
@@ -1101,13 +1138,34 @@ mod tests {
         let other = LocalFs::new(&dir);
         let gone = other.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
         assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+        // Moving off the file keeps it open, for a reader that comes back to it.
         storage.release("a.bin").unwrap();
+        assert_eq!(storage.read_range("a.bin", 0, 10, &mut buf).unwrap().len, 10);
+        storage.release_all();
         let gone = storage.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
-        assert_eq!(
-            gone.kind(),
-            io::ErrorKind::NotFound,
-            "released: opened again"
-        );
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound, "let go: opened again");
+
+        // A thread holds its last FILES_HELD files; holding one more closes the oldest.
+        storage.put("a.bin", &data).unwrap();
+        let keys: Vec<String> = (0..=FILES_HELD).map(|i| format!("f{i}.bin")).collect();
+        for key in &keys {
+            storage.put(key, &data).unwrap();
+        }
+        storage.hold("a.bin");
+        for key in &keys[1..] {
+            storage.hold(key);
+        }
+        // Taking a held file again makes it the newest: f1 goes when f0 comes.
+        storage.hold("a.bin");
+        storage.hold(&keys[0]);
+        for key in ["a.bin", &keys[0], &keys[1]] {
+            fs::remove_file(dir.join(key)).unwrap();
+        }
+        assert!(storage.read_range("a.bin", 0, 10, &mut buf).is_ok());
+        assert!(storage.read_range(&keys[0], 0, 10, &mut buf).is_ok());
+        let closed = storage.read_range(&keys[1], 0, 10, &mut buf).unwrap_err();
+        assert_eq!(closed.kind(), io::ErrorKind::NotFound, "the oldest closed");
+        storage.release_all();
         fs::remove_dir_all(dir).unwrap();
     }
 

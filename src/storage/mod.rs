@@ -37,19 +37,23 @@ pub trait Storage: Send + Sync {
     /// mapping; an error if the object ends before them, or where the storage cannot map.
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped>;
 
-    /// The calling thread is about to read `key`, and will until it [`Storage::release`]s it: the
-    /// storage may keep the object open in between, so that a reader streaming a file, or taking
-    /// sample after sample from it, opens it once. One object per thread; best effort (a failure
-    /// here shows at the first read, with its message).
+    /// The calling thread is about to read `key`: the storage may keep the object open from
+    /// now until the thread's phase ends ([`Storage::release_all`]), so that a reader streaming a
+    /// file, or taking sample after sample from it, or coming back to it, opens it once. A few
+    /// objects per thread, never data; best effort (a failure here shows at the first read, with
+    /// its message).
     fn hold(&self, _key: &str) {}
 
-    /// The reader is done with the object for now (it moves to another, or its epoch ends). Where
-    /// reads are made to come from storage every epoch (`page_cache: evict_after_read`), every
-    /// page of it still cached is dropped: evicting each read's range leaves what the kernel read
-    /// ahead beyond it, which would serve the next epoch from memory.
+    /// The reader moves off the object for now (to another, or its epoch ends). Where reads are
+    /// made to come from storage every epoch (`page_cache: evict_after_read`), every page of it
+    /// still cached is dropped: evicting each read's range leaves what the kernel read ahead
+    /// beyond it, which would serve the next epoch from memory.
     fn release(&self, _key: &str) -> io::Result<()> {
         Ok(())
     }
+
+    /// The calling thread's phase is over: every object it holds is closed.
+    fn release_all(&self) {}
 
     /// The object's size in bytes: a metadata look-up (fstat), no data read, as a reader that
     /// starts from the end of a file (parquet's footer) makes on opening it.

@@ -493,3 +493,95 @@ fn every_format_reads_from_storage_under_the_cache_options() {
         }
     }
 }
+
+/// A reader thread opens each file it reads once per epoch, however its samples come (here,
+/// shuffled across files, so threads move from file to file and back): under strace, the
+/// `openat`s of each data file equal the (epoch, thread) pairs whose trace rows read it; each
+/// index file of indexed binary is opened as often (read whole once, then kept), and the DALI
+/// index of TFRecord never (TensorFlow does not read it).
+#[test]
+fn a_reader_thread_opens_each_file_it_reads_once_per_epoch() {
+    let tmp = Scratch::new("opens");
+    let shape = Shape {
+        files: 6,
+        samples_per_file: 4,
+        batch: 4,
+        threads: 2,
+        epochs: 2,
+    };
+    for format in ["tfrecord", "hdf5", "indexed_binary", "parquet", "npz"] {
+        let data = tmp.join(format!("data-{format}"));
+        let out = tmp.join(format!("out-{format}"));
+        let format_word = format!("++workload.dataset.format={format}");
+        let words = traced_words(
+            &data,
+            &out,
+            &shape,
+            &[
+                &format_word,
+                "++workload.reader.file_shuffle=seed",
+                "++workload.reader.sample_shuffle=seed",
+                "++workload.workflow.evaluation=False",
+            ],
+        );
+        generate_for(&tmp.path, &words);
+        let calls = tmp.join(format!("openat-{format}.txt"));
+        let mut args = strings(&["-f", "-qq", "-e", "trace=openat", "-o"]);
+        args.push(calls.display().to_string());
+        args.extend(strings(&[DLIO_RS, "run", "-q", "--accelerators", "1"]));
+        args.extend(words);
+        launch("strace", &tmp.path, &args, &[]).ok();
+
+        // Successful opens, by file name.
+        let mut opens = std::collections::HashMap::<String, u64>::new();
+        for call in std::fs::read_to_string(&calls).unwrap().lines() {
+            let Some((_, rest)) = call.split_once("openat(") else {
+                continue;
+            };
+            let path = rest.split('"').nth(1).unwrap_or_default();
+            if call.contains(" = -1 ") || !path.contains("img_") {
+                continue;
+            }
+            let name = path.rsplit('/').next().unwrap().to_string();
+            *opens.entry(name).or_default() += 1;
+        }
+        // (epoch, thread) pairs that read each file.
+        let trace = std::fs::read_to_string(out.join("trace/0.csv")).unwrap();
+        let mut readers =
+            std::collections::BTreeMap::<String, std::collections::BTreeSet<_>>::new();
+        for row in trace.lines().skip(1) {
+            let cols: Vec<&str> = row.split(',').collect();
+            let name = cols[5].rsplit('/').next().unwrap().to_string();
+            readers
+                .entry(name)
+                .or_default()
+                .insert((cols[0].to_string(), cols[4].to_string()));
+        }
+        assert_eq!(
+            readers.len() as u64,
+            shape.files,
+            "{format}: every file read"
+        );
+        for (name, pairs) in &readers {
+            let expected = pairs.len() as u64;
+            let context = format!("{format} {name}, read by (epoch, thread) {pairs:?}");
+            assert_eq!(opens.get(name), Some(&expected), "{context}: {opens:?}");
+            if format == "indexed_binary" {
+                for index in [".off.idx", ".sz.idx"] {
+                    let index = format!("{name}{index}");
+                    assert_eq!(opens.get(&index), Some(&expected), "{context}");
+                }
+            }
+        }
+        let others = opens.keys().filter(|n| !readers.contains_key(*n));
+        let others: Vec<&String> = if format == "indexed_binary" {
+            others.filter(|n| !n.ends_with(".idx")).collect()
+        } else {
+            others.collect()
+        };
+        assert!(
+            others.is_empty(),
+            "{format}: opened but not read: {others:?}"
+        );
+    }
+}

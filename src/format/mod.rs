@@ -11,6 +11,8 @@ mod npz;
 mod parquet;
 mod png;
 pub(crate) mod random;
+#[cfg(test)]
+mod requests;
 mod synthetic;
 #[cfg(test)]
 mod testing;

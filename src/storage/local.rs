@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use super::{
     fs_type, Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, RangeRead,
-    Storage,
+    Storage, FILES_HELD,
 };
 use crate::error::{Error, Result};
 
@@ -53,11 +53,6 @@ struct HeldFile {
     /// Its size and direct-I/O block, looked up once (a held file is not rewritten while read).
     geometry: (u64, Option<usize>),
 }
-
-/// Files a thread keeps open at most: a reader moving from file to file sample by sample (random
-/// sampling over a shard's files) opens each of its last few once, as a dataset that keeps its
-/// file handles does; the oldest closes when another opens.
-const FILES_HELD: usize = 16;
 
 thread_local! {
     /// The files this thread holds, the most recently taken last.
@@ -1140,7 +1135,10 @@ mod tests {
         assert_eq!(gone.kind(), io::ErrorKind::NotFound);
         // Moving off the file keeps it open, for a reader that comes back to it.
         storage.release("a.bin").unwrap();
-        assert_eq!(storage.read_range("a.bin", 0, 10, &mut buf).unwrap().len, 10);
+        assert_eq!(
+            storage.read_range("a.bin", 0, 10, &mut buf).unwrap().len,
+            10
+        );
         storage.release_all();
         let gone = storage.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
         assert_eq!(gone.kind(), io::ErrorKind::NotFound, "let go: opened again");

@@ -13,6 +13,12 @@ pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
 
+/// Files a reader thread keeps open at most ([`Storage::hold`]), and whose format metadata its
+/// reader keeps: a reader moving from file to file sample by sample (random sampling over a
+/// shard's files) opens each of its last few once, as a dataset that keeps its file handles
+/// does; the oldest closes when another opens.
+pub const FILES_HELD: usize = 16;
+
 pub trait Storage: Send + Sync {
     /// Where the data lives, for messages.
     fn describe(&self, key: &str) -> String;

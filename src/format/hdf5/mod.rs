@@ -171,19 +171,21 @@ impl FileFormat for Hdf5 {
             verify: self.verify,
             windows: Windows::default(),
             scratch: Scratch::default(),
-            in_hand: None,
+            in_hand: Vec::new(),
         })
     }
 }
 
 /// A reader thread's memory: metadata windows and chunk buffers, reused from sample to sample,
-/// and the parsed metadata of the file in hand (as h5py keeps an open file's): the superblock,
-/// the records datasets' addresses and descriptions. Reading another file replaces it.
+/// and the parsed metadata of the files it holds open (as h5py keeps an open file's): the
+/// superblock, the records datasets' addresses and descriptions; of its last
+/// [`FILES_HELD`](crate::storage::FILES_HELD) files, for the epoch, as storage keeps them open.
 struct Hdf5Reader {
     verify: bool,
     windows: Windows,
     scratch: Scratch,
-    in_hand: Option<FileInHand>,
+    /// The most recently read last.
+    in_hand: Vec<FileInHand>,
 }
 
 /// What a reader learnt from the metadata of the file it reads.
@@ -209,12 +211,16 @@ impl Hdf5Reader {
         let mut io = Io::new(storage, key, buf, &mut self.windows, self.verify);
         // The storage's address tells one storage from another for as long as the reader lives.
         let storage_id = storage as *const dyn Storage as *const () as usize;
-        let in_hand = match self.in_hand.take() {
-            Some(file) if file.storage == storage_id && file.key == key => {
+        let held = self
+            .in_hand
+            .iter()
+            .position(|file| file.storage == storage_id && file.key == key);
+        let in_hand = match held.map(|at| self.in_hand.remove(at)) {
+            Some(file) => {
                 io.resume(file.layout);
                 file
             }
-            _ => {
+            None => {
                 let root = read::superblock(&mut io)?;
                 let links = dataset::records_links(&mut io, root)?;
                 let mut datasets = Vec::with_capacity(links.len());
@@ -245,7 +251,10 @@ impl Hdf5Reader {
         }
         let bytes = io.fetched;
         // Kept only after a good read: a file that failed is parsed anew next time.
-        self.in_hand = Some(in_hand);
+        if self.in_hand.len() == crate::storage::FILES_HELD {
+            self.in_hand.remove(0);
+        }
+        self.in_hand.push(in_hand);
         Ok(SampleRead {
             offset: offset.unwrap_or(0),
             bytes,
@@ -263,9 +272,5 @@ impl SampleReader for Hdf5Reader {
     ) -> Result<SampleRead> {
         // h5py hands the sample to DLIO, which drops it: so do we.
         self.read_records(storage, key, sample, buf, &mut |_, _| {})
-    }
-
-    fn put_down(&mut self) {
-        self.in_hand = None;
     }
 }

@@ -16,7 +16,7 @@ fn reader(verify: bool) -> Hdf5Reader {
         verify,
         windows: Windows::default(),
         scratch: Scratch::default(),
-        in_hand: None,
+        in_hand: Vec::new(),
     }
 }
 

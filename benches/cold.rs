@@ -1,38 +1,35 @@
 //! Cold-storage benchmarks (issue 14's "Performance"): `cargo bench --bench cold [-- r1 … r7]`,
-//! on the disk that holds `$DLIO_BENCH_DIR` (default target/bench-data; not tmpfs). Needs root
-//! (to drop the page cache) and fio.
+//! on the disk that holds `$DLIO_BENCH_DIR` (default target/bench-data; not tmpfs), or with
+//! `DLIO_BENCH_RAM_DEVICE=GiB` on a RAM-backed block device made per shape ([`RamDevice`]).
+//! Needs root (to drop the page cache) and fio.
 //!
 //! For each shape, a 1-epoch training run (compute 0, no evaluation) against fio reading the same
-//! files with as many readers (ranks × read threads), `--ioengine=psync --invalidate=0
-//! --fadvise_hint=0` (plain `pread`s, as dlio-rs issues), both
-//! with O_DIRECT (`reader.odirect=True` against `--direct=1`) and buffered. Before every
-//! measurement the file system is synced and the page cache dropped; who goes first alternates
-//! from round to round; one unmeasured warm-up round, then `DLIO_BENCH_ROUNDS` (default 3).
-//! dlio-rs's figure is report.json's `measured_mib_per_second` (epoch bytes read over its wall
-//! time), fio's its aggregate bandwidth. CPU seconds per GiB: user + system time of the whole
-//! process, from `/usr/bin/time`, for both, over the bytes each read.
-//! Target: dlio-rs ≥ 95 % of fio by the medians and by the median of the rounds' ratios (the lower
-//! decides), and dlio-rs's median CPU s/GiB no higher than fio's.
+//! bytes with as many readers (ranks × read threads), `--ioengine=psync --invalidate=0
+//! --fadvise_hint=0` (plain `pread`s, as dlio-rs issues), both with O_DIRECT
+//! (`reader.odirect=True` against `--direct=1`) and buffered. Before every measurement the file
+//! system is synced and the page cache dropped, after the host's cache is warmed
+//! ([`warm_host`]); each round measures the tools in the order A B B A (who is A alternates from
+//! round to round), each tool's two figures combined (same bytes: the harmonic mean of the
+//! rates); one unmeasured warm-up
+//! round, then `DLIO_BENCH_ROUNDS` (default 3). dlio-rs's figure is report.json's
+//! `measured_mib_per_second` (epoch bytes read over its wall time), fio's its aggregate
+//! bandwidth. CPU seconds per GiB: user + system time of the whole process, from
+//! `/usr/bin/time`, for both, over the bytes each read. Target: dlio-rs ≥ 95 % of fio by the
+//! medians and by the median of the rounds' ratios (the lower decides), and dlio-rs's median CPU
+//! s/GiB no higher than fio's.
 //!
-//! fio job j reads the files whose index is j modulo the number of readers, in index order:
-//! `--rw=read --file_service_type=sequential --openfiles=1` (one file opened, read to its end,
-//! closed) or, for R4, `--rw=randread --file_service_type=random`. Its request size is the
-//! format's (below), capped by the smallest file rounded down to 4 KiB (fio refuses a block
-//! larger than a file, and skips a file's tail shorter than a block: it reads 96–100 % of what
-//! dlio-rs reads). The request sizes, as `strace -f -e trace=openat,pread64` of dlio-rs showed
-//! them (buffered; with O_DIRECT the same rounded out to 4 KiB blocks):
-//! - R1, R2 npz and R7 jpeg: the whole file in one `pread`; fio reads each file whole in 1 MiB
-//!   requests (R1) or in one request (R2, R7).
-//! - R3 tfrecord: each record as a 12-byte header `pread`, then the record (~110 KiB; with
-//!   O_DIRECT a 4 KiB header page, then the record's blocks); fio: sequential 112 KiB requests.
-//! - R4 indexed_binary: per sample a 4 KiB read of the data and 512 B of each index file; fio:
-//!   random 4 KiB reads of the data files.
-//! - R5 hdf5: per sample the 4 KiB superblock page, then the 256 KiB sample; fio: sequential
-//!   256 KiB requests.
-//! - R6 parquet: per row group the runs of adjacent `read: true` columns, 24–135 KiB each (most
-//!   24 KiB, about 34 KiB on average); fio: the whole files, sequentially, in 32 KiB requests.
-//!
-//! Every range read currently opens the file again (issue 14), one `openat` per request.
+//! What fio reads ([`FioStream`]), per the request stream dlio-rs makes (docs/formats.md,
+//! "Requests per sample"), as a replay log per reader (`--read_iolog`, `--replay_no_stall`):
+//! - whole files in order, reader j taking the files whose index is j modulo the readers, one
+//!   open at a time, in requests of the format's size (with O_DIRECT whole 4 KiB blocks, a tail
+//!   shorter than a block left out, as fio's own sequential jobs do):
+//!   R1, R2 npz and R7 jpeg (one request per file), R3 tfrecord
+//!   (256 KiB, TensorFlow's buffer, as dlio-rs streams them), R6 parquet (32 KiB; dlio-rs reads
+//!   the runs of adjacent `read: true` column chunks of each row group, 24–135 KiB);
+//! - the samples dlio-rs read, replayed (one log per reader thread from dlio-rs's own read
+//!   trace, block-rounded for O_DIRECT as dlio-rs reads them): R4 indexed_binary (4 KiB
+//!   samples, shuffled across files) and R5 hdf5 (256 KiB samples of a file dealt to the threads
+//!   batch by batch, as PyTorch's workers take them). Same offsets, same order, same readers.
 //!
 //! Shapes (4 read threads each): R1 npz 24 × 128 MiB, 1 rank; R2 npz 20,000 × 112 KiB, 2 ranks;
 //! R3 tfrecord 64 files × 512 records × 110 KiB (issue 14 says 1024 records: halved to keep the
@@ -87,6 +84,17 @@ enum FioStream {
 struct Sample {
     mib_s: f64,
     cpu_s_per_gib: f64,
+}
+
+impl Sample {
+    /// Two measurements of the same bytes as one: the rate over the total time, the CPU per GiB
+    /// averaged.
+    fn mean(&self, other: &Sample) -> Sample {
+        Sample {
+            mib_s: 2.0 / (1.0 / self.mib_s + 1.0 / other.mib_s),
+            cpu_s_per_gib: (self.cpu_s_per_gib + other.cpu_s_per_gib) / 2.0,
+        }
+    }
 }
 
 /// Runs `program args` under `/usr/bin/time`; returns its stdout and user + system seconds.
@@ -174,36 +182,66 @@ fn fio(options: &[String], jobs: &[String]) -> Sample {
     }
 }
 
-/// The shape's data files (names relative to `train/`) dealt to its readers: reader j gets the
-/// files whose index is j modulo the readers, as a fio `--filename` list; and the request size.
-fn fio_file_jobs(shape: &Shape, train: &Path, request: u64) -> (Vec<String>, u64) {
+/// The shape's data files (paths) dealt to its readers: reader j gets the files whose index is
+/// j modulo the readers, in index order; and each file's size.
+fn files_per_reader(shape: &Shape, train: &Path) -> Vec<Vec<(String, u64)>> {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(train)
         .unwrap()
         .map(|e| e.unwrap())
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                e.metadata().unwrap().len(),
-            )
-        })
-        .filter(|(n, _)| n.ends_with(&format!(".{}", shape.ext)))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(&format!(".{}", shape.ext)))
+        .map(|e| (e.path().display().to_string(), e.metadata().unwrap().len()))
         .collect();
     // DLIO's names, img_{i}_of_{n}: shorter first gives the index order.
     files.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
-    let smallest = files.iter().map(|f| f.1).min().expect("data files") / (4 * KIB) * (4 * KIB);
     let readers = (shape.ranks * shape.threads) as usize;
-    let jobs = (0..readers)
-        .map(|j| {
-            files
+    (0..readers)
+        .map(|j| files.iter().skip(j).step_by(readers).cloned().collect())
+        .collect()
+}
+
+/// Writes reader `j`'s fio replay log (version 2): each of its files opened, read in `reads`
+/// (offset, length), closed; returns the `--read_iolog` option.
+fn replay_log(
+    dir: &Path,
+    name: String,
+    files: &[(String, Vec<(u64, u64)>)],
+) -> String {
+    let mut log = String::from("fio version 2 iolog\n");
+    for (file, reads) in files {
+        log.push_str(&format!("{file} add\n{file} open\n"));
+        for (offset, len) in reads {
+            log.push_str(&format!("{file} read {offset} {len}\n"));
+        }
+        log.push_str(&format!("{file} close\n"));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, log).unwrap();
+    format!("--read_iolog={}", path.display())
+}
+
+/// fio replay logs that read each reader's files whole, in order, in requests of `request`
+/// bytes; with O_DIRECT (`direct`) whole 4 KiB blocks, a file's tail shorter than a block left
+/// out (what fio's own sequential jobs do: it reads 96–100 % of what dlio-rs reads).
+fn fio_file_logs(shape: &Shape, train: &Path, dir: &Path, request: u64, direct: bool) -> Vec<String> {
+    files_per_reader(shape, train)
+        .iter()
+        .enumerate()
+        .map(|(j, files)| {
+            let reads: Vec<(String, Vec<(u64, u64)>)> = files
                 .iter()
-                .skip(j)
-                .step_by(readers)
-                .map(|f| f.0.as_str())
-                .collect::<Vec<_>>()
-                .join(":")
+                .map(|(file, size)| {
+                    let end = if direct { size / (4 * KIB) * (4 * KIB) } else { *size };
+                    let pieces = (0..end)
+                        .step_by(request.min(end.max(1)) as usize)
+                        .map(|at| (at, request.min(end - at)))
+                        .collect();
+                    (file.clone(), pieces)
+                })
+                .collect();
+            let mode = if direct { "direct" } else { "buffered" };
+            replay_log(dir, format!("cold-{}-reader{j}.{mode}.iolog", shape.name), &reads)
         })
-        .collect();
-    (jobs, request.min(smallest))
+        .collect()
 }
 
 /// fio replay logs of the samples dlio-rs reads: one traced (unmeasured) run, then per reader
@@ -238,6 +276,9 @@ fn fio_sample_logs(shape: &Shape, data: &Path, dir: &Path, bytes: u64, direct: b
         .enumerate()
         .map(|(j, reads)| {
             reads.sort_by_key(|r| r.0);
+            // One open of each file, then its reads in order: fio reads an iolog's entries in
+            // turn, so a file's reads are grouped only when dlio-rs's were; keep the order by
+            // opening every file first and closing them all at the end.
             let mut files: Vec<&str> = reads.iter().map(|r| r.1.as_str()).collect();
             files.sort_unstable();
             files.dedup();
@@ -260,7 +301,7 @@ fn fio_sample_logs(shape: &Shape, data: &Path, dir: &Path, bytes: u64, direct: b
             let mode = if direct { "direct" } else { "buffered" };
             let path = dir.join(format!("cold-{}-reader{j}.{mode}.iolog", shape.name));
             std::fs::write(&path, log).unwrap();
-            path.display().to_string()
+            format!("--read_iolog={}", path.display())
         })
         .collect()
 }
@@ -272,13 +313,12 @@ fn settle() {
     std::fs::write("/proc/sys/vm/drop_caches", "3").expect("dropping the page cache");
 }
 
-/// Reads every file below `dir` once through the page cache. On a virtual machine whose disk the
-/// host caches (this one: a second buffered read of a just-read dataset runs at 2–3× the
-/// device's rate, though the guest's cache was dropped), a buffered read leaves the data in the
-/// host's cache, out of the guest's reach, so whichever of dlio-rs and fio read second would
-/// read faster. Warming the host before a buffered pair puts both in the same state: the guest's
-/// cache empty (dropped before each), the host's full. O_DIRECT reads leave no such trace here
-/// (their rounds agree whoever goes first), so they are measured without it.
+/// Reads every file below `dir` once through the page cache. This machine's disk is virtual and
+/// its host caches it, out of the guest's reach: a dataset read a moment ago reads again at 2–3×
+/// the device's rate, O_DIRECT or not, though the guest's cache was dropped, so whichever of
+/// dlio-rs and fio read second would read faster, by however much the host kept. Warming the
+/// host before every measurement (then dropping the guest's cache) puts every one in the same
+/// state: the guest's cache empty, the host's holding the dataset as far as it can.
 fn warm_host(dir: &Path) {
     let mut buf = vec![0u8; 1 << 20];
     let mut folders = vec![dir.to_path_buf()];
@@ -403,30 +443,12 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     // Plain preads: no posix_fadvise hint (fio's default hint, RANDOM for randread, turns the
     // kernel's readahead off, which dlio-rs's readers and the frameworks' leave on).
     let mut common = words(&["--ioengine=psync", "--invalidate=0", "--fadvise_hint=0"]);
-    // fio's jobs, buffered and with O_DIRECT.
-    let jobs: [Vec<String>; 2] = match shape.fio {
-        FioStream::Files { request } => {
-            let (files, bs) = fio_file_jobs(&shape, &train, request);
-            common.extend(words(&[
-                "--rw=read",
-                "--file_service_type=sequential",
-                "--openfiles=1",
-            ]));
-            common.push(format!("--bs={bs}"));
-            common.push(format!("--directory={}", train.display()));
-            let jobs: Vec<String> = files.iter().map(|f| format!("--filename={f}")).collect();
-            [jobs.clone(), jobs]
-        }
-        FioStream::Samples { bytes } => {
-            common.push("--replay_no_stall=1".into());
-            [false, true].map(|direct| {
-                fio_sample_logs(&shape, &data, dir, bytes, direct)
-                    .iter()
-                    .map(|log| format!("--read_iolog={log}"))
-                    .collect()
-            })
-        }
-    };
+    // fio's jobs, buffered and with O_DIRECT: one replay log per reader.
+    common.push("--replay_no_stall=1".into());
+    let jobs: [Vec<String>; 2] = [false, true].map(|direct| match shape.fio {
+        FioStream::Files { request } => fio_file_logs(&shape, &train, dir, request, direct),
+        FioStream::Samples { bytes } => fio_sample_logs(&shape, &data, dir, bytes, direct),
+    });
     let fio_options = |direct: bool| {
         let mut o = common.clone();
         o.push(format!("--direct={}", direct as u8));
@@ -438,23 +460,26 @@ fn compare(dir: &Path, shape: Shape) -> bool {
         let fio_first = round % 2 == 1;
         let mut line = Vec::new();
         for ((mode, direct), pair) in modes.iter().zip(&mut pairs) {
-            if !direct {
-                warm_host(&data);
-            }
             let ours = || {
+                warm_host(&data);
                 settle();
                 run_dlio(&shape, &data, &out, *direct)
             };
             let theirs = || {
+                warm_host(&data);
                 settle();
                 fio(&fio_options(*direct), &jobs[*direct as usize])
             };
+            // A B B A: each tool measured once in the first and once in the second half of the
+            // round, so an order effect (the host's cache, above) weighs on both alike.
             let (o, t) = if fio_first {
-                let t = theirs();
-                (ours(), t)
+                let (t1, o1) = (theirs(), ours());
+                let (o2, t2) = (ours(), theirs());
+                (o1.mean(&o2), t1.mean(&t2))
             } else {
-                let o = ours();
-                (o, theirs())
+                let (o1, t1) = (ours(), theirs());
+                let (t2, o2) = (theirs(), ours());
+                (o1.mean(&o2), t1.mean(&t2))
             };
             line.push(format!(
                 "{mode} dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%",
@@ -505,13 +530,13 @@ fn r1(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R1",
-            what: "npz 24 × 128 MiB, whole files (fio: 1 MiB requests)",
+            what: "npz 24 × 128 MiB, whole files",
             dataset: dataset("npz", 24, 1, 128 << 20),
             training: training(1, false),
             ranks: 1,
             threads: 4,
             ext: "npz",
-            fio: FioStream::Files { request: 1 << 20 },
+            fio: FioStream::Files { request: u64::MAX },
         },
     )
 }

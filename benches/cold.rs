@@ -7,8 +7,8 @@
 //! bytes with as many readers (ranks × read threads), `--ioengine=psync --invalidate=0
 //! --fadvise_hint=0` (plain `pread`s, as dlio-rs issues), both with O_DIRECT
 //! (`reader.odirect=True` against `--direct=1`) and buffered. Before every measurement the file
-//! system is synced and the page cache dropped, after the host's cache is warmed
-//! ([`warm_host`]); each round measures the tools in the order A B B A (who is A alternates from
+//! system is synced and the page cache dropped (for buffered reads, after the host's cache is
+//! warmed: [`warm_host`]); all O_DIRECT rounds come first; each round measures the tools in the order A B B A (who is A alternates from
 //! round to round), each tool's two figures combined (same bytes: the harmonic mean of the
 //! rates); one unmeasured warm-up
 //! round, then `DLIO_BENCH_ROUNDS` (default 3). dlio-rs's figure is report.json's
@@ -188,7 +188,11 @@ fn files_per_reader(shape: &Shape, train: &Path) -> Vec<Vec<(String, u64)>> {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(train)
         .unwrap()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(&format!(".{}", shape.ext)))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(&format!(".{}", shape.ext))
+        })
         .map(|e| (e.path().display().to_string(), e.metadata().unwrap().len()))
         .collect();
     // DLIO's names, img_{i}_of_{n}: shorter first gives the index order.
@@ -201,11 +205,7 @@ fn files_per_reader(shape: &Shape, train: &Path) -> Vec<Vec<(String, u64)>> {
 
 /// Writes reader `j`'s fio replay log (version 2): each of its files opened, read in `reads`
 /// (offset, length), closed; returns the `--read_iolog` option.
-fn replay_log(
-    dir: &Path,
-    name: String,
-    files: &[(String, Vec<(u64, u64)>)],
-) -> String {
+fn replay_log(dir: &Path, name: String, files: &[(String, Vec<(u64, u64)>)]) -> String {
     let mut log = String::from("fio version 2 iolog\n");
     for (file, reads) in files {
         log.push_str(&format!("{file} add\n{file} open\n"));
@@ -222,7 +222,13 @@ fn replay_log(
 /// fio replay logs that read each reader's files whole, in order, in requests of `request`
 /// bytes; with O_DIRECT (`direct`) whole 4 KiB blocks, a file's tail shorter than a block left
 /// out (what fio's own sequential jobs do: it reads 96–100 % of what dlio-rs reads).
-fn fio_file_logs(shape: &Shape, train: &Path, dir: &Path, request: u64, direct: bool) -> Vec<String> {
+fn fio_file_logs(
+    shape: &Shape,
+    train: &Path,
+    dir: &Path,
+    request: u64,
+    direct: bool,
+) -> Vec<String> {
     files_per_reader(shape, train)
         .iter()
         .enumerate()
@@ -230,7 +236,11 @@ fn fio_file_logs(shape: &Shape, train: &Path, dir: &Path, request: u64, direct: 
             let reads: Vec<(String, Vec<(u64, u64)>)> = files
                 .iter()
                 .map(|(file, size)| {
-                    let end = if direct { size / (4 * KIB) * (4 * KIB) } else { *size };
+                    let end = if direct {
+                        size / (4 * KIB) * (4 * KIB)
+                    } else {
+                        *size
+                    };
                     let pieces = (0..end)
                         .step_by(request.min(end.max(1)) as usize)
                         .map(|at| (at, request.min(end - at)))
@@ -239,7 +249,11 @@ fn fio_file_logs(shape: &Shape, train: &Path, dir: &Path, request: u64, direct: 
                 })
                 .collect();
             let mode = if direct { "direct" } else { "buffered" };
-            replay_log(dir, format!("cold-{}-reader{j}.{mode}.iolog", shape.name), &reads)
+            replay_log(
+                dir,
+                format!("cold-{}-reader{j}.{mode}.iolog", shape.name),
+                &reads,
+            )
         })
         .collect()
 }
@@ -248,7 +262,13 @@ fn fio_file_logs(shape: &Shape, train: &Path, dir: &Path, request: u64, direct: 
 /// thread (rank × threads + thread) a version-2 iolog that opens the files it reads and reads
 /// `bytes` at each of its samples' offsets, in the order it read them; for O_DIRECT (`direct`),
 /// the whole 4 KiB blocks holding them, as dlio-rs reads them. Returns the logs' paths.
-fn fio_sample_logs(shape: &Shape, data: &Path, dir: &Path, bytes: u64, direct: bool) -> Vec<String> {
+fn fio_sample_logs(
+    shape: &Shape,
+    data: &Path,
+    dir: &Path,
+    bytes: u64,
+    direct: bool,
+) -> Vec<String> {
     let out = dir.join(format!("cold-{}-trace", shape.name));
     let mut traced = Shape {
         training: shape.training.clone(),
@@ -288,8 +308,14 @@ fn fio_sample_logs(shape: &Shape, data: &Path, dir: &Path, bytes: u64, direct: b
             }
             for (_, f, offset) in reads.iter() {
                 let (at, len) = if direct {
+                    // Whole blocks, but not the file's partial last one: fio takes the short
+                    // read there for an error.
+                    let size = std::fs::metadata(f).unwrap().len();
                     let start = offset / (4 * KIB) * (4 * KIB);
-                    (start, (offset + bytes).next_multiple_of(4 * KIB) - start)
+                    let end = (offset + bytes)
+                        .next_multiple_of(4 * KIB)
+                        .min(size / (4 * KIB) * (4 * KIB));
+                    (start, end - start)
                 } else {
                     (*offset, bytes)
                 };
@@ -314,11 +340,13 @@ fn settle() {
 }
 
 /// Reads every file below `dir` once through the page cache. This machine's disk is virtual and
-/// its host caches it, out of the guest's reach: a dataset read a moment ago reads again at 2–3×
-/// the device's rate, O_DIRECT or not, though the guest's cache was dropped, so whichever of
-/// dlio-rs and fio read second would read faster, by however much the host kept. Warming the
-/// host before every measurement (then dropping the guest's cache) puts every one in the same
-/// state: the guest's cache empty, the host's holding the dataset as far as it can.
+/// its host caches it, out of the guest's reach: a dataset read through the page cache a moment
+/// ago reads again at up to 2–3× the device's rate, though the guest's cache was dropped, so
+/// whichever of dlio-rs and fio read second would read faster, by however much the host kept.
+/// Warming the host before every buffered measurement (then dropping the guest's cache) puts
+/// each in the same state: the guest's cache empty, the host's holding the dataset as far as it
+/// can. O_DIRECT reads leave no such trace (their rounds agree whoever goes first when no
+/// buffered read came before), so they are measured first and without it.
 fn warm_host(dir: &Path) {
     let mut buf = vec![0u8; 1 << 20];
     let mut folders = vec![dir.to_path_buf()];
@@ -454,24 +482,30 @@ fn compare(dir: &Path, shape: Shape) -> bool {
         o.push(format!("--direct={}", direct as u8));
         o
     };
+    // All O_DIRECT rounds first, then all buffered ones: a buffered read leaves the dataset in
+    // the host's cache (see [`warm_host`]), which would speed up the O_DIRECT reads after it.
     let modes = [("odirect", true), ("buffered", false)];
-    let mut pairs: Vec<Pairs> = modes.iter().map(|_| Pairs::default()).collect();
-    for round in 0..=rounds(3) {
-        let fio_first = round % 2 == 1;
-        let mut line = Vec::new();
-        for ((mode, direct), pair) in modes.iter().zip(&mut pairs) {
+    let mut met = true;
+    for (mode, direct) in modes {
+        let mut pair = Pairs::default();
+        for round in 0..=rounds(3) {
+            let fio_first = round % 2 == 1;
             let ours = || {
-                warm_host(&data);
+                if !direct {
+                    warm_host(&data);
+                }
                 settle();
-                run_dlio(&shape, &data, &out, *direct)
+                run_dlio(&shape, &data, &out, direct)
             };
             let theirs = || {
-                warm_host(&data);
+                if !direct {
+                    warm_host(&data);
+                }
                 settle();
-                fio(&fio_options(*direct), &jobs[*direct as usize])
+                fio(&fio_options(direct), &jobs[direct as usize])
             };
             // A B B A: each tool measured once in the first and once in the second half of the
-            // round, so an order effect (the host's cache, above) weighs on both alike.
+            // round, so an order effect weighs on both alike.
             let (o, t) = if fio_first {
                 let (t1, o1) = (theirs(), ours());
                 let (o2, t2) = (ours(), theirs());
@@ -481,36 +515,28 @@ fn compare(dir: &Path, shape: Shape) -> bool {
                 let (t2, o2) = (theirs(), ours());
                 (o1.mean(&o2), t1.mean(&t2))
             };
-            line.push(format!(
-                "{mode} dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%",
+            let label = match round {
+                0 => "warm-up (not counted)".to_string(),
+                _ if fio_first => format!("round {round} (fio first)"),
+                _ => format!("round {round}"),
+            };
+            println!(
+                "   {mode} {label}: dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%",
                 o.mib_s,
                 o.cpu_s_per_gib,
                 t.mib_s,
                 t.cpu_s_per_gib,
                 100.0 * o.mib_s / t.mib_s
-            ));
+            );
             if round > 0 {
                 pair.ours.push(o);
                 pair.theirs.push(t);
             }
         }
-        let label = if round == 0 {
-            "warm-up (not counted)".to_string()
-        } else {
-            format!(
-                "round {round}{}",
-                if fio_first { " (fio first)" } else { "" }
-            )
-        };
-        println!("   {label}: {}", line.join("; "));
+        met &= pair.verdict(&shape, mode);
     }
     let _ = std::fs::remove_dir_all(&out);
-    let met: Vec<bool> = modes
-        .iter()
-        .zip(&pairs)
-        .map(|((mode, _), pair)| pair.verdict(&shape, mode))
-        .collect();
-    met.iter().all(|&m| m)
+    met
 }
 
 /// Training words of a batch size and, optionally, DLIO's seeded file and sample shuffles.

@@ -585,3 +585,81 @@ fn a_reader_thread_opens_each_file_it_reads_once_per_epoch() {
         );
     }
 }
+
+/// The (offset, length) of every `pread` of `file` a command makes, under `strace -P`, sorted.
+fn preads_of(tmp: &Scratch, file: &Path, label: &str, command: &[String]) -> Vec<(u64, u64)> {
+    let calls = tmp.join(format!("preads-{label}.txt"));
+    let mut args = strings(&["-f", "-qq", "-e", "trace=pread64", "-P"]);
+    args.push(file.display().to_string());
+    args.push("-o".into());
+    args.push(calls.display().to_string());
+    args.extend(command.iter().cloned());
+    launch("strace", &tmp.path, &args, &[]).ok();
+    let mut preads: Vec<(u64, u64)> = std::fs::read_to_string(&calls)
+        .unwrap()
+        .lines()
+        .filter(|call| call.contains("pread64(") && !call.contains(" = -1 "))
+        .map(|call| {
+            // pread64(fd, "…"..., LENGTH, OFFSET) = N
+            let (head, _) = call.rsplit_once(") = ").unwrap();
+            let mut fields = head.rsplitn(3, ", ");
+            let offset = fields.next().unwrap().trim().parse().unwrap();
+            let length = fields.next().unwrap().trim().parse().unwrap();
+            (offset, length)
+        })
+        .collect();
+    preads.sort_unstable();
+    preads
+}
+
+/// Parquet's request stream is pyarrow's: a rank reading a file's row groups reads exactly the
+/// byte ranges pyarrow's `ParquetFile(f).read_row_group(g, columns)` reads for every row group
+/// (the marked column chunks merged into ranges by Arrow's coalescing, holes of up to 8 KiB
+/// included; the footer's last 64 KiB once), nothing more; `strace -P` on the file, for both.
+#[test]
+fn parquet_reads_the_ranges_pyarrow_reads() {
+    let tmp = Scratch::new("pyarrow-requests");
+    let data = tmp.join("data");
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.dataset.format=parquet",
+        "++workload.dataset.num_files_train=1",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.num_samples_per_file=3000",
+        "++workload.dataset.parquet.row_group_size=1000",
+        "++workload.dataset.parquet.columns=[\
+            {name: a, dtype: float32, read: true}, {name: b, dtype: float64, read: false}, \
+            {name: c, dtype: int8, read: true}, {name: d, dtype: float16, read: true}, \
+            {name: e, dtype: float32, size: 8, read: false}, {name: f, dtype: int64, size: 4, read: true}]",
+        "++workload.train.computation_time=0",
+        "++workload.train.epochs=1",
+        "++workload.reader.batch_size=1000",
+        "++workload.reader.read_threads=1",
+        "++workload.workflow.evaluation=False",
+        "++workload.workflow.checkpoint=False",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", data.display()));
+    words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    generate_for(&tmp.path, &words);
+    let file = data.join("train/img_0_of_1.parquet");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/pyarrow_row_groups.py");
+    let pyarrow = preads_of(
+        &tmp,
+        &file,
+        "pyarrow",
+        &[
+            "python3".to_string(),
+            script.display().to_string(),
+            file.display().to_string(),
+            "a,c,d,f".to_string(),
+        ],
+    );
+    let mut ours = strings(&[DLIO_RS, "run", "-q", "--accelerators", "1"]);
+    ours.extend(with(&words, &["++workload.workflow.generate_data=False"]));
+    let dlio_rs = preads_of(&tmp, &file, "dlio-rs", &ours);
+    // The footer, then per row group two ranges: a to d (b's 8 KB chunk, unread, is a hole under
+    // Arrow's 8 KiB limit and fetched with them), and f (e's 32 KB chunk is too large a hole).
+    assert_eq!(pyarrow.len(), 1 + 3 * 2, "{pyarrow:?}");
+    assert_eq!(dlio_rs, pyarrow);
+}

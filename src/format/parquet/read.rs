@@ -24,6 +24,14 @@ const FOOTER_READ: u64 = 64 * 1024;
 /// pieces end at its multiples in the file, so no block is fetched by two pieces.
 pub(super) const PIECE_BYTES: u64 = 8 << 20;
 
+/// Arrow's read coalescing (`CacheOptions` defaults, which `ParquetFile`'s `pre_buffer=True`
+/// applies to `read_row_group`): the chunks read are merged into one range where the bytes
+/// between them (chunks of columns not read) are at most this many, and fetched with them.
+const HOLE_LIMIT: u64 = 8 * 1024;
+
+/// ... as long as the merged range stays within this many bytes.
+const RANGE_LIMIT: u64 = 32 << 20;
+
 /// Bytes added to a page header cut by a piece's end before parsing it again; doubled each
 /// time, so that a long header costs few tries and a short one a small copy.
 const HEADER_STEP: usize = 1 << 10;
@@ -232,8 +240,9 @@ impl<'a> RowGroupReader<'a> {
         Ok(fetched)
     }
 
-    /// Reads the chunks of the columns read of row group `g`, adjacent ones as one range, in
-    /// pieces that are checked as they arrive; returns the bytes fetched.
+    /// Reads the chunks of the columns read of row group `g`, merged into ranges as Arrow merges
+    /// them ([`HOLE_LIMIT`], [`RANGE_LIMIT`]), in pieces that are checked as they arrive; returns
+    /// the bytes fetched (the holes' too).
     fn read_group(
         &mut self,
         storage: &dyn Storage,
@@ -251,8 +260,15 @@ impl<'a> RowGroupReader<'a> {
             let start = self.order[first].start;
             let mut end = start + self.order[first].len;
             let mut next = first + 1;
-            while next < self.order.len() && self.order[next].start == end {
-                end += self.order[next].len;
+            while let Some(chunk) = self.order.get(next) {
+                let chunk_end = chunk.start + chunk.len;
+                if chunk.start < end
+                    || chunk.start - end > HOLE_LIMIT
+                    || chunk_end - start > RANGE_LIMIT
+                {
+                    break;
+                }
+                end = chunk_end;
                 next += 1;
             }
             let run = &self.order[first..next];
@@ -1091,10 +1107,18 @@ impl<'w> RunWalk<'w> {
         }
     }
 
-    /// Walks the next bytes of the run.
+    /// Walks the next bytes of the run, passing over the holes between its chunks.
     fn feed(&mut self, mut bytes: &[u8]) -> std::result::Result<(), RunError> {
         while !bytes.is_empty() {
             let chunk = &self.chunks[self.current];
+            if self.at < chunk.start {
+                let hole = bytes
+                    .len()
+                    .min(usize::try_from(chunk.start - self.at).unwrap_or(usize::MAX));
+                bytes = &bytes[hole..];
+                self.at += hole as u64;
+                continue;
+            }
             let rest = chunk.start + chunk.len - self.at;
             let used = bytes.len().min(usize::try_from(rest).unwrap_or(usize::MAX));
             let check = self.check(self.current);

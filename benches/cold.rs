@@ -23,20 +23,23 @@
 //! - whole files in order, reader j taking the files whose index is j modulo the readers, one
 //!   open at a time, in requests of the format's size (with O_DIRECT whole 4 KiB blocks, a tail
 //!   shorter than a block left out, as fio's own sequential jobs do):
-//!   R1, R2 npz and R7 jpeg (one request per file), R3 tfrecord
-//!   (256 KiB, TensorFlow's buffer, as dlio-rs streams them), R6 parquet (32 KiB; dlio-rs reads
-//!   the runs of adjacent `read: true` column chunks of each row group, 24–135 KiB);
-//! - the samples dlio-rs read, replayed (one log per reader thread from dlio-rs's own read
-//!   trace, block-rounded for O_DIRECT as dlio-rs reads them): R4 indexed_binary (4 KiB
-//!   samples, shuffled across files) and R5 hdf5 (256 KiB samples of a file dealt to the threads
-//!   batch by batch, as PyTorch's workers take them). Same offsets, same order, same readers.
+//!   R1, R2 npz (one request per file), R3 tfrecord (256 KiB, TensorFlow's buffer, as dlio-rs
+//!   streams them);
+//! - the requests dlio-rs made, replayed: one unmeasured run under `strace -f -y`, then a log per
+//!   thread of its `pread`s in order (with O_DIRECT, a file's partial last block left out): R4
+//!   indexed_binary (4 KiB samples shuffled across files, and each file's two indexes), R5 hdf5
+//!   (256 KiB samples of a file dealt to the threads batch by batch, as PyTorch's workers take
+//!   them, and each file's metadata), R6 parquet (the ranges Arrow makes of 40 of 200 columns, and
+//!   each file's footer), R7 jpeg (whole files in the shuffled order). Same requests, same order,
+//!   same readers.
 //!
 //! Shapes (4 read threads each): R1 npz 24 × 128 MiB, 1 rank; R2 npz 20,000 × 112 KiB, 2 ranks;
 //! R3 tfrecord 64 files × 512 records × 110 KiB (issue 14 says 1024 records: halved to keep the
 //! datasets under ~12 GiB); R4 indexed_binary 16 × 4096 × 4 KiB, file and sample shuffle (seed);
 //! R5 hdf5 32 × 64 × 256 KiB; R6 parquet, dlrm_b200's 200 columns (40 read) and row groups of
 //! 6144 rows, 16 files × 61,440 rows (MLPerf: 1024 × 4,718,592); R7 jpeg, retinanet_b200 (~176
-//! KiB noise images, decoded, file and sample shuffle), 4096 files (MLPerf: 1,170,301).
+//! KiB noise images, file and sample shuffle, `reader.decode_images=False`: decoding is CPU, not
+//! storage), 4096 files (MLPerf: 1,170,301).
 //! The datasets, about 10.7 GiB, are generated once and kept. Before the shapes, fio measures
 //! the device's ceiling at a deep queue (libaio, iodepth 32, O_DIRECT, 1 MiB sequential and 4 KiB
 //! random) on a 1 GiB file of its own.
@@ -73,10 +76,9 @@ enum FioStream {
     /// Each reader's files whole, in order, sequentially in requests of this size (capped by the
     /// smallest file).
     Files { request: u64 },
-    /// The samples dlio-rs read, each reader thread's in its order: a read of this many bytes at
-    /// each sample's offset, replayed from dlio-rs's read trace (`--read_iolog`), so that both
-    /// read the same offsets in the same order.
-    Samples { bytes: u64 },
+    /// The requests dlio-rs makes, each reader thread's in its order, as `strace` records them:
+    /// both make the same requests (the format's metadata reads too) in the same order.
+    Requests,
 }
 
 /// One measurement: payload MiB/s and CPU seconds (user + system) per GiB read.
@@ -132,8 +134,8 @@ fn dataset(format: &str, files: u64, samples: u64, bytes: u64) -> Vec<String> {
     w
 }
 
-fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
-    let _ = std::fs::remove_dir_all(out);
+/// The words of a 1-epoch training run of the shape over `data`, output in `out`.
+fn dlio_words(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Vec<String> {
     let mut w = words(&["run", "-q"]);
     w.extend(shape.dataset.iter().cloned());
     w.extend(words(&[
@@ -153,6 +155,12 @@ fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
     w.push(format!("++workload.dataset.data_folder={}", data.display()));
     w.push(format!("++hydra.run.dir={}", out.display()));
     w.push(format!("--accelerators={}", shape.ranks));
+    w
+}
+
+fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
+    let _ = std::fs::remove_dir_all(out);
+    let w = dlio_words(shape, data, out, odirect);
     let (_, cpu) = timed(DLIO_RS, &w);
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
@@ -258,74 +266,96 @@ fn fio_file_logs(
         .collect()
 }
 
-/// fio replay logs of the samples dlio-rs reads: one traced (unmeasured) run, then per reader
-/// thread (rank × threads + thread) a version-2 iolog that opens the files it reads and reads
-/// `bytes` at each of its samples' offsets, in the order it read them; for O_DIRECT (`direct`),
-/// the whole 4 KiB blocks holding them, as dlio-rs reads them. Returns the logs' paths.
-fn fio_sample_logs(
-    shape: &Shape,
-    data: &Path,
-    dir: &Path,
-    bytes: u64,
-    direct: bool,
-) -> Vec<String> {
-    let out = dir.join(format!("cold-{}-trace", shape.name));
-    let mut traced = Shape {
-        training: shape.training.clone(),
-        dataset: shape.dataset.clone(),
-        ..*shape
-    };
-    traced.training.push("++workload.output.trace=True".into());
-    run_dlio(&traced, data, &out, false);
-    let readers = (shape.ranks * shape.threads) as usize;
-    // (start µs, path, offset) per reader.
-    let mut reads: Vec<Vec<(u64, String, u64)>> = vec![Vec::new(); readers];
-    for rank in 0..shape.ranks {
-        let trace = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
-        for row in trace.lines().skip(1) {
-            let c: Vec<&str> = row.split(',').collect();
-            let thread: u64 = c[4].parse().unwrap();
-            let path = data.join(c[5]).display().to_string();
-            let reader = (rank * shape.threads + thread) as usize;
-            reads[reader].push((c[9].parse().unwrap(), path, c[7].parse().unwrap()));
-        }
-    }
+/// fio replay logs of the requests dlio-rs makes: one unmeasured run under `strace -f -y`, then
+/// per thread that read data files a version-2 iolog that opens the files it read and makes its
+/// `pread`s, offset and length, in its order (with O_DIRECT the file's partial last block left
+/// out: fio takes the short read there for an error). Returns the `--read_iolog` options.
+fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec<String> {
+    let out = dir.join(format!("cold-{}-strace", shape.name));
+    let calls = dir.join(format!("cold-{}-preads.txt", shape.name));
     let _ = std::fs::remove_dir_all(&out);
-    reads
-        .iter_mut()
+    let mut args = words(&["-f", "-qq", "-y", "-e", "trace=pread64", "-o"]);
+    args.push(calls.display().to_string());
+    args.push(DLIO_RS.to_string());
+    args.extend(dlio_words(shape, data, &out, direct));
+    let status = Command::new("strace").args(&args).status().expect("strace (apt install strace)");
+    assert!(status.success(), "strace {args:?}");
+    let _ = std::fs::remove_dir_all(&out);
+    let train = std::fs::canonicalize(data.join("train")).unwrap().display().to_string();
+    // Per thread, in order of their first read: (path, offset, length).
+    let mut threads: Vec<(String, Vec<(String, u64, u64)>)> = Vec::new();
+    let text = std::fs::read_to_string(&calls).unwrap();
+    // A call another thread interrupted is split: `TID pread64(FD</path>, <unfinished ...>`, then
+    // `TID <... pread64 resumed>"..."..., LENGTH, OFFSET) = N`.
+    let mut unfinished = std::collections::HashMap::<String, String>::new();
+    for call in text.lines() {
+        // TID pread64(FD</path>, "..."..., LENGTH, OFFSET) = N
+        let (tid, path) = if let Some((tid, rest)) = call.split_once(" pread64(") {
+            let Some((_, path)) = rest.split_once('<') else {
+                continue;
+            };
+            let Some((path, _)) = path.split_once(">,") else {
+                continue;
+            };
+            if call.ends_with("<unfinished ...>") {
+                unfinished.insert(tid.to_string(), path.to_string());
+                continue;
+            }
+            (tid, path.to_string())
+        } else if let Some((tid, _)) = call.split_once(" <... pread64 resumed>") {
+            match unfinished.remove(tid) {
+                Some(path) => (tid, path),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        if !path.starts_with(&train) || call.contains(" = -1 ") {
+            continue;
+        }
+        let Some((head, _)) = call.rsplit_once(") = ") else {
+            continue;
+        };
+        let mut tail = head.rsplitn(3, ", ");
+        let offset: u64 = tail.next().unwrap().trim().parse().unwrap();
+        let len: u64 = tail.next().unwrap().trim().parse().unwrap();
+        let at = match threads.iter().position(|t| t.0 == tid) {
+            Some(at) => at,
+            None => {
+                threads.push((tid.to_string(), Vec::new()));
+                threads.len() - 1
+            }
+        };
+        threads[at].1.push((path, offset, len));
+    }
+    let _ = std::fs::remove_file(&calls);
+    threads
+        .iter()
         .enumerate()
-        .map(|(j, reads)| {
-            reads.sort_by_key(|r| r.0);
-            // One open of each file, then its reads in order: fio reads an iolog's entries in
-            // turn, so a file's reads are grouped only when dlio-rs's were; keep the order by
-            // opening every file first and closing them all at the end.
-            let mut files: Vec<&str> = reads.iter().map(|r| r.1.as_str()).collect();
+        .map(|(j, (_, reads))| {
+            let mut files: Vec<&str> = reads.iter().map(|r| r.0.as_str()).collect();
             files.sort_unstable();
             files.dedup();
             let mut log = String::from("fio version 2 iolog\n");
             for f in &files {
                 log.push_str(&format!("{f} add\n{f} open\n"));
             }
-            for (_, f, offset) in reads.iter() {
-                let (at, len) = if direct {
-                    // Whole blocks, but not the file's partial last one: fio takes the short
-                    // read there for an error.
+            for (f, offset, len) in reads {
+                let end = if direct {
                     let size = std::fs::metadata(f).unwrap().len();
-                    let start = offset / (4 * KIB) * (4 * KIB);
-                    let end = (offset + bytes)
-                        .next_multiple_of(4 * KIB)
-                        .min(size / (4 * KIB) * (4 * KIB));
-                    (start, end - start)
+                    (offset + len).min(size / (4 * KIB) * (4 * KIB))
                 } else {
-                    (*offset, bytes)
+                    offset + len
                 };
-                log.push_str(&format!("{f} read {at} {len}\n"));
+                if end > *offset {
+                    log.push_str(&format!("{f} read {offset} {}\n", end - offset));
+                }
             }
             for f in &files {
                 log.push_str(&format!("{f} close\n"));
             }
             let mode = if direct { "direct" } else { "buffered" };
-            let path = dir.join(format!("cold-{}-reader{j}.{mode}.iolog", shape.name));
+            let path = dir.join(format!("cold-{}-thread{j}.{mode}.iolog", shape.name));
             std::fs::write(&path, log).unwrap();
             format!("--read_iolog={}", path.display())
         })
@@ -475,7 +505,7 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     common.push("--replay_no_stall=1".into());
     let jobs: [Vec<String>; 2] = [false, true].map(|direct| match shape.fio {
         FioStream::Files { request } => fio_file_logs(&shape, &train, dir, request, direct),
-        FioStream::Samples { bytes } => fio_sample_logs(&shape, &data, dir, bytes, direct),
+        FioStream::Requests => fio_request_logs(&shape, &data, dir, direct),
     });
     let fio_options = |direct: bool| {
         let mut o = common.clone();
@@ -605,13 +635,13 @@ fn r4(dir: &Path) -> bool {
         Shape {
             name: "R4",
             what:
-                "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: the same 4 KiB reads, replayed)",
+                "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: the same requests, replayed)",
             dataset: dataset("indexed_binary", 16, 4096, 4 * KIB),
             training: training(64, true),
             ranks: 1,
             threads: 4,
             ext: "indexed_binary",
-            fio: FioStream::Samples { bytes: 4 * KIB },
+            fio: FioStream::Requests,
         },
     )
 }
@@ -621,13 +651,13 @@ fn r5(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R5",
-            what: "hdf5 32 × 64 × 256 KiB (fio: the same 256 KiB reads, replayed)",
+            what: "hdf5 32 × 64 × 256 KiB (fio: the same requests, replayed)",
             dataset: dataset("hdf5", 32, 64, 256 * KIB),
             training: training(4, false),
             ranks: 1,
             threads: 4,
             ext: "hdf5",
-            fio: FioStream::Samples { bytes: 256 * KIB },
+            fio: FioStream::Requests,
         },
     )
 }
@@ -643,15 +673,13 @@ fn r6(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R6",
-            what: "parquet, dlrm_b200's columns, 16 files × 10 row groups of 6144 rows (fio: whole files, 32 KiB requests)",
+            what: "parquet, dlrm_b200's columns, 16 files × 10 row groups of 6144 rows (fio: the same requests, replayed)",
             dataset,
             training: training(16384, false),
             ranks: 1,
             threads: 4,
             ext: "parquet",
-            fio: FioStream::Files {
-                request: 32 * KIB,
-            },
+            fio: FioStream::Requests,
         },
     )
 }
@@ -661,16 +689,22 @@ fn r7(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R7",
-            what: "jpeg, retinanet_b200's ~176 KiB images, 4096 files, decoded, shuffled",
+            what: "jpeg, retinanet_b200's ~176 KiB images, 4096 files, shuffled, read without decoding (fio: the same requests, replayed)",
             dataset: words(&[
                 "workload=retinanet_b200",
                 "++workload.dataset.num_files_train=4096",
             ]),
-            training: training(24, true),
+            // Decoding is the accelerator host's CPU work, not storage's: with it, this 2-core
+            // machine decodes ~190 MiB/s of noise images (10.6 CPU s/GiB), far below the device.
+            training: {
+                let mut w = training(24, true);
+                w.push("++workload.reader.decode_images=False".into());
+                w
+            },
             ranks: 1,
             threads: 4,
             ext: "jpeg",
-            fio: FioStream::Files { request: u64::MAX },
+            fio: FioStream::Requests,
         },
     )
 }

@@ -266,6 +266,9 @@ fn fio_file_logs(
         .collect()
 }
 
+/// One `pread` of a data file: its path, offset and length.
+type Pread = (String, u64, u64);
+
 /// fio replay logs of the requests dlio-rs makes: one unmeasured run under `strace -f -y`, then
 /// per thread that read data files a version-2 iolog that opens the files it read and makes its
 /// `pread`s, offset and length, in its order (with O_DIRECT the file's partial last block left
@@ -278,12 +281,18 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
     args.push(calls.display().to_string());
     args.push(DLIO_RS.to_string());
     args.extend(dlio_words(shape, data, &out, direct));
-    let status = Command::new("strace").args(&args).status().expect("strace (apt install strace)");
+    let status = Command::new("strace")
+        .args(&args)
+        .status()
+        .expect("strace (apt install strace)");
     assert!(status.success(), "strace {args:?}");
     let _ = std::fs::remove_dir_all(&out);
-    let train = std::fs::canonicalize(data.join("train")).unwrap().display().to_string();
+    let train = std::fs::canonicalize(data.join("train"))
+        .unwrap()
+        .display()
+        .to_string();
     // Per thread, in order of their first read: (path, offset, length).
-    let mut threads: Vec<(String, Vec<(String, u64, u64)>)> = Vec::new();
+    let mut threads: Vec<(String, Vec<Pread>)> = Vec::new();
     let text = std::fs::read_to_string(&calls).unwrap();
     // A call another thread interrupted is split: `TID pread64(FD</path>, <unfinished ...>`, then
     // `TID <... pread64 resumed>"..."..., LENGTH, OFFSET) = N`.
@@ -634,8 +643,7 @@ fn r4(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R4",
-            what:
-                "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: the same requests, replayed)",
+            what: "indexed_binary 16 × 4096 × 4 KiB, shuffled (fio: the same requests, replayed)",
             dataset: dataset("indexed_binary", 16, 4096, 4 * KIB),
             training: training(64, true),
             ranks: 1,

@@ -174,19 +174,11 @@ fn indexed_binary_reads_its_indexes_once_per_file_and_one_range_per_sample() {
             let index = SAMPLES * 8;
             let data = range(key, sample * 4096, 4096, blocks(sample * 4096, 4096, unit));
             if pass < FILES as usize && sample == 0 {
-                let offsets = range(
-                    &format!("{key}.off.idx"),
-                    0,
-                    index as usize,
-                    index.next_multiple_of(unit),
-                );
-                let sizes = range(
-                    &format!("{key}.sz.idx"),
-                    0,
-                    index as usize,
-                    index.next_multiple_of(unit),
-                );
-                assert_eq!(r, [offsets, sizes, data]);
+                let whole = |suffix: &str| {
+                    let index_key = format!("{key}{suffix}");
+                    range(&index_key, 0, index as usize, index.next_multiple_of(unit))
+                };
+                assert_eq!(r, [whole(".off.idx"), whole(".sz.idx"), data]);
             } else {
                 // Later samples, and the first file again: the indexes are kept for the epoch.
                 assert_eq!(r, [data]);

@@ -107,17 +107,31 @@ pub(crate) enum Request {
 }
 
 /// A storage that records the requests reads make of the storage it wraps, so that tests can
-/// assert what a sample costs: how many requests, where and how large.
+/// assert what a sample costs: how many requests, where and how large; and that can make files
+/// seem cut short after they were opened.
 pub(crate) struct Counting<'a> {
-    inner: &'a dyn Storage,
+    inner: Inner<'a>,
     log: std::sync::Mutex<Vec<Request>>,
+    /// Range reads end here, as if the file had been cut.
+    cut: std::sync::atomic::AtomicU64,
+}
+
+enum Inner<'a> {
+    Borrowed(&'a dyn Storage),
+    /// A scratch folder of its own, removed with it.
+    Owned(LocalFs),
 }
 
 impl<'a> Counting<'a> {
     pub(crate) fn new(inner: &'a dyn Storage) -> Counting<'a> {
+        Counting::over(Inner::Borrowed(inner))
+    }
+
+    fn over(inner: Inner<'a>) -> Counting<'a> {
         Counting {
             inner,
             log: std::sync::Mutex::new(Vec::new()),
+            cut: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -126,18 +140,56 @@ impl<'a> Counting<'a> {
         std::mem::take(&mut *self.log.lock().unwrap())
     }
 
+    /// The (offset, length asked) of the range reads made since the last call.
+    pub(crate) fn take_ranges(&self) -> Vec<(u64, usize)> {
+        self.take()
+            .into_iter()
+            .filter_map(|request| match request {
+                Request::Range { offset, len, .. } => Some((offset, len)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// From now on range reads end at `len` bytes, as if every file had been cut there.
+    pub(crate) fn cut_at(&self, len: u64) {
+        self.cut.store(len, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn inner(&self) -> &dyn Storage {
+        match &self.inner {
+            Inner::Borrowed(storage) => *storage,
+            Inner::Owned(storage) => storage,
+        }
+    }
+
     fn record(&self, request: Request) {
         self.log.lock().unwrap().push(request);
     }
 }
 
+impl Counting<'static> {
+    /// Over a fresh scratch folder of its own, read through the page cache.
+    pub(crate) fn in_scratch(name: &str) -> Counting<'static> {
+        Counting::over(Inner::Owned(LocalFs::new(scratch_dir(name))))
+    }
+}
+
+impl Drop for Counting<'_> {
+    fn drop(&mut self) {
+        if let Inner::Owned(storage) = &self.inner {
+            let _ = std::fs::remove_dir_all(storage.root());
+        }
+    }
+}
+
 impl Storage for Counting<'_> {
     fn describe(&self, key: &str) -> String {
-        self.inner.describe(key)
+        self.inner().describe(key)
     }
 
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
-        let read = self.inner.read_all(key, buf)?;
+        let read = self.inner().read_all(key, buf)?;
         self.record(Request::Whole {
             key: key.to_string(),
             fetched: read.fetched,
@@ -152,7 +204,12 @@ impl Storage for Counting<'_> {
         len: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let read = self.inner.read_range(key, offset, len, buf)?;
+        let left = self
+            .cut
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(offset);
+        let cut = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let read = self.inner().read_range(key, offset, cut, buf)?;
         self.record(Request::Range {
             key: key.to_string(),
             offset,
@@ -166,57 +223,57 @@ impl Storage for Counting<'_> {
         self.record(Request::Map {
             key: key.to_string(),
         });
-        self.inner.map_range(key, offset, len)
+        self.inner().map_range(key, offset, len)
     }
 
     fn hold(&self, key: &str) {
-        self.inner.hold(key)
+        self.inner().hold(key)
     }
 
     fn release(&self, key: &str) -> io::Result<()> {
-        self.inner.release(key)
+        self.inner().release(key)
     }
 
     fn release_all(&self) {
-        self.inner.release_all()
+        self.inner().release_all()
     }
 
     fn size(&self, key: &str) -> io::Result<u64> {
         self.record(Request::Size {
             key: key.to_string(),
         });
-        self.inner.size(key)
+        self.inner().size(key)
     }
 
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
-        self.inner.create(key)
+        self.inner().create(key)
     }
 
     fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
-        self.inner.open_sequential(key)
+        self.inner().open_sequential(key)
     }
 
     fn evict(&self, key: &str) -> io::Result<()> {
-        self.inner.evict(key)
+        self.inner().evict(key)
     }
 
     fn exists(&self, key: &str) -> io::Result<bool> {
-        self.inner.exists(key)
+        self.inner().exists(key)
     }
 
     fn delete(&self, key: &str) -> io::Result<bool> {
-        self.inner.delete(key)
+        self.inner().delete(key)
     }
 
     fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
-        self.inner.list_dir(prefix, each)
+        self.inner().list_dir(prefix, each)
     }
 
     fn accounting(&self) -> Accounting {
-        self.inner.accounting()
+        self.inner().accounting()
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.inner.sync()
+        self.inner().sync()
     }
 }

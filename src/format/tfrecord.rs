@@ -795,6 +795,7 @@ mod tests {
             );
             storage.take();
         }
+        drop(storage);
         scratch.remove();
     }
 
@@ -879,6 +880,7 @@ mod tests {
         let read = reader.read_sample(&storage, KEY, 7, &mut buf).unwrap();
         assert_eq!(read.offset, 7 * record);
         assert_eq!(ranges(storage.take())[0].0, 0);
+        drop(storage);
         scratch.remove();
     }
 

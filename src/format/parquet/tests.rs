@@ -1,10 +1,6 @@
 //! Round trips through real files, the bytes each sample costs, coalescing, whole-file reads,
 //! damaged files, O_DIRECT, and a footer written by pyarrow.
 
-use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -13,11 +9,9 @@ use super::thrift::Reader;
 use super::*;
 use crate::config::fields::Choice;
 use crate::config::value::Value;
+use crate::format::testing::Counting;
 use crate::format::{ReadBuffer, SampleRead};
-use crate::storage::{
-    scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectReader,
-    ObjectWriter, RangeRead, Storage,
-};
+use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage};
 
 fn column(name: &str, dtype: &str, size: u64, read: bool) -> ParquetColumn {
     ParquetColumn {
@@ -59,86 +53,6 @@ fn encode(format: &Parquet, shape: &FileShape) -> Vec<u8> {
         .unwrap();
     assert!(out.side_files().is_empty());
     out.data
-}
-
-/// A local folder whose range reads are recorded, to see how a reader reads, and which can
-/// seem to shrink after a file is opened.
-struct Recording {
-    inner: LocalFs,
-    reads: Mutex<Vec<(u64, usize)>>,
-    /// Range reads end here, as if the file had been cut.
-    cut: AtomicU64,
-}
-
-impl Recording {
-    fn new(name: &str) -> Recording {
-        Recording {
-            inner: LocalFs::new(scratch_dir(name)),
-            reads: Mutex::new(Vec::new()),
-            cut: AtomicU64::new(u64::MAX),
-        }
-    }
-
-    fn take_reads(&self) -> Vec<(u64, usize)> {
-        std::mem::take(&mut self.reads.lock().unwrap())
-    }
-}
-
-impl Drop for Recording {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(self.inner.root());
-    }
-}
-
-impl Storage for Recording {
-    fn describe(&self, key: &str) -> String {
-        self.inner.describe(key)
-    }
-    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
-        self.inner.read_all(key, buf)
-    }
-    fn read_range(
-        &self,
-        key: &str,
-        offset: u64,
-        len: usize,
-        buf: &mut IoBuffer,
-    ) -> io::Result<RangeRead> {
-        self.reads.lock().unwrap().push((offset, len));
-        let left = self.cut.load(Ordering::Relaxed).saturating_sub(offset);
-        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
-        self.inner.read_range(key, offset, len, buf)
-    }
-    fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {
-        self.inner.map_range(key, offset, len)
-    }
-    fn size(&self, key: &str) -> io::Result<u64> {
-        self.inner.size(key)
-    }
-    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
-        self.inner.create(key)
-    }
-    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
-        self.inner.open_sequential(key)
-    }
-    fn evict(&self, key: &str) -> io::Result<()> {
-        self.inner.evict(key)
-    }
-    fn exists(&self, key: &str) -> io::Result<bool> {
-        self.inner.exists(key)
-    }
-    fn delete(&self, key: &str) -> io::Result<bool> {
-        self.inner.delete(key)
-    }
-    fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
-        self.inner.list_dir(prefix, each)
-    }
-    fn accounting(&self) -> Accounting {
-        self.inner.accounting()
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.inner.sync()
-    }
 }
 
 /// Reads every sample of `key` in order.
@@ -211,7 +125,7 @@ fn every_sample_round_trips_and_costs_its_row_groups_marked_chunks_once() {
     let columns = mixed_columns();
     let parquet = format(columns.clone(), 4, ParquetReadMode::RowGroup);
     let file = encode(&parquet, &rows(10));
-    let storage = Recording::new("parquet-round-trip");
+    let storage = Counting::in_scratch("parquet-round-trip");
     storage.put("train/f.parquet", &file).unwrap();
 
     // Every column's chunks, from a reader of all columns: they tile the data exactly, each
@@ -249,7 +163,7 @@ fn every_sample_round_trips_and_costs_its_row_groups_marked_chunks_once() {
     assert_eq!(&file[..4], b"PAR1");
 
     let mut reader = RowGroupReader::new(&parquet);
-    storage.take_reads();
+    storage.take_ranges();
     let reads = read_all_samples(&mut reader, &storage, "train/f.parquet", 10);
     for (g, first) in [(0usize, 0u64), (1, 4), (2, 8)] {
         let marked: Vec<(u64, u64)> = reader.chunk_ranges(g);
@@ -272,7 +186,7 @@ fn every_sample_round_trips_and_costs_its_row_groups_marked_chunks_once() {
     }
     // The file is smaller than 64 KiB, so its footer came with one read of all of it; then one
     // request per range Arrow makes of each row group's marked chunks.
-    let recorded = storage.take_reads();
+    let recorded = storage.take_ranges();
     assert_eq!(recorded[0], (0, file.len()));
     let want: Vec<(u64, usize)> = (0..3)
         .flat_map(|g| arrow_ranges(&reader.chunk_ranges(g)))
@@ -285,7 +199,7 @@ fn every_sample_round_trips_and_costs_its_row_groups_marked_chunks_once() {
 fn whole_file_mode_reads_every_row_group_on_the_first_sample_only() {
     let parquet = format(mixed_columns(), 3, ParquetReadMode::WholeFile);
     let file = encode(&parquet, &rows(8));
-    let storage = Recording::new("parquet-whole-file");
+    let storage = Counting::in_scratch("parquet-whole-file");
     storage.put("f.parquet", &file).unwrap();
     let mut reader = RowGroupReader::new(&parquet);
     let reads = read_all_samples(&mut reader, &storage, "f.parquet", 8);
@@ -309,7 +223,7 @@ fn without_columns_one_list_column_holds_each_samples_bytes() {
         element: ElementType::Float32,
     };
     let file = encode(&parquet, &shape);
-    let storage = Recording::new("parquet-default-column");
+    let storage = Counting::in_scratch("parquet-default-column");
     storage.put("f.parquet", &file).unwrap();
     let mut reader = RowGroupReader::new(&parquet);
     let reads = read_all_samples(&mut reader, &storage, "f.parquet", 7);
@@ -339,7 +253,7 @@ fn rows_larger_than_a_page_straddle_pages_and_still_count() {
     ];
     let parquet = format(columns, 2, ParquetReadMode::RowGroup);
     let file = encode(&parquet, &rows(3));
-    let storage = Recording::new("parquet-big-rows");
+    let storage = Counting::in_scratch("parquet-big-rows");
     storage.put("f.parquet", &file).unwrap();
     let mut reader = RowGroupReader::new(&parquet);
     let reads = read_all_samples(&mut reader, &storage, "f.parquet", 3);
@@ -365,7 +279,7 @@ fn rows_larger_than_a_page_straddle_pages_and_still_count() {
 fn a_configured_column_missing_from_the_file_is_named() {
     let parquet = format(mixed_columns(), 4, ParquetReadMode::RowGroup);
     let file = encode(&parquet, &rows(4));
-    let storage = Recording::new("parquet-missing-column");
+    let storage = Counting::in_scratch("parquet-missing-column");
     storage.put("f.parquet", &file).unwrap();
     let mut columns = mixed_columns();
     columns.push(column("absent", "float32", 1, true));
@@ -411,7 +325,7 @@ fn every_truncation_and_damaged_footers_or_headers_are_errors_never_panics() {
     ];
     let parquet = format(columns, 2, ParquetReadMode::WholeFile);
     let file = encode(&parquet, &rows(3));
-    let storage = Recording::new("parquet-damaged");
+    let storage = Counting::in_scratch("parquet-damaged");
     for len in 0..file.len() {
         storage.put("bad.parquet", &file[..len]).unwrap();
         let error = read_damaged(&parquet, &storage, 3).unwrap_err().to_string();
@@ -496,11 +410,11 @@ fn pieces_of_any_size_fetch_the_same_ranges_cut_at_their_multiples() {
     for mode in [ParquetReadMode::RowGroup, ParquetReadMode::WholeFile] {
         let parquet = format(mixed_columns(), 4, mode);
         let file = encode(&parquet, &rows(10));
-        let storage = Recording::new("parquet-pieces");
+        let storage = Counting::in_scratch("parquet-pieces");
         storage.put("f.parquet", &file).unwrap();
         let mut whole = RowGroupReader::new(&parquet);
         let want = read_all_samples(&mut whole, &storage, "f.parquet", 10);
-        let ranges = storage.take_reads();
+        let ranges = storage.take_ranges();
         // The whole small file for the footer, then at least one range per row group.
         assert_eq!(ranges[0], (0, file.len()));
         assert!(ranges.len() > 3, "{ranges:?}");
@@ -513,7 +427,7 @@ fn pieces_of_any_size_fetch_the_same_ranges_cut_at_their_multiples() {
                 .copied()
                 .chain(ranges[1..].iter().flat_map(|&(o, l)| pieces(o, l, piece)))
                 .collect();
-            assert_eq!(storage.take_reads(), cut, "{mode:?}, pieces of {piece}");
+            assert_eq!(storage.take_ranges(), cut, "{mode:?}, pieces of {piece}");
             // What a piece cut off is held until its page is whole, no longer than that page.
             let largest = (0..3)
                 .flat_map(|g| pages(&file, &reader.chunk_ranges(g)))
@@ -536,7 +450,7 @@ fn a_row_group_larger_than_a_piece_costs_its_chunks_exactly_in_bounded_memory() 
     let parquet = format(columns, 6, ParquetReadMode::RowGroup);
     let file = encode(&parquet, &rows(8));
     let size = file.len() as u64;
-    let storage = Recording::new("parquet-large-group");
+    let storage = Counting::in_scratch("parquet-large-group");
     storage.put("f.parquet", &file).unwrap();
     let mut reader = RowGroupReader::new(&parquet);
     let mut buf = ReadBuffer::default();
@@ -563,7 +477,7 @@ fn a_row_group_larger_than_a_piece_costs_its_chunks_exactly_in_bounded_memory() 
         }
     }
     assert!(want.len() > 5, "{want:?}");
-    assert_eq!(storage.take_reads(), want);
+    assert_eq!(storage.take_ranges(), want);
     let pages_read: Vec<(usize, usize, usize)> = (0..2)
         .flat_map(|g| pages(&file, &reader.chunk_ranges(g)))
         .collect();
@@ -582,7 +496,7 @@ fn a_row_group_larger_than_a_piece_costs_its_chunks_exactly_in_bounded_memory() 
     shrunk
         .read_sample(&storage, "f.parquet", 6, &mut buf)
         .unwrap();
-    storage.cut.store(second_piece + 100, Ordering::Relaxed);
+    storage.cut_at(second_piece + 100);
     let error = shrunk
         .read_sample(&storage, "f.parquet", 0, &mut buf)
         .unwrap_err()
@@ -590,7 +504,7 @@ fn a_row_group_larger_than_a_piece_costs_its_chunks_exactly_in_bounded_memory() 
     for part in ["f.parquet", "row group 0", "truncated"] {
         assert!(error.contains(part), "{part}: {error}");
     }
-    storage.cut.store(u64::MAX, Ordering::Relaxed);
+    storage.cut_at(u64::MAX);
 
     // Damage past the first piece of row group 0's column a: a page header of an unknown
     // type, then a page cut by a piece's end whose levels claim more bytes than it has.
@@ -678,11 +592,11 @@ fn a_footer_longer_than_the_first_read_is_read_again_whole() {
     let file = encode(&parquet, &rows(4));
     let footer_len = u32::from_le_bytes(file[file.len() - 8..file.len() - 4].try_into().unwrap());
     assert!(footer_len > 64 * 1024, "{footer_len}");
-    let storage = Recording::new("parquet-long-footer");
+    let storage = Counting::in_scratch("parquet-long-footer");
     storage.put("f.parquet", &file).unwrap();
     let mut reader = RowGroupReader::new(&parquet);
     let reads = read_all_samples(&mut reader, &storage, "f.parquet", 4);
-    let recorded = storage.take_reads();
+    let recorded = storage.take_ranges();
     let size = file.len() as u64;
     let footer_start = size - 8 - u64::from(footer_len);
     assert_eq!(recorded[0], (size - 65536, 65536));
@@ -726,7 +640,7 @@ const PYARROW_FILE: &[u8] = include_bytes!("../../../tests/fixtures/parquet-pyar
 
 #[test]
 fn a_file_written_by_pyarrow_is_parsed_and_read_by_row_group() {
-    let storage = Recording::new("parquet-pyarrow");
+    let storage = Counting::in_scratch("parquet-pyarrow");
     storage.put("p.parquet", PYARROW_FILE).unwrap();
     let columns = vec![
         column("id", "int64", 1, false),
@@ -742,7 +656,7 @@ fn a_file_written_by_pyarrow_is_parsed_and_read_by_row_group() {
     assert_eq!(reader.chunk_ranges(0), [(123, 87), (210, 132)]);
     assert_eq!(reader.chunk_ranges(1), [(535, 78), (613, 102)]);
     assert_eq!(
-        storage.take_reads(),
+        storage.take_ranges(),
         [(0, PYARROW_FILE.len()), (123, 219), (535, 180)]
     );
     let bytes: Vec<u64> = reads.iter().map(|r| r.bytes).collect();

@@ -431,12 +431,6 @@ impl StreamReader {
         Ok(Ok(()))
     }
 
-    /// Moves the stream's place `len` bytes on without reading them, as `SkipNBytes` does: within
-    /// the buffer, or past it (the next read starts there).
-    fn skip(&self, place: &mut Place, len: u64) {
-        place.position += len;
-    }
-
     /// Reads the next record's header and checks its CRC; returns the payload's length. `sample`
     /// is the record sought, for the message when the file ends first.
     fn header(
@@ -507,7 +501,9 @@ impl StreamReader {
                 ));
             };
             if record < sample {
-                self.skip(place, body);
+                // Passed over unread, as `SkipNBytes` does: within the buffer, or past it (the
+                // next request starts there).
+                place.position += body;
                 place.record += 1;
                 continue;
             }

@@ -16,8 +16,9 @@
 //! row group it read. A sample of another file costs the footer, read as Arrow reads it: the last
 //! 64 KiB (or the whole file if smaller), then the whole footer again if it is longer. A sample of
 //! a row group not in hand costs that row group's column chunks of the columns marked `read` (all
-//! columns when none is marked or none is configured), adjacent chunks coalesced into one range
-//! as pyarrow's pre-buffering does; the page headers are walked and must add up to each chunk.
+//! columns when none is marked or none is configured), merged into ranges as pyarrow's
+//! pre-buffering merges them (chunks at most 8 KiB apart join a range, the hole fetched too, up
+//! to 32 MiB a range); the page headers are walked and must add up to each chunk.
 //! A range is fetched in pieces of at most 8 MiB, in order, each checked as it arrives and then
 //! dropped, so a reader thread holds a piece (and any one page a piece's end cuts), never a row
 //! group; "in hand" records which row group was fetched. Further samples of the row group in

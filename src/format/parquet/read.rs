@@ -1078,7 +1078,7 @@ fn parse_header_in(bytes: &[u8]) -> Parsed<(PageHeader, usize)> {
     Ok((header, reader.position()))
 }
 
-/// Checks a run of adjacent chunks as its bytes arrive, piece by piece.
+/// Checks a range of chunks (and the holes between them) as its bytes arrive, piece by piece.
 struct RunWalk<'w> {
     chunks: &'w [Chunk],
     leaves: &'w [Leaf],

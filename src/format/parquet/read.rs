@@ -89,6 +89,8 @@ struct Group {
     rows: u64,
     /// Its chunks in [`Footer::chunks`].
     chunks: (usize, usize),
+    /// Where its first chunk read starts: a sample's offset, looked up per sample.
+    offset: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,13 +366,7 @@ impl SampleReader for RowGroupReader<'_> {
             .footer
             .groups
             .partition_point(|group| group.first_row + group.rows <= sample);
-        let offset = self
-            .footer
-            .chunks_of(g)
-            .iter()
-            .map(|c| c.start)
-            .min()
-            .unwrap_or(0);
+        let offset = self.footer.groups[g].offset;
         let served = match self.in_hand {
             InHand::All => true,
             InHand::RowGroup(h) => h == g,
@@ -647,10 +643,17 @@ fn parse_group(
     footer.rows = first_row
         .checked_add(rows)
         .ok_or("the row counts overflow")?;
+    let chunks = (first_chunk, footer.chunks.len());
+    let offset = footer.chunks[chunks.0..chunks.1]
+        .iter()
+        .map(|c| c.start)
+        .min()
+        .unwrap_or(0);
     footer.groups.push(Group {
         first_row,
         rows,
-        chunks: (first_chunk, footer.chunks.len()),
+        chunks,
+        offset,
     });
     Ok(())
 }

@@ -849,6 +849,30 @@ mod tests {
     }
 
     #[test]
+    fn transfer_size_is_tensorflow_s_buffer_by_default_and_bounded() {
+        let parse = |yaml: &str| Config::from_tree("t", Value::from_yaml(yaml).unwrap());
+        let default = parse("reader:\n  batch_size: 1\n").unwrap();
+        assert_eq!(default.reader.transfer_size, TENSORFLOW_READ_BUFFER);
+        for size in [0, 4096, MAX_TRANSFER_SIZE] {
+            let c = parse(&format!("reader:\n  transfer_size: {size}\n")).unwrap();
+            assert_eq!(c.reader.transfer_size, size);
+        }
+        for (bad, why) in [
+            ("-1", "must be at least 0"),
+            ("1073741825", "at most 1073741824 bytes"),
+            ("big", "expected an integer"),
+        ] {
+            let err = parse(&format!("reader:\n  transfer_size: {bad}\n")).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            let text = err.to_string();
+            assert!(
+                text.contains("workload.reader.transfer_size") && text.contains(why),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_keys_warn_or_fail_with_strict() {
         let c = resolve(&[
             "workload=default",

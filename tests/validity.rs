@@ -362,18 +362,23 @@ fn compute_lateness_is_measured_compute_beyond_the_asked_time() {
     assert!(num(&report, "/epochs/0/compute_lateness/p50_us") <= max_us);
 }
 
+/// `dlio-rs run` of the default workload with `page_cache: drop_before_epoch`, output in `out`.
+fn drop_before_epoch_run(out: &std::path::Path) -> Vec<String> {
+    vec![
+        "run".to_string(),
+        "workload=default".into(),
+        "++workload.reader.page_cache=drop_before_epoch".into(),
+        format!("++hydra.run.dir={}", out.display()),
+    ]
+}
+
 /// Dropping the page cache needs root: without it the run stops before anything is written, with
 /// exit code 2 and the option that needs no root. As root, the run is made as `nobody`.
 #[test]
 fn drop_before_epoch_without_root_is_a_usage_error() {
     let tmp = Scratch::new("noroot");
     let out = tmp.join("out");
-    let words = [
-        "run".to_string(),
-        "workload=default".into(),
-        "++workload.reader.page_cache=drop_before_epoch".into(),
-        format!("++hydra.run.dir={}", out.display()),
-    ];
+    let words = drop_before_epoch_run(&out);
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let ran = if root {
@@ -396,12 +401,7 @@ fn drop_before_epoch_without_root_is_a_usage_error() {
 fn a_bad_drop_caches_timeout_is_a_usage_error() {
     let tmp = Scratch::new("drop-timeout");
     let out = tmp.join("out");
-    let words = [
-        "run".to_string(),
-        "workload=default".into(),
-        "++workload.reader.page_cache=drop_before_epoch".into(),
-        format!("++hydra.run.dir={}", out.display()),
-    ];
+    let words = drop_before_epoch_run(&out);
     for bad in ["soon", "0", "-5"] {
         let ran = launch(
             env!("CARGO_BIN_EXE_dlio-rs"),

@@ -211,25 +211,53 @@ fn files_per_reader(shape: &Shape, train: &Path) -> Vec<Vec<(String, u64)>> {
         .collect()
 }
 
-/// Writes reader `j`'s fio replay log (version 2): each of its files opened, read in `reads`
-/// (offset, length), closed; returns the `--read_iolog` option.
-fn replay_log(dir: &Path, name: String, files: &[(String, Vec<(u64, u64)>)]) -> String {
-    let mut log = String::from("fio version 2 iolog\n");
-    for (file, reads) in files {
-        log.push_str(&format!("{file} add\n{file} open\n"));
-        for (offset, len) in reads {
-            log.push_str(&format!("{file} read {offset} {len}\n"));
-        }
-        log.push_str(&format!("{file} close\n"));
+/// A fio replay log (`--read_iolog`, version 2) being written.
+struct IoLog(String);
+
+impl IoLog {
+    fn new() -> IoLog {
+        IoLog(String::from("fio version 2 iolog\n"))
     }
-    let path = dir.join(name);
-    std::fs::write(&path, log).unwrap();
-    format!("--read_iolog={}", path.display())
+
+    fn open(&mut self, file: &str) {
+        self.0.push_str(&format!("{file} add\n{file} open\n"));
+    }
+
+    fn read(&mut self, file: &str, offset: u64, len: u64) {
+        self.0.push_str(&format!("{file} read {offset} {len}\n"));
+    }
+
+    fn close(&mut self, file: &str) {
+        self.0.push_str(&format!("{file} close\n"));
+    }
+
+    /// Writes the log to `dir/name`; returns fio's option that replays it.
+    fn save(self, dir: &Path, name: String) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, self.0).unwrap();
+        format!("--read_iolog={}", path.display())
+    }
 }
 
-/// fio replay logs that read each reader's files whole, in order, in requests of `request`
-/// bytes; with O_DIRECT (`direct`) whole 4 KiB blocks, a file's tail shorter than a block left
-/// out (what fio's own sequential jobs do: it reads 96–100 % of what dlio-rs reads).
+/// Where fio's reads of a file of `size` bytes must end: with O_DIRECT (`direct`) before its
+/// partial last block, which comes back short and which fio then takes for an error (its own
+/// sequential jobs leave it out too: fio reads 96–100 % of what dlio-rs reads).
+fn fio_end(size: u64, direct: bool) -> u64 {
+    if direct {
+        size / (4 * KIB) * (4 * KIB)
+    } else {
+        size
+    }
+}
+
+/// The log's name for `reader` of the shape in a mode.
+fn log_name(shape: &Shape, reader: usize, direct: bool) -> String {
+    let mode = if direct { "direct" } else { "buffered" };
+    format!("cold-{}-reader{reader}.{mode}.iolog", shape.name)
+}
+
+/// fio replay logs that read each reader's files whole, one open at a time, in order, in
+/// requests of `request` bytes (see [`fio_end`] for O_DIRECT).
 fn fio_file_logs(
     shape: &Shape,
     train: &Path,
@@ -241,27 +269,16 @@ fn fio_file_logs(
         .iter()
         .enumerate()
         .map(|(j, files)| {
-            let reads: Vec<(String, Vec<(u64, u64)>)> = files
-                .iter()
-                .map(|(file, size)| {
-                    let end = if direct {
-                        size / (4 * KIB) * (4 * KIB)
-                    } else {
-                        *size
-                    };
-                    let pieces = (0..end)
-                        .step_by(request.min(end.max(1)) as usize)
-                        .map(|at| (at, request.min(end - at)))
-                        .collect();
-                    (file.clone(), pieces)
-                })
-                .collect();
-            let mode = if direct { "direct" } else { "buffered" };
-            replay_log(
-                dir,
-                format!("cold-{}-reader{j}.{mode}.iolog", shape.name),
-                &reads,
-            )
+            let mut log = IoLog::new();
+            for (file, size) in files {
+                let end = fio_end(*size, direct);
+                log.open(file);
+                for at in (0..end).step_by(request.min(end.max(1)) as usize) {
+                    log.read(file, at, request.min(end - at));
+                }
+                log.close(file);
+            }
+            log.save(dir, log_name(shape, j, direct))
         })
         .collect()
 }
@@ -270,9 +287,8 @@ fn fio_file_logs(
 type Pread = (String, u64, u64);
 
 /// fio replay logs of the requests dlio-rs makes: one unmeasured run under `strace -f -y`, then
-/// per thread that read data files a version-2 iolog that opens the files it read and makes its
-/// `pread`s, offset and length, in its order (with O_DIRECT the file's partial last block left
-/// out: fio takes the short read there for an error). Returns the `--read_iolog` options.
+/// per thread that read data files a log that opens the files it read and makes its `pread`s,
+/// offset and length, in its order (see [`fio_end`] for O_DIRECT).
 fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec<String> {
     let out = dir.join(format!("cold-{}-strace", shape.name));
     let calls = dir.join(format!("cold-{}-preads.txt", shape.name));
@@ -291,12 +307,40 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
         .unwrap()
         .display()
         .to_string();
-    // Per thread, in order of their first read: (path, offset, length).
-    let mut threads: Vec<(String, Vec<Pread>)> = Vec::new();
-    let text = std::fs::read_to_string(&calls).unwrap();
+    let threads = traced_preads(&std::fs::read_to_string(&calls).unwrap(), &train);
+    let _ = std::fs::remove_file(&calls);
+    let mut sizes = std::collections::HashMap::<&str, u64>::new();
+    threads
+        .iter()
+        .enumerate()
+        .map(|(j, reads)| {
+            let mut files: Vec<&str> = reads.iter().map(|r| r.0.as_str()).collect();
+            files.sort_unstable();
+            files.dedup();
+            let mut log = IoLog::new();
+            files.iter().for_each(|f| log.open(f));
+            for (f, offset, len) in reads {
+                let size = *sizes
+                    .entry(f)
+                    .or_insert_with(|| std::fs::metadata(f).unwrap().len());
+                let end = (offset + len).min(fio_end(size, direct));
+                if end > *offset {
+                    log.read(f, *offset, end - offset);
+                }
+            }
+            files.iter().for_each(|f| log.close(f));
+            log.save(dir, log_name(shape, j, direct))
+        })
+        .collect()
+}
+
+/// The `pread`s of files below `train` in strace's `-f -y` output, per thread in the order of
+/// their first read, each thread's in order.
+fn traced_preads(text: &str, train: &str) -> Vec<Vec<Pread>> {
+    let mut threads: Vec<(&str, Vec<Pread>)> = Vec::new();
     // A call another thread interrupted is split: `TID pread64(FD</path>, <unfinished ...>`, then
     // `TID <... pread64 resumed>"..."..., LENGTH, OFFSET) = N`.
-    let mut unfinished = std::collections::HashMap::<String, String>::new();
+    let mut unfinished = std::collections::HashMap::<&str, &str>::new();
     for call in text.lines() {
         // TID pread64(FD</path>, "..."..., LENGTH, OFFSET) = N
         let (tid, path) = if let Some((tid, rest)) = call.split_once(" pread64(") {
@@ -307,10 +351,10 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
                 continue;
             };
             if call.ends_with("<unfinished ...>") {
-                unfinished.insert(tid.to_string(), path.to_string());
+                unfinished.insert(tid, path);
                 continue;
             }
-            (tid, path.to_string())
+            (tid, path)
         } else if let Some((tid, _)) = call.split_once(" <... pread64 resumed>") {
             match unfinished.remove(tid) {
                 Some(path) => (tid, path),
@@ -319,7 +363,7 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
         } else {
             continue;
         };
-        if !path.starts_with(&train) || call.contains(" = -1 ") {
+        if !path.starts_with(train) || call.contains(" = -1 ") {
             continue;
         }
         let Some((head, _)) = call.rsplit_once(") = ") else {
@@ -331,44 +375,13 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
         let at = match threads.iter().position(|t| t.0 == tid) {
             Some(at) => at,
             None => {
-                threads.push((tid.to_string(), Vec::new()));
+                threads.push((tid, Vec::new()));
                 threads.len() - 1
             }
         };
-        threads[at].1.push((path, offset, len));
+        threads[at].1.push((path.to_string(), offset, len));
     }
-    let _ = std::fs::remove_file(&calls);
-    threads
-        .iter()
-        .enumerate()
-        .map(|(j, (_, reads))| {
-            let mut files: Vec<&str> = reads.iter().map(|r| r.0.as_str()).collect();
-            files.sort_unstable();
-            files.dedup();
-            let mut log = String::from("fio version 2 iolog\n");
-            for f in &files {
-                log.push_str(&format!("{f} add\n{f} open\n"));
-            }
-            for (f, offset, len) in reads {
-                let end = if direct {
-                    let size = std::fs::metadata(f).unwrap().len();
-                    (offset + len).min(size / (4 * KIB) * (4 * KIB))
-                } else {
-                    offset + len
-                };
-                if end > *offset {
-                    log.push_str(&format!("{f} read {offset} {}\n", end - offset));
-                }
-            }
-            for f in &files {
-                log.push_str(&format!("{f} close\n"));
-            }
-            let mode = if direct { "direct" } else { "buffered" };
-            let path = dir.join(format!("cold-{}-thread{j}.{mode}.iolog", shape.name));
-            std::fs::write(&path, log).unwrap();
-            format!("--read_iolog={}", path.display())
-        })
-        .collect()
+    threads.into_iter().map(|(_, reads)| reads).collect()
 }
 
 /// Syncs the file system and empties the page cache (as root), so each measurement starts cold.

@@ -31,16 +31,20 @@
 //!   (256 KiB samples of a file dealt to the threads batch by batch, as PyTorch's workers take
 //!   them, and each file's metadata), R6 parquet (the ranges Arrow makes of 40 of 200 columns, and
 //!   each file's footer), R7 jpeg (whole files in the shuffled order). Same requests, same order,
-//!   same readers.
+//!   same readers. R6's row-group ranges go 8 at a time through io_uring with O_DIRECT, which
+//!   strace does not see: they are traced buffered (`pread`s after a read-ahead hint) and widened
+//!   to whole blocks. fio replays R6 with io_uring, 8 requests in flight per reader, without
+//!   dlio-rs's (and Arrow's) pause at the end of each row group: a bound; and, for the record,
+//!   one request at a time (psync).
 //!
 //! Shapes (4 read threads each): R1 npz 24 × 128 MiB, 1 rank; R2 npz 20,000 × 112 KiB, 2 ranks;
 //! R3 tfrecord 64 files × 512 records × 110 KiB (issue 14 says 1024 records: halved to keep the
 //! datasets under ~12 GiB); R4 indexed_binary 16 × 4096 × 4 KiB, file and sample shuffle (seed);
 //! R5 hdf5 32 × 64 × 256 KiB; R6 parquet, dlrm_b200's 200 columns (40 read) and row groups of
-//! 6144 rows, 16 files × 61,440 rows (MLPerf: 1024 × 4,718,592); R7 jpeg, retinanet_b200 (~176
+//! 6144 rows, 48 files × 61,440 rows (MLPerf: 1024 × 4,718,592); R7 jpeg, retinanet_b200 (~176
 //! KiB noise images, file and sample shuffle, `reader.decode_images=False`: decoding is CPU, not
 //! storage), 4096 files (MLPerf: 1,170,301).
-//! The datasets, about 10.7 GiB, are generated once and kept. Before the shapes, fio measures
+//! The datasets, about 12.5 GiB, are generated once and kept. Before the shapes, fio measures
 //! the device's ceiling at a deep queue (libaio, iodepth 32, O_DIRECT, 1 MiB sequential and 4 KiB
 //! random) on a 1 GiB file of its own.
 
@@ -77,8 +81,10 @@ enum FioStream {
     /// smallest file).
     Files { request: u64 },
     /// The requests dlio-rs makes, each reader thread's in its order, as `strace` records them:
-    /// both make the same requests (the format's metadata reads too) in the same order.
-    Requests,
+    /// both make the same requests (the format's metadata reads too) in the same order, with up
+    /// to `in_flight` of them in flight per reader (fio: io_uring at that depth where it is over
+    /// 1, as dlio-rs fetches a parquet row group's ranges).
+    Requests { in_flight: u32 },
 }
 
 /// One measurement: payload MiB/s and CPU seconds (user + system) per GiB read.
@@ -288,15 +294,23 @@ type Pread = (String, u64, u64);
 
 /// fio replay logs of the requests dlio-rs makes: one unmeasured run under `strace -f -y`, then
 /// per thread that read data files a log that opens the files it read and makes its `pread`s,
-/// offset and length, in its order (see [`fio_end`] for O_DIRECT).
-fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec<String> {
+/// offset and length, in its order (see [`fio_end`] for O_DIRECT). Reads in flight `together`
+/// go through io_uring with O_DIRECT, out of strace's sight: they are then traced buffered
+/// (where they are `pread`s) and widened to the whole blocks an O_DIRECT read of them asks for.
+fn fio_request_logs(
+    shape: &Shape,
+    data: &Path,
+    dir: &Path,
+    direct: bool,
+    together: bool,
+) -> Vec<String> {
     let out = dir.join(format!("cold-{}-strace", shape.name));
     let calls = dir.join(format!("cold-{}-preads.txt", shape.name));
     let _ = std::fs::remove_dir_all(&out);
     let mut args = words(&["-f", "-qq", "-y", "-e", "trace=pread64", "-o"]);
     args.push(calls.display().to_string());
     args.push(DLIO_RS.to_string());
-    args.extend(dlio_words(shape, data, &out, direct));
+    args.extend(dlio_words(shape, data, &out, direct && !together));
     let status = Command::new("strace")
         .args(&args)
         .status()
@@ -323,9 +337,18 @@ fn fio_request_logs(shape: &Shape, data: &Path, dir: &Path, direct: bool) -> Vec
                 let size = *sizes
                     .entry(f)
                     .or_insert_with(|| std::fs::metadata(f).unwrap().len());
-                let end = (offset + len).min(fio_end(size, direct));
-                if end > *offset {
-                    log.read(f, *offset, end - offset);
+                let (offset, end) = if direct && together {
+                    let block = 4 * KIB;
+                    (
+                        offset / block * block,
+                        (offset + len).next_multiple_of(block),
+                    )
+                } else {
+                    (*offset, offset + len)
+                };
+                let end = end.min(fio_end(size, direct));
+                if end > offset {
+                    log.read(f, offset, end - offset);
                 }
             }
             files.iter().for_each(|f| log.close(f));
@@ -420,6 +443,9 @@ fn warm_host(dir: &Path) {
 struct Pairs {
     ours: Vec<Sample>,
     theirs: Vec<Sample>,
+    /// Where fio reads several requests at once: fio reading them one at a time (psync), the
+    /// comparison issue 14 names.
+    one_at_a_time: Vec<Sample>,
 }
 
 impl Pairs {
@@ -440,6 +466,14 @@ impl Pairs {
             of(&self.theirs, |s| s.cpu_s_per_gib),
         );
         let met = (ours / theirs).min(round_ratio) >= 0.95 && our_cpu <= their_cpu;
+        if !self.one_at_a_time.is_empty() {
+            let psync = of(&self.one_at_a_time, |s| s.mib_s);
+            println!(
+                "{} {mode}: fio one request at a time (psync) {psync:.0} MiB/s: dlio-rs {:.1}% of it",
+                shape.name,
+                100.0 * ours / psync
+            );
+        }
         println!(
             "{} {mode}: dlio-rs {ours:.0} MiB/s, fio {theirs:.0} MiB/s (medians: {:.1}%; median of rounds' ratios: {:.1}%; target ≥ 95%); CPU s/GiB dlio-rs {our_cpu:.2}, fio {their_cpu:.2} — {}",
             shape.name,
@@ -527,11 +561,19 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     common.push("--replay_no_stall=1".into());
     let jobs: [Vec<String>; 2] = [false, true].map(|direct| match shape.fio {
         FioStream::Files { request } => fio_file_logs(&shape, &train, dir, request, direct),
-        FioStream::Requests => fio_request_logs(&shape, &data, dir, direct),
+        FioStream::Requests { in_flight } => {
+            fio_request_logs(&shape, &data, dir, direct, in_flight > 1)
+        }
     });
     let fio_options = |direct: bool| {
         let mut o = common.clone();
         o.push(format!("--direct={}", direct as u8));
+        if let FioStream::Requests { in_flight } = shape.fio {
+            if in_flight > 1 {
+                o.push("--ioengine=io_uring".into());
+                o.push(format!("--iodepth={in_flight}"));
+            }
+        }
         o
     };
     // All O_DIRECT rounds first, then all buffered ones: a buffered read leaves the dataset in
@@ -567,6 +609,19 @@ fn compare(dir: &Path, shape: Shape) -> bool {
                 let (t2, o2) = (theirs(), ours());
                 (o1.mean(&o2), t1.mean(&t2))
             };
+            let one_at_a_time = match shape.fio {
+                FioStream::Requests { in_flight } if in_flight > 1 => {
+                    let mut psync = fio_options(direct);
+                    psync.retain(|o| !o.starts_with("--iodepth"));
+                    psync.push("--ioengine=psync".into());
+                    if !direct {
+                        warm_host(&data);
+                    }
+                    settle();
+                    Some(fio(&psync, &jobs[direct as usize]))
+                }
+                _ => None,
+            };
             let label = match round {
                 0 => "warm-up (not counted)".to_string(),
                 _ if fio_first => format!("round {round} (fio first)"),
@@ -580,9 +635,16 @@ fn compare(dir: &Path, shape: Shape) -> bool {
                 t.cpu_s_per_gib,
                 100.0 * o.mib_s / t.mib_s
             );
+            if let Some(psync) = one_at_a_time {
+                println!(
+                    "   {mode} {label}: fio one request at a time {:.0} MiB/s",
+                    psync.mib_s
+                );
+            }
             if round > 0 {
                 pair.ours.push(o);
                 pair.theirs.push(t);
+                pair.one_at_a_time.extend(one_at_a_time);
             }
         }
         met &= pair.verdict(&shape, mode);
@@ -662,7 +724,7 @@ fn r4(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "indexed_binary",
-            fio: FioStream::Requests,
+            fio: FioStream::Requests { in_flight: 1 },
         },
     )
 }
@@ -678,14 +740,14 @@ fn r5(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "hdf5",
-            fio: FioStream::Requests,
+            fio: FioStream::Requests { in_flight: 1 },
         },
     )
 }
 
 fn r6(dir: &Path) -> bool {
     let mut dataset = words(&["workload=dlrm_b200"]);
-    dataset.push("++workload.dataset.num_files_train=16".into());
+    dataset.push("++workload.dataset.num_files_train=48".into());
     dataset.push(format!(
         "++workload.dataset.num_samples_per_file={}",
         10 * 6144
@@ -694,13 +756,13 @@ fn r6(dir: &Path) -> bool {
         dir,
         Shape {
             name: "R6",
-            what: "parquet, dlrm_b200's columns, 16 files × 10 row groups of 6144 rows (fio: the same requests, replayed)",
+            what: "parquet, dlrm_b200's columns, 48 files × 10 row groups of 6144 rows (fio: the same requests, replayed, 8 in flight per reader as dlio-rs and Arrow's pre_buffer allow at most)",
             dataset,
             training: training(16384, false),
             ranks: 1,
             threads: 4,
             ext: "parquet",
-            fio: FioStream::Requests,
+            fio: FioStream::Requests { in_flight: 8 },
         },
     )
 }
@@ -725,7 +787,7 @@ fn r7(dir: &Path) -> bool {
             ranks: 1,
             threads: 4,
             ext: "jpeg",
-            fio: FioStream::Requests,
+            fio: FioStream::Requests { in_flight: 1 },
         },
     )
 }

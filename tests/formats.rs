@@ -662,4 +662,33 @@ fn parquet_reads_the_ranges_pyarrow_reads() {
     // Arrow's 8 KiB limit and fetched with them), and f (e's 32 KB chunk is too large a hole).
     assert_eq!(pyarrow.len(), 1 + 3 * 2, "{pyarrow:?}");
     assert_eq!(dlio_rs, pyarrow);
+
+    // With O_DIRECT, a row group's two ranges go to the device together, through io_uring: one
+    // `io_uring_enter` submits both; the file's only `pread`s are the run's check that O_DIRECT
+    // works (its first block) and the footer.
+    let calls = tmp.join("direct-calls.txt");
+    let mut args = strings(&[
+        "-f",
+        "-qq",
+        "-y",
+        "-e",
+        "trace=pread64,io_uring_enter",
+        "-o",
+    ]);
+    args.push(calls.display().to_string());
+    args.extend(with(&ours, &["++workload.reader.odirect=True"]));
+    launch("strace", &tmp.path, &args, &[]).ok();
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let name = file.display().to_string();
+    let file_preads = calls
+        .lines()
+        .filter(|call| call.contains("pread64(") && call.contains(&name))
+        .count();
+    // io_uring_enter(FD<anon_inode:[io_uring]>, TO_SUBMIT, MIN_COMPLETE, ...)
+    let both_submitted = calls
+        .lines()
+        .filter(|call| call.contains("io_uring_enter(") && call.contains("]>, 2, "))
+        .count();
+    assert_eq!(file_preads, 2, "{calls}");
+    assert_eq!(both_submitted, 3, "one per row group: {calls}");
 }

@@ -12,7 +12,7 @@ use super::{Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::storage::{
     scratch_dir, Accounting, EntryKind, IoBuffer, LocalFs, LocalOptions, Mapped, ObjectReader,
-    ObjectWriter, RangeRead, Storage,
+    ObjectWriter, OnRange, RangeRead, Storage, Window,
 };
 
 /// The file `format` writes at `key` for `shape`, its noise drawn from `seed`.
@@ -91,7 +91,8 @@ pub(crate) fn assert_reads_whole_file(
 /// One request a reader made of the storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
-    /// `read_range`: the key, the offset and length asked for, the bytes the storage moved.
+    /// `read_range`, or one range of a `read_ranges`: the key, the offset and length asked for,
+    /// the bytes the storage moved.
     Range {
         key: String,
         offset: u64,
@@ -112,6 +113,9 @@ pub(crate) enum Request {
 pub(crate) struct Counting<'a> {
     inner: Inner<'a>,
     log: std::sync::Mutex<Vec<Request>>,
+    /// The number of ranges of each `read_ranges` and its window (each range is also logged as
+    /// a range read, as it is handed over).
+    windows: std::sync::Mutex<Vec<(usize, Window)>>,
     /// Range reads end here, as if the file had been cut.
     cut: std::sync::atomic::AtomicU64,
 }
@@ -131,6 +135,7 @@ impl<'a> Counting<'a> {
         Counting {
             inner,
             log: std::sync::Mutex::new(Vec::new()),
+            windows: std::sync::Mutex::new(Vec::new()),
             cut: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
@@ -161,6 +166,20 @@ impl<'a> Counting<'a> {
             Inner::Borrowed(storage) => *storage,
             Inner::Owned(storage) => storage,
         }
+    }
+
+    /// How many bytes from `offset` are left before the cut ([`Counting::cut_at`]).
+    fn left_after(&self, offset: u64) -> usize {
+        let left = self
+            .cut
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(offset);
+        usize::try_from(left).unwrap_or(usize::MAX)
+    }
+
+    /// How many ranges each `read_ranges` since the last call asked for, and in what window.
+    pub(crate) fn take_windows(&self) -> Vec<(usize, Window)> {
+        std::mem::take(&mut *self.windows.lock().unwrap())
     }
 
     fn record(&self, request: Request) {
@@ -204,11 +223,7 @@ impl Storage for Counting<'_> {
         len: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let left = self
-            .cut
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .saturating_sub(offset);
-        let cut = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let cut = len.min(self.left_after(offset));
         let read = self.inner().read_range(key, offset, cut, buf)?;
         self.record(Request::Range {
             key: key.to_string(),
@@ -217,6 +232,31 @@ impl Storage for Counting<'_> {
             fetched: read.fetched,
         });
         Ok(read)
+    }
+
+    fn read_ranges(
+        &self,
+        key: &str,
+        ranges: &[(u64, usize)],
+        window: Window,
+        buf: &mut IoBuffer,
+        each: &mut OnRange<'_>,
+    ) -> io::Result<()> {
+        let cut: Vec<(u64, usize)> = ranges
+            .iter()
+            .map(|&(offset, len)| (offset, len.min(self.left_after(offset))))
+            .collect();
+        self.windows.lock().unwrap().push((ranges.len(), window));
+        self.inner()
+            .read_ranges(key, &cut, window, buf, &mut |i, bytes, fetched| {
+                self.record(Request::Range {
+                    key: key.to_string(),
+                    offset: ranges[i].0,
+                    len: ranges[i].1,
+                    fetched,
+                });
+                each(i, bytes, fetched)
+            })
     }
 
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {

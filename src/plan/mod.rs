@@ -206,6 +206,13 @@ impl EpochPlan {
 
     /// The sample at a position of the epoch's order.
     pub fn sample_at(&self, position: u64) -> SampleRef {
+        self.sample_at_after(position, &mut None)
+    }
+
+    /// [`EpochPlan::sample_at`], given the file order's last answer `(file, its place)`, which
+    /// it updates: consecutive samples mostly share their file, whose place in the shuffled file
+    /// order is then not computed again.
+    fn sample_at_after(&self, position: u64, last: &mut Option<(u64, u64)>) -> SampleRef {
         let spf = self.spec.samples_per_file;
         let global = match (&self.samples_order, &self.lanes) {
             (Some(p), _) => p.apply(position),
@@ -213,9 +220,14 @@ impl EpochPlan {
             (None, None) => position,
         };
         let (file, sample) = (global / spf, global % spf);
-        let file = match &self.files_order {
-            Some(p) => p.apply(file),
-            None => file,
+        let file = match (&self.files_order, *last) {
+            (None, _) => file,
+            (Some(_), Some((known, placed))) if known == file => placed,
+            (Some(p), _) => {
+                let placed = p.apply(file);
+                *last = Some((file, placed));
+                placed
+            }
         };
         SampleRef { file, sample }
     }
@@ -244,7 +256,9 @@ impl EpochPlan {
     pub fn batch(&self, rank: u64, step: u64) -> impl Iterator<Item = SampleRef> + '_ {
         debug_assert!(rank < self.spec.world && step < self.steps);
         let start = (rank * self.steps + step) * self.spec.batch;
-        (start..start + self.spec.batch).map(move |position| self.sample_at(position))
+        let mut last = None;
+        (start..start + self.spec.batch)
+            .map(move |position| self.sample_at_after(position, &mut last))
     }
 }
 

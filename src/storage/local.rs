@@ -8,6 +8,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -15,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::{
-    fs_type, Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, RangeRead,
-    Storage, FILES_HELD,
+    fs_type, uring, Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
+    RangeRead, Storage, Window, FILES_HELD,
 };
 use crate::error::{Error, Result};
 
@@ -179,47 +180,40 @@ impl LocalFs {
     fn read_span_of(
         &self,
         file: &File,
-        (size, direct_block): (u64, Option<usize>),
+        geometry: (u64, Option<usize>),
         offset: u64,
         limit: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let too_large = || {
-            io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!("the read ({limit} bytes at {offset} of {size}) is too large for memory"),
-            )
-        };
-        let start = offset.min(size);
-        let end = start.saturating_add(limit as u64).min(size);
-        // O_DIRECT moves whole blocks: the read starts at the block holding `start` and asks for
-        // whole blocks; the kernel stops at the end of the file.
-        let first = match direct_block {
-            Some(block) => start / block as u64 * block as u64,
-            None => start,
-        };
-        let needed = usize::try_from(end - first).map_err(|_| too_large())?;
-        let request = match direct_block {
-            Some(block) => needed
-                .checked_next_multiple_of(block)
-                .ok_or_else(too_large)?,
-            None => needed,
-        };
+        let span = Span::of(geometry, offset, limit)?;
         let fetched = read_at(
             file,
-            first,
-            buf.clear_and_reserve(request)?,
-            needed,
-            direct_block,
+            span.first,
+            buf.clear_and_reserve(span.request)?,
+            span.needed,
+            geometry.1,
         )?;
         // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
-        unsafe { buf.set_len(needed) };
+        unsafe { buf.set_len(span.needed) };
+        self.finish_span(file, &span, fetched, 0, geometry.1)
+    }
+
+    /// The read of `span` placed at `at` in the buffer, which moved `fetched` bytes: evicted if
+    /// asked, and described.
+    fn finish_span(
+        &self,
+        file: &File,
+        span: &Span,
+        fetched: usize,
+        at: usize,
+        direct_block: Option<usize>,
+    ) -> io::Result<RangeRead> {
         if self.options.evict_after_read {
-            evict_from_page_cache(file, first, fetched as u64)?;
+            evict_from_page_cache(file, span.first, fetched as u64)?;
         }
         Ok(RangeRead {
-            start: (start - first) as usize,
-            len: (end - start) as usize,
+            start: at + span.skip,
+            len: span.len,
             // With O_DIRECT the device moves whole blocks, the last one too, though the kernel
             // hands back only the bytes before the end of the file.
             fetched: match direct_block {
@@ -227,6 +221,120 @@ impl LocalFs {
                 None => fetched as u64,
             },
         })
+    }
+
+    /// [`Storage::read_ranges`] of the open `file`: with O_DIRECT through io_uring
+    /// ([`uring::read_in_order`]), buffered (or where io_uring is refused) one `pread` after
+    /// another, the kernel asked to read the window's ranges ahead.
+    fn read_spans_of(
+        &self,
+        file: &File,
+        geometry: (u64, Option<usize>),
+        ranges: &[(u64, usize)],
+        window: Window,
+        buf: &mut IoBuffer,
+        each: &mut OnRange<'_>,
+    ) -> io::Result<()> {
+        let spans = ranges
+            .iter()
+            .map(|&(offset, len)| Span::of(geometry, offset, len))
+            .collect::<io::Result<Vec<Span>>>()?;
+        if let (Some(block), true) = (geometry.1, spans.len() > 1) {
+            let largest = spans.iter().map(|s| s.request).max().unwrap_or(0);
+            let total = spans
+                .iter()
+                .fold(0usize, |sum, s| sum.saturating_add(s.request));
+            // Room for the window and one more request, so that the next fits wherever the ring
+            // wraps; or for all of them, where that is less.
+            let arena_len = window.bytes.max(largest).saturating_add(largest).min(total);
+            let memory = buf.clear_and_reserve(arena_len)?;
+            let arena = uring::Arena {
+                start: memory.as_mut_ptr(),
+                len: arena_len,
+            };
+            let requests: Vec<uring::Request> = spans
+                .iter()
+                .map(|span| uring::Request {
+                    offset: span.first,
+                    len: span.request,
+                })
+                .collect();
+            let mut failed = None;
+            let mut hand_over =
+                |i: usize, memory: &mut [MaybeUninit<u8>], arrived: usize| match self
+                    .complete(file, &spans[i], memory, arrived, block)
+                {
+                    Ok((bytes, fetched)) => each(i, bytes, fetched),
+                    Err(error) => {
+                        failed = Some(error);
+                        ControlFlow::Break(())
+                    }
+                };
+            match uring::read_in_order(file.as_raw_fd(), &requests, window, arena, &mut hand_over) {
+                uring::Outcome::Done => return failed.map_or(Ok(()), Err),
+                uring::Outcome::Failed(error) => return Err(failed.unwrap_or(error)),
+                uring::Outcome::Stranded(error) => {
+                    // The kernel may still write into this memory: it is given up, never
+                    // reused or unmapped.
+                    std::mem::forget(std::mem::take(buf));
+                    return Err(error);
+                }
+                uring::Outcome::Unavailable => {}
+            }
+        }
+        // Buffered, the kernel reads the window's ranges ahead at once, from this thread (whose
+        // byte count it charges), and each `pread` then finds its pages arriving.
+        let read_ahead = geometry.1.is_none() && spans.len() > 1;
+        let (mut advised, mut ahead) = (0, 0);
+        for (i, (span, &(offset, len))) in spans.iter().zip(ranges).enumerate() {
+            while read_ahead
+                && advised < spans.len()
+                && advised < i + window.reads.max(1)
+                && (advised == i || ahead + spans[advised].needed <= window.bytes)
+            {
+                advise_will_need(file, spans[advised].first, spans[advised].needed as u64)?;
+                ahead += spans[advised].needed;
+                advised += 1;
+            }
+            let read = self.read_span_of(file, geometry, offset, len, buf)?;
+            ahead = ahead.saturating_sub(span.needed);
+            if each(i, read.bytes(buf), read.fetched).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The O_DIRECT read of `span` into `memory`, of which `arrived` bytes came: finished with
+    /// `pread` where it came back short of the end of the range, evicted if asked; its bytes and
+    /// the bytes the device moved.
+    fn complete<'m>(
+        &self,
+        file: &File,
+        span: &Span,
+        memory: &'m mut [MaybeUninit<u8>],
+        arrived: usize,
+        block: usize,
+    ) -> io::Result<(&'m [u8], u64)> {
+        let mut done = arrived;
+        if done < span.needed {
+            if done % block != 0 {
+                return Err(shrank());
+            }
+            done += read_at(
+                file,
+                span.first + done as u64,
+                &mut memory[done..],
+                span.needed - done,
+                Some(block),
+            )?;
+        }
+        let read = self.finish_span(file, span, done, 0, Some(block))?;
+        let bytes = &memory[read.start..read.start + read.len];
+        // SAFETY: these bytes lie within the first `done` >= `needed` bytes, which the kernel
+        // wrote; MaybeUninit<u8> and u8 have the same layout.
+        let bytes = unsafe { &*(bytes as *const [MaybeUninit<u8>] as *const [u8]) };
+        Ok((bytes, read.fetched))
     }
 
     fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
@@ -540,6 +648,65 @@ fn direct_io_geometry(file: &File, path: impl FnOnce() -> PathBuf) -> io::Result
     Ok((info.stx_size, block))
 }
 
+/// One range read, laid out: what it asks of the file and where the range sits in the answer.
+struct Span {
+    /// Where the request starts in the file: with O_DIRECT the start of the block holding the
+    /// range's start.
+    first: u64,
+    /// Bytes that must arrive: to the range's end, or the file's.
+    needed: usize,
+    /// Bytes asked for: `needed`, rounded up to whole blocks with O_DIRECT.
+    request: usize,
+    /// Where the range starts in the request, and its length (cut where the file ends).
+    skip: usize,
+    len: usize,
+}
+
+impl Span {
+    /// Up to `limit` bytes from `offset` of a file of `(size, direct block)`.
+    fn of(
+        (size, direct_block): (u64, Option<usize>),
+        offset: u64,
+        limit: usize,
+    ) -> io::Result<Span> {
+        let too_large = || {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("the read ({limit} bytes at {offset} of {size}) is too large for memory"),
+            )
+        };
+        let start = offset.min(size);
+        let end = start.saturating_add(limit as u64).min(size);
+        // O_DIRECT moves whole blocks: the read starts at the block holding `start` and asks for
+        // whole blocks; the kernel stops at the end of the file.
+        let first = match direct_block {
+            Some(block) => start / block as u64 * block as u64,
+            None => start,
+        };
+        let needed = usize::try_from(end - first).map_err(|_| too_large())?;
+        let request = match direct_block {
+            Some(block) => needed
+                .checked_next_multiple_of(block)
+                .ok_or_else(too_large)?,
+            None => needed,
+        };
+        Ok(Span {
+            first,
+            needed,
+            request,
+            skip: (start - first) as usize,
+            len: (end - start) as usize,
+        })
+    }
+}
+
+fn shrank() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the file shrank while being read",
+    )
+}
+
 /// Reads the file from `offset` into `into` until at least `needed` bytes have arrived, each
 /// request asking for the rest of `into`. With O_DIRECT (`direct_block`), `offset` and `into` are
 /// aligned to the block and every read returns whole blocks but the last one of the file.
@@ -550,12 +717,6 @@ fn read_at(
     needed: usize,
     direct_block: Option<usize>,
 ) -> io::Result<usize> {
-    let shrank = || {
-        io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the file shrank while being read",
-        )
-    };
     let mut done = 0;
     while done < needed {
         let rest = &mut into[done..];
@@ -595,22 +756,42 @@ fn read_at(
     Ok(done)
 }
 
+/// Asks the kernel to start reading `len` bytes of the file from `offset` into the page cache, and
+/// returns without waiting for them.
+fn advise_will_need(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fadvise(
+        file,
+        offset,
+        len,
+        libc::POSIX_FADV_WILLNEED,
+        "read it ahead",
+    )
+}
+
 /// Drops the clean pages of `len` bytes of the file from `offset` from the page cache. Dirty ones
 /// stay: written data must have been flushed ([`Storage::sync`]) for this to leave nothing behind.
 fn evict_from_page_cache(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fadvise(
+        file,
+        offset,
+        len,
+        libc::POSIX_FADV_DONTNEED,
+        "evict it from the page cache",
+    )
+}
+
+/// `posix_fadvise` of `len` bytes from `offset` (0: to the end); `what` it was for, in an error.
+fn fadvise(file: &File, offset: u64, len: u64, advice: libc::c_int, what: &str) -> io::Result<()> {
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Ok(());
     };
     // SAFETY: a plain system call on an open descriptor.
-    let status =
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+    let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, advice) };
     if status != 0 {
+        let error = io::Error::from_raw_os_error(status);
         return Err(io::Error::new(
-            io::Error::from_raw_os_error(status).kind(),
-            format!(
-                "cannot evict it from the page cache (posix_fadvise): {}",
-                io::Error::from_raw_os_error(status)
-            ),
+            error.kind(),
+            format!("cannot {what} (posix_fadvise): {error}"),
         ));
     }
     Ok(())
@@ -634,6 +815,26 @@ impl Storage for LocalFs {
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
         self.read_span(key, self.options.odirect, offset, len, buf)
+    }
+
+    fn read_ranges(
+        &self,
+        key: &str,
+        ranges: &[(u64, usize)],
+        window: Window,
+        buf: &mut IoBuffer,
+        each: &mut OnRange<'_>,
+    ) -> io::Result<()> {
+        let direct = self.options.odirect;
+        let held = self.with_held(key, direct, |h| {
+            self.read_spans_of(&h.file, h.geometry, ranges, window, buf, each)
+        });
+        held.unwrap_or_else(|| {
+            let file = self.open_for_reading(key, direct)?;
+            let geometry = self.geometry_of(&file, key, direct)?;
+            self.read_spans_of(&file, geometry, ranges, window, buf, each)
+        })
+        .map_err(|e| explain_direct_io_error_if(direct, &self.path(key), e))
     }
 
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped> {
@@ -1000,6 +1201,121 @@ mod tests {
         unsafe { libc::munmap(map, len) };
         assert_eq!(status, 0, "mincore: {}", io::Error::last_os_error());
         residency.iter().filter(|&&page| page & 1 != 0).count()
+    }
+
+    /// Ranges read together (through io_uring with O_DIRECT, read ahead together buffered) are
+    /// handed over in order, each the file's bytes, cut where the file ends, costing what a read
+    /// of it alone costs (its bytes, or with O_DIRECT its whole blocks), in memory bounded by the
+    /// window, however small; `Break` stops the reads.
+    #[test]
+    fn ranges_read_together_are_handed_over_in_order_as_the_files_bytes() {
+        let dir = scratch_dir("ranges");
+        let data = pattern(10 * 4096 + 100);
+        let len = data.len();
+        LocalFs::new(&dir).put("f.bin", &data).unwrap();
+        LocalFs::new(&dir).sync().unwrap();
+        // Overlapping, unordered, empty, cut by the end, past the end, and many (more than a
+        // ring holds in flight).
+        let mut ranges = vec![
+            (5000, 3000),
+            (0, 10),
+            (40_000, 10_000),
+            (4096, 8192),
+            (41_000, 0),
+            (50_000, 5),
+            (100, 20_000),
+        ];
+        ranges.extend((0..40).map(|i| (i * 1000 + 7, 999 + i as usize * 100)));
+        let largest = 20_000usize.next_multiple_of(4096) + 4096;
+        let windows = [
+            Window {
+                reads: 8,
+                bytes: 1 << 20,
+            },
+            // Wraps around its memory, and waits for room.
+            Window {
+                reads: 3,
+                bytes: 9000,
+            },
+            Window { reads: 0, bytes: 0 },
+        ];
+        for (direct, evict_after_read) in [(false, false), (true, false), (false, true)] {
+            let options = LocalOptions {
+                odirect: direct,
+                evict_after_read,
+            };
+            let storage = LocalFs::with_options(&dir, options);
+            for (window, held) in windows.iter().flat_map(|w| [(w, false), (w, true)]) {
+                if held {
+                    storage.hold("f.bin");
+                }
+                let what = format!("{options:?}, {window:?}, held {held}");
+                let mut buf = IoBuffer::new();
+                let mut handed = Vec::new();
+                storage
+                    .read_ranges(
+                        "f.bin",
+                        &ranges,
+                        *window,
+                        &mut buf,
+                        &mut |i, bytes, fetched| {
+                            handed.push((i, bytes.to_vec(), fetched));
+                            ControlFlow::Continue(())
+                        },
+                    )
+                    .unwrap();
+                assert_eq!(handed.len(), ranges.len(), "{what}");
+                for ((&(offset, asked), (i, bytes, fetched)), at) in
+                    ranges.iter().zip(&handed).zip(0..)
+                {
+                    let start = (offset as usize).min(len);
+                    let end = (start + asked).min(len);
+                    assert_eq!(*i, at, "{what}: in order");
+                    assert!(bytes[..] == data[start..end], "{what}: {asked} at {offset}");
+                    let cost = if direct {
+                        let first = start / 4096 * 4096;
+                        ((end - first).next_multiple_of(4096).min(len - first))
+                            .next_multiple_of(4096)
+                    } else {
+                        end - start
+                    };
+                    assert_eq!(*fetched, cost as u64, "{what}: {asked} at {offset}");
+                }
+                let bound = window.bytes.max(largest) + largest;
+                assert!(buf.capacity() <= bound.next_multiple_of(4096), "{what}");
+                if evict_after_read {
+                    // Eviction drops whole pages, so the ends of ranges stay until the reader
+                    // moves off the file.
+                    storage.release("f.bin").unwrap();
+                    assert_eq!(resident_pages(&dir.join("f.bin")), 0, "{what}");
+                }
+                // Stopped after the fifth range: nothing more is handed over, and all is well.
+                let mut count = 0;
+                storage
+                    .read_ranges("f.bin", &ranges, *window, &mut buf, &mut |_, _, _| {
+                        count += 1;
+                        if count == 5 {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    })
+                    .unwrap();
+                assert_eq!(count, 5, "{what}");
+                storage.release_all();
+            }
+        }
+        let missing = LocalFs::new(&dir)
+            .read_ranges(
+                "none.bin",
+                &ranges,
+                windows[0],
+                &mut IoBuffer::new(),
+                &mut |_, _, _| ControlFlow::Continue(()),
+            )
+            .unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -6,8 +6,10 @@ mod buffer;
 mod fs_type;
 mod local;
 mod mapped;
+mod uring;
 
 use std::io;
+use std::ops::ControlFlow;
 
 pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
@@ -38,6 +40,22 @@ pub trait Storage: Send + Sync {
         len: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead>;
+
+    /// Reads several ranges of one object, `(offset, len)` each, as a framework that fetches a
+    /// set of ranges together (Arrow's `pre_buffer`) asks for them: up to `window` of them in
+    /// flight at once, the next submitted as earlier ones are handed over. `each(i, bytes,
+    /// fetched)` gets range `i`, in order, once it and every range before it have arrived:
+    /// its bytes (fewer than asked where the object ends, as in [`Storage::read_range`]) and
+    /// the bytes the storage moved for it. `Break` stops: nothing more is read. `buf` holds the
+    /// ranges in flight: about `window.bytes` plus the largest range.
+    fn read_ranges(
+        &self,
+        key: &str,
+        ranges: &[(u64, usize)],
+        window: Window,
+        buf: &mut IoBuffer,
+        each: &mut OnRange<'_>,
+    ) -> io::Result<()>;
 
     /// Maps `len` bytes of the object from `offset` into memory, for readers that read by
     /// mapping; an error if the object ends before them, or where the storage cannot map.
@@ -126,6 +144,19 @@ pub trait ObjectReader {
     /// how many arrived, 0 at the end. `len` should be a multiple of [`IoBuffer::ALIGNMENT`]
     /// where the storage reads whole blocks (O_DIRECT).
     fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize>;
+}
+
+/// What takes the ranges of a [`Storage::read_ranges`] as they arrive: `(index, bytes, fetched)`;
+/// `Break` stops the reads.
+pub type OnRange<'a> = dyn FnMut(usize, &[u8], u64) -> ControlFlow<()> + 'a;
+
+/// How much of a [`Storage::read_ranges`] may be in flight at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Ranges requested and not yet handed over, at most (one at least).
+    pub reads: usize,
+    /// Their bytes, at most (a single range may be larger).
+    pub bytes: usize,
 }
 
 /// Where the bytes a [`Storage::read_range`] asked for landed, and what the read cost.

@@ -1,6 +1,8 @@
 //! The reader: the footer parsed generically (any writer's: unknown fields are skipped), the row
 //! group holding a sample fetched as pyarrow's `read_row_group` fetches it, its pages walked.
 
+use std::ops::ControlFlow;
+
 use super::thrift::{Parsed, Reader, BINARY, STRUCT};
 use super::{
     physical, Parquet, DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, INDEX_PAGE, MAGIC, OPTIONAL,
@@ -8,10 +10,8 @@ use super::{
 };
 use crate::config::formats::{ColumnType, ParquetColumn, ParquetReadMode};
 use crate::error::{Error, Result};
-use crate::format::{
-    corrupt, read_exact_part, read_exact_range, ReadBuffer, SampleRead, SampleReader,
-};
-use crate::storage::Storage;
+use crate::format::{corrupt, read_exact_range, ReadBuffer, SampleRead, SampleReader};
+use crate::storage::{Storage, Window};
 
 /// Arrow's first read of a file is its last 64 KiB, which usually holds the whole footer.
 const FOOTER_READ: u64 = 64 * 1024;
@@ -31,6 +31,11 @@ const HOLE_LIMIT: u64 = 8 * 1024;
 
 /// ... as long as the merged range stays within this many bytes.
 const RANGE_LIMIT: u64 = 32 << 20;
+
+/// Reads of a row group in flight at once: the threads of Arrow's I/O pool (its default
+/// capacity), to which `pre_buffer` hands a row group's ranges; DLIO's PyTorch workers are
+/// processes, each with a pool of its own, as each dlio-rs reader thread has.
+const READS_IN_FLIGHT: usize = 8;
 
 /// Bytes added to a page header cut by a piece's end before parsing it again; doubled each
 /// time, so that a long header costs few tries and a short one a small copy.
@@ -155,6 +160,19 @@ pub(super) struct RowGroupReader<'a> {
     piece: u64,
     /// A page header or decoded page body that the end of a piece cut, gathered whole.
     carry: Vec<u8>,
+    /// Scratch: the pieces of a row group's read, in file order, and their ranges.
+    pieces: Vec<Piece>,
+    ranges: Vec<(u64, usize)>,
+}
+
+/// Part of a run of chunks merged into one range, fetched in one request.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    /// The run's chunks in [`RowGroupReader::order`], and where the run starts in the file.
+    run: (usize, usize),
+    run_start: u64,
+    at: u64,
+    len: usize,
 }
 
 impl<'a> RowGroupReader<'a> {
@@ -174,6 +192,8 @@ impl<'a> RowGroupReader<'a> {
             order: Vec::new(),
             piece: PIECE_BYTES,
             carry: Vec::new(),
+            pieces: Vec::new(),
+            ranges: Vec::new(),
         }
     }
 
@@ -244,7 +264,9 @@ impl<'a> RowGroupReader<'a> {
 
     /// Reads the chunks of the columns read of row group `g`, merged into ranges as Arrow merges
     /// them ([`HOLE_LIMIT`], [`RANGE_LIMIT`]), in pieces that are checked as they arrive; returns
-    /// the bytes fetched (the holes' too).
+    /// the bytes fetched (the holes' too). The pieces are fetched together, as Arrow's
+    /// `pre_buffer` hands a row group's ranges to its I/O threads at once: up to
+    /// [`READS_IN_FLIGHT`] of them and a piece's worth of bytes at a time.
     fn read_group(
         &mut self,
         storage: &dyn Storage,
@@ -256,7 +278,98 @@ impl<'a> RowGroupReader<'a> {
         self.order.clear();
         self.order.extend_from_slice(self.footer.chunks_of(g));
         self.order.sort_unstable_by_key(|c| c.start);
+        self.plan_pieces();
+        self.ranges.clear();
+        self.ranges
+            .extend(self.pieces.iter().map(|piece| (piece.at, piece.len)));
+        let (order, leaves, pieces) = (&self.order[..], &self.footer.leaves[..], &self.pieces[..]);
+        let verify = self.format.verify;
+        let fail = |run: &[Chunk], (chunk, why): (usize, String)| {
+            let leaf = &leaves[run[chunk].leaf];
+            corrupt(
+                storage,
+                key,
+                format!("row group {g}, column {}: {why}", leaf.name),
+            )
+        };
         let mut fetched = 0;
+        let mut carry = std::mem::take(&mut self.carry);
+        let mut walk: Option<RunWalk> = None;
+        let mut failed = None;
+        let mut check = |i: usize, bytes: &[u8], cost: u64| -> Result<()> {
+            let piece = &pieces[i];
+            if bytes.len() < piece.len {
+                // Fewer bytes than the footer promised: the file shrank since it was read.
+                return Err(corrupt(
+                    storage,
+                    key,
+                    format!(
+                        "row group {g}: truncated: {} bytes are needed at offset {}, the file \
+                         ends {} bytes in",
+                        piece.len,
+                        piece.at,
+                        piece.at + bytes.len() as u64
+                    ),
+                ));
+            }
+            fetched += cost;
+            let run = &order[piece.run.0..piece.run.1];
+            if piece.at == piece.run_start {
+                let mut carry = walk.take().map_or(std::mem::take(&mut carry), |w| w.carry);
+                carry.clear();
+                let mut fresh = RunWalk {
+                    chunks: run,
+                    leaves,
+                    rows,
+                    verify,
+                    current: 0,
+                    at: piece.at,
+                    pages: PageWalk::default(),
+                    carry,
+                };
+                fresh.finish_ended().map_err(|e| fail(run, e))?;
+                walk = Some(fresh);
+            }
+            match walk.as_mut() {
+                Some(walk) => walk.feed(bytes).map_err(|e| fail(run, e)),
+                None => Ok(()),
+            }
+        };
+        let window = Window {
+            reads: READS_IN_FLIGHT,
+            bytes: usize::try_from(self.piece).unwrap_or(usize::MAX),
+        };
+        let read = storage.read_ranges(
+            key,
+            &self.ranges,
+            window,
+            &mut buf.bytes,
+            &mut |i, bytes, cost| match check(i, bytes, cost) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(error) => {
+                    failed = Some(error);
+                    ControlFlow::Break(())
+                }
+            },
+        );
+        self.carry = walk.map_or(carry, |w| w.carry);
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        read.map_err(|e| {
+            Error::run(format!(
+                "cannot read data file {}: row group {g}: {e}",
+                storage.describe(key)
+            ))
+        })?;
+        Ok(fetched)
+    }
+
+    /// Splits the chunks in [`RowGroupReader::order`] into runs merged as Arrow merges them, and
+    /// the runs into pieces that end at multiples of the piece size in the file (not of the run),
+    /// so that with O_DIRECT a block is never fetched by two pieces.
+    fn plan_pieces(&mut self) {
+        self.pieces.clear();
         let mut first = 0;
         while first < self.order.len() {
             let start = self.order[first].start;
@@ -273,43 +386,22 @@ impl<'a> RowGroupReader<'a> {
                 end = chunk_end;
                 next += 1;
             }
-            let run = &self.order[first..next];
-            self.carry.clear();
-            let mut walk = RunWalk {
-                chunks: run,
-                leaves: &self.footer.leaves,
-                rows,
-                verify: self.format.verify,
-                current: 0,
-                at: start,
-                pages: PageWalk::default(),
-                carry: &mut self.carry,
-            };
-            let fail = |(chunk, why): (usize, String)| {
-                let leaf = &self.footer.leaves[run[chunk].leaf];
-                corrupt(
-                    storage,
-                    key,
-                    format!("row group {g}, column {}: {why}", leaf.name),
-                )
-            };
-            walk.finish_ended().map_err(fail)?;
             let mut at = start;
-            while at < end {
-                // Pieces end at multiples of the piece size in the file, not of the range, so that
-                // with O_DIRECT a block is never fetched by two pieces.
+            loop {
                 let piece_end = (at / self.piece + 1).saturating_mul(self.piece).min(end);
-                let len = (piece_end - at) as usize;
-                // Fewer bytes than the footer promised: the file shrank since it was read.
-                let part = format!("row group {g}: ");
-                let read = read_exact_part(storage, key, &part, at, len, buf)?;
-                fetched += read.fetched;
-                walk.feed(read.bytes(&buf.bytes)).map_err(fail)?;
+                self.pieces.push(Piece {
+                    run: (first, next),
+                    run_start: start,
+                    at,
+                    len: (piece_end - at) as usize,
+                });
                 at = piece_end;
+                if at >= end {
+                    break;
+                }
             }
             first = next;
         }
-        Ok(fetched)
     }
 }
 
@@ -1092,7 +1184,8 @@ struct RunWalk<'w> {
     /// Where the next byte is in the file.
     at: u64,
     pages: PageWalk,
-    carry: &'w mut Vec<u8>,
+    /// A page header or page body that the end of a piece cut, gathered whole.
+    carry: Vec<u8>,
 }
 
 /// An error in the run's chunk at that index.
@@ -1126,7 +1219,7 @@ impl<'w> RunWalk<'w> {
             let used = bytes.len().min(usize::try_from(rest).unwrap_or(usize::MAX));
             let check = self.check(self.current);
             self.pages
-                .feed(&bytes[..used], &check, self.carry)
+                .feed(&bytes[..used], &check, &mut self.carry)
                 .map_err(|why| (self.current, why))?;
             bytes = &bytes[used..];
             self.at += used as u64;

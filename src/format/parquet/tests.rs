@@ -11,7 +11,7 @@ use crate::config::fields::Choice;
 use crate::config::value::Value;
 use crate::format::testing::Counting;
 use crate::format::{ReadBuffer, SampleRead};
-use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage};
+use crate::storage::{scratch_dir, LocalFs, LocalOptions, Storage, Window};
 
 fn column(name: &str, dtype: &str, size: u64, read: bool) -> ParquetColumn {
     ParquetColumn {
@@ -437,6 +437,60 @@ fn pieces_of_any_size_fetch_the_same_ranges_cut_at_their_multiples() {
             assert!(reader.carry_capacity() <= largest.max(64));
         }
     }
+}
+
+/// What Arrow's `pre_buffer` hands its I/O pool: a row group's ranges, all at once, eight in
+/// flight (the pool's threads); here also never more than a piece's worth of bytes.
+#[test]
+fn a_row_group_s_ranges_are_fetched_together_eight_in_flight_within_a_piece() {
+    // Twelve marked columns of 20.8 KB per row group, each followed by an unmarked one of 40 KB:
+    // holes over Arrow's 8 KiB, so twelve ranges per row group.
+    let columns: Vec<ParquetColumn> = (0..12)
+        .flat_map(|i| {
+            [
+                column(&format!("read{i}"), "float32", 1300, true),
+                column(&format!("skipped{i}"), "uint8", 10_000, false),
+            ]
+        })
+        .collect();
+    let parquet = format(columns, 4, ParquetReadMode::RowGroup);
+    let file = encode(&parquet, &rows(8));
+    let storage = Counting::in_scratch("parquet-together");
+    storage.put("f.parquet", &file).unwrap();
+    let mut reader = RowGroupReader::new(&parquet);
+    let got = read_all_samples(&mut reader, &storage, "f.parquet", 8);
+    let ranges = storage.take_ranges();
+    let group_ranges: Vec<(u64, usize)> = (0..2)
+        .flat_map(|g| arrow_ranges(&reader.chunk_ranges(g)))
+        .map(|(start, len)| (start, len as usize))
+        .collect();
+    assert_eq!(group_ranges.len(), 24);
+    // The footer's read, then each row group's twelve ranges, asked for together.
+    assert_eq!(ranges[1..], group_ranges[..]);
+    let window = |bytes: u64| Window {
+        reads: 8,
+        bytes: bytes as usize,
+    };
+    assert_eq!(
+        storage.take_windows(),
+        [(12, window(PIECE_BYTES)), (12, window(PIECE_BYTES))]
+    );
+
+    // Pieces of 64 KiB: the same ranges cut at multiples of 64 KiB, in the same order, asked
+    // for together within 64 KiB; the same samples.
+    let piece = 64 * 1024;
+    let mut small = RowGroupReader::new(&parquet).with_piece(piece);
+    assert_eq!(read_all_samples(&mut small, &storage, "f.parquet", 8), got);
+    let cut: Vec<(u64, usize)> = group_ranges
+        .iter()
+        .flat_map(|&(o, l)| pieces(o, l, piece))
+        .collect();
+    assert!(cut.len() > 24, "{cut:?}");
+    assert_eq!(storage.take_ranges()[1..], cut[..]);
+    let windows = storage.take_windows();
+    assert_eq!(windows.len(), 2);
+    assert!(windows.iter().all(|w| w.1 == window(piece)), "{windows:?}");
+    assert_eq!(windows.iter().map(|w| w.0).sum::<usize>(), cut.len());
 }
 
 #[test]

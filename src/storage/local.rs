@@ -244,9 +244,9 @@ impl LocalFs {
             let total = spans
                 .iter()
                 .fold(0usize, |sum, s| sum.saturating_add(s.request));
-            // Room for the window and one more request, so that the next fits wherever the ring
-            // wraps; or for all of them, where that is less.
-            let arena_len = window.bytes.max(largest).saturating_add(largest).min(total);
+            // The window's bytes (or the largest request, if larger): the memory bound the caller
+            // chose. Where the ring wraps, the space left at its end waits for the next turn.
+            let arena_len = window.bytes.max(largest).min(total);
             let memory = buf.clear_and_reserve(arena_len)?;
             let arena = uring::Arena {
                 start: memory.as_mut_ptr(),
@@ -1281,7 +1281,7 @@ mod tests {
                     };
                     assert_eq!(*fetched, cost as u64, "{what}: {asked} at {offset}");
                 }
-                let bound = window.bytes.max(largest) + largest;
+                let bound = window.bytes.max(largest);
                 assert!(buf.capacity() <= bound.next_multiple_of(4096), "{what}");
                 if evict_after_read {
                     // Eviction drops whole pages, so the ends of ranges stay until the reader

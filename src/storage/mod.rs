@@ -47,7 +47,7 @@ pub trait Storage: Send + Sync {
     /// fetched)` gets range `i`, in order, once it and every range before it have arrived:
     /// its bytes (fewer than asked where the object ends, as in [`Storage::read_range`]) and
     /// the bytes the storage moved for it. `Break` stops: nothing more is read. `buf` holds the
-    /// ranges in flight: about `window.bytes` plus the largest range.
+    /// ranges in flight: `window.bytes`, or the largest range where that is larger.
     fn read_ranges(
         &self,
         key: &str,

@@ -1,6 +1,7 @@
 //! Cold-storage benchmarks (issue 14's "Performance"): `cargo bench --bench cold [-- r1 … r7]`,
 //! on the disk that holds `$DLIO_BENCH_DIR` (default target/bench-data; not tmpfs), or with
-//! `DLIO_BENCH_RAM_DEVICE=GiB` on a RAM-backed block device made per shape ([`RamDevice`]).
+//! `DLIO_BENCH_ZRAM=GiB` (or `DLIO_BENCH_RAM_DEVICE=GiB`, a loop device) on a RAM-backed block
+//! device made per shape ([`RamDevice`]).
 //! Needs root (to drop the page cache) and fio.
 //!
 //! For each shape, a 1-epoch training run (compute 0, no evaluation) against fio reading the same
@@ -485,40 +486,78 @@ impl Pairs {
     }
 }
 
-/// A block device whose blocks live in memory: an ext4 file system on a loop device over a file
-/// in /dev/shm, mounted for one shape and torn down after it. Reads from it after the page cache
-/// is dropped go through the block layer and the loop driver, as from a disk, but nothing else
-/// caches them: no host cache whose state depends on who read before (see [`warm_host`]), so
-/// rounds agree and who goes first does not matter. Being faster than this machine's disk, it
-/// also shows more of each reader's own cost.
+/// A block device whose blocks live in memory, with an ext4 file system, mounted for one shape
+/// and torn down after it. Reads from it after the page cache is dropped go through the block
+/// layer, as from a disk, but nothing else caches them: no host cache whose state depends on who
+/// read before (see [`warm_host`]). Being faster than this machine's disk, it also shows more of
+/// each reader's own cost. Two kinds:
+/// - a loop device over a file in /dev/shm (`DLIO_BENCH_RAM_DEVICE=GiB`): the loop driver's
+///   worker thread does the copies, taking CPU from the same two cores as the tools;
+/// - zram (`DLIO_BENCH_ZRAM=GiB`): the kernel's compressed RAM disk, which serves a read in the
+///   thread that submits it (noise data does not compress, so it is stored and read as is): no
+///   worker, no queue, each tool pays its own copies. The steadiest device this machine has.
 struct RamDevice {
-    backing: std::path::PathBuf,
+    kind: RamKind,
     device: String,
     mount: std::path::PathBuf,
 }
 
+enum RamKind {
+    Loop { backing: std::path::PathBuf },
+    Zram,
+}
+
+/// Runs a set-up command; its standard output.
+fn set_up(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().expect(program);
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 impl RamDevice {
-    fn new(name: &str, gib: u64) -> RamDevice {
-        let backing = Path::new("/dev/shm").join(format!("dlio-rs-cold-{name}.img"));
-        let mount = Path::new("/mnt").join(format!("dlio-rs-cold-{name}"));
-        let run = |program: &str, args: &[&str]| {
-            let out = Command::new(program).args(args).output().expect(program);
-            assert!(
-                out.status.success(),
-                "{program} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
+    /// The device `DLIO_BENCH_ZRAM` or `DLIO_BENCH_RAM_DEVICE` asks for, if any.
+    fn from_env(name: &str) -> Option<RamDevice> {
+        let gib = |var: &str| {
+            std::env::var(var)
+                .ok()
+                .map(|v| v.parse::<u64>().unwrap_or_else(|_| panic!("{var}: GiB")))
         };
+        if let Some(size) = gib("DLIO_BENCH_ZRAM") {
+            return Some(RamDevice::zram(name, size));
+        }
+        gib("DLIO_BENCH_RAM_DEVICE").map(|size| RamDevice::on_loop(name, size))
+    }
+
+    fn on_loop(name: &str, gib: u64) -> RamDevice {
+        let backing = Path::new("/dev/shm").join(format!("dlio-rs-cold-{name}.img"));
         let backing_s = backing.display().to_string();
-        run("truncate", &["-s", &format!("{gib}G"), &backing_s]);
-        let device = run("losetup", &["--find", "--show", &backing_s]);
-        run("mkfs.ext4", &["-q", "-F", &device]);
+        set_up("truncate", &["-s", &format!("{gib}G"), &backing_s]);
+        let device = set_up("losetup", &["--find", "--show", &backing_s]);
+        RamDevice::mounted(name, RamKind::Loop { backing }, device, gib)
+    }
+
+    fn zram(name: &str, gib: u64) -> RamDevice {
+        let sys = Path::new("/sys/block/zram0");
+        assert!(sys.exists(), "no /sys/block/zram0 (modprobe zram)");
+        std::fs::write(sys.join("reset"), "1").expect("resetting zram0 (in use?)");
+        // The fastest of the kernel's compressors; noise is stored uncompressed anyway.
+        let _ = std::fs::write(sys.join("comp_algorithm"), "lz4");
+        std::fs::write(sys.join("disksize"), format!("{gib}G")).expect("sizing zram0");
+        RamDevice::mounted(name, RamKind::Zram, "/dev/zram0".into(), gib)
+    }
+
+    fn mounted(name: &str, kind: RamKind, device: String, gib: u64) -> RamDevice {
+        let mount = Path::new("/mnt").join(format!("dlio-rs-cold-{name}"));
+        set_up("mkfs.ext4", &["-q", "-F", &device]);
         std::fs::create_dir_all(&mount).unwrap();
-        run("mount", &[&device, &mount.display().to_string()]);
+        set_up("mount", &[&device, &mount.display().to_string()]);
         println!("   on a {gib} GiB RAM-backed block device ({device}, ext4)");
         RamDevice {
-            backing,
+            kind,
             device,
             mount,
         }
@@ -528,22 +567,28 @@ impl RamDevice {
 impl Drop for RamDevice {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.mount).status();
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
-        let _ = std::fs::remove_file(&self.backing);
+        match &self.kind {
+            RamKind::Loop { backing } => {
+                let _ = Command::new("losetup").args(["-d", &self.device]).status();
+                let _ = std::fs::remove_file(backing);
+            }
+            RamKind::Zram => {
+                let _ = std::fs::write("/sys/block/zram0/reset", "1");
+            }
+        }
         let _ = std::fs::remove_dir(&self.mount);
     }
 }
 
 /// Generates the shape's dataset (once), then measures both modes in interleaved rounds; on a
-/// [`RamDevice`] of its own when `DLIO_BENCH_RAM_DEVICE` gives its size in GiB.
+/// [`RamDevice`] of its own when `DLIO_BENCH_ZRAM` or `DLIO_BENCH_RAM_DEVICE` gives its size in
+/// GiB.
 fn compare(dir: &Path, shape: Shape) -> bool {
     println!(
         "{} {} ({} rank(s) × {} read threads)",
         shape.name, shape.what, shape.ranks, shape.threads
     );
-    let ram = std::env::var("DLIO_BENCH_RAM_DEVICE")
-        .ok()
-        .map(|gib| RamDevice::new(shape.name, gib.parse().expect("DLIO_BENCH_RAM_DEVICE: GiB")));
+    let ram = RamDevice::from_env(shape.name);
     let dir = match &ram {
         Some(device) => {
             ceiling(&device.mount);

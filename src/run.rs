@@ -19,6 +19,7 @@ use crate::loader::trace;
 use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
+use crate::report::folder::{self, OutputFolder};
 use crate::report::log::DlioLog;
 use crate::report::{
     self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes, Startup,
@@ -114,154 +115,180 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
     // A format that reads no storage (synthetic) needs no dataset: none is generated or looked for.
     let needs_data = format.reads_storage();
-    let mut file_names = Vec::new();
-    if config.workflow.train && !config.workflow.generate_data && needs_data {
-        file_names = find_dataset_once(
-            comm,
-            &config,
-            source,
-            &mut dataset,
-            &storage,
-            with_eval,
-            display,
-        )?;
-    }
+    // The output folder is taken before anything can fail for want of data, so that the folder
+    // of a failed run holds its log, never an earlier run's results.
     let start = broadcast_value(comm, Some(SystemTime::now()))?;
-    let (output_folder, log) = agree(comm, create_outputs(&config, source, start, world, lead))?;
-
-    // Start-up is timed from the start of the process, or from the end of generation.
-    let mut startup_origin = crate::system::process_start();
-    let generated = if config.workflow.generate_data && needs_data {
-        let generated =
-            generate_together(comm, &dataset, format.as_ref(), &storage, &log, display)?;
-        startup_origin = std::time::Instant::now();
-        Some(generated)
-    } else {
-        None
-    };
-    let trains = config.workflow.train;
-    if !trains && checkpointing.is_none() {
-        // DLIO writes no result files for a generate-only run.
-        return Ok(Outcome {
-            output_folder,
-            generated,
-            results: None,
-        });
-    }
-
-    if trains && config.workflow.generate_data && needs_data {
-        file_names = find_dataset_once(
-            comm,
-            &config,
-            source,
-            &mut dataset,
-            &storage,
-            with_eval,
-            display,
-        )?;
-    }
-    for found in &file_names {
-        log.output(&found.describe());
-    }
-    if trains {
-        log.run_plan(&config, world);
-    }
-    if let Some(c) = &checkpointing {
-        log.checkpoint_plan(c.geometry);
-    }
-    if trains && dlio_report::potential_caching(&config, world, &hosts) {
-        log.warning(
-            "The amount of dataset is smaller than the host memory; data might be cached after the \
-             first epoch. Increase the size of dataset to eliminate the caching effect!!!",
-        );
-    }
-    let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
-    if let (true, true, Some(warning)) = (lead, trains, dataset_size.warning(&config)) {
-        eprintln!("warning: {warning}");
-    }
-
-    // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
-    let run_entropy = broadcast_value(comm, Some(crate::plan::draw_run_entropy()))?;
-    // Every process starts its clock as it leaves this meeting, and takes process 0's wall time.
-    agree(comm, Ok(()))?;
-    let clock = Clock::start();
-    let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
-    let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
-    let ctx = RunContext {
-        config: &config,
-        dataset: &dataset,
-        format: format.as_ref(),
-        storage: &storage,
+    let claimed = agree(
         comm,
-        clock: &clock,
-        run_entropy,
-        progress: None,
-        trace_dir: trace_dir.as_deref(),
-        page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
-        checkpointing: checkpointing.as_ref(),
-    };
-    let ranks = match (&checkpointing, trains) {
-        (Some(checkpointing), false) => run_local_ranks(&ctx, display, |ctx, rank| {
-            trainer::checkpoint_only_rank(ctx, checkpointing, rank)
-        })?,
-        _ => run_local_ranks(&ctx, display, trainer::train_rank)?,
-    };
-    let end = SystemTime::now();
-    let first_batch_seconds = first_batch_seconds(comm, &clock, startup_origin, &ranks)?;
-    agree(
-        comm,
-        dlio_report::write_rank_files(
-            &output_folder,
-            &config,
-            &ranks,
-            world,
-            &clock,
-            &hosts,
-            checkpointing
-                .as_ref()
-                .map_or(0, |c| c.geometry.total_bytes()),
-        ),
+        lead.then(|| create_outputs(&config, source, start, world))
+            .transpose(),
     )?;
-    let gathered = gather_values(
-        comm,
-        &ProcessRecord {
-            host: hosts.host_of_process[comm.process()],
-            ranks,
-        },
-    )?;
-    let reported = gathered.map(|processes| {
-        report_run(&ReportInputs {
-            config: &config,
-            processes,
-            accounting: storage.accounting(),
-            hosts: &hosts,
-            clock: &clock,
-            times: RunTimes { start, end },
-            run_entropy,
-            startup: Startup {
-                first_batch_seconds,
-                file_names,
-            },
-            output_folder: &output_folder,
-            log: &log,
-            quiet: options.quiet,
-            checkpoint_bytes: checkpointing.as_ref().map(|c| c.geometry.total_bytes()),
-        })
-    });
-    // Every process learns how process 0's reports went.
-    let results = agree(comm, reported.transpose())?;
-    if !config.dataset.keep_files && needs_data {
-        let share = share_of(comm);
+    let output_folder = broadcast_value(comm, claimed.as_ref().map(|c| c.0.path().to_path_buf()))?;
+    if !lead {
         agree(
             comm,
-            delete_dataset(&dataset, format.as_ref(), &storage, &share),
+            std::fs::create_dir_all(&output_folder)
+                .map_err(|e| Error::io("cannot create output folder", &output_folder, e)),
         )?;
     }
-    Ok(Outcome {
-        output_folder,
-        generated,
-        results,
-    })
+    // Held to the end of the run: the folder stays this run's while it runs.
+    let (_folder, log) = match claimed {
+        Some((folder, log)) => (Some(folder), log),
+        None => (None, DlioLog::none()),
+    };
+    // Whatever fails from here on is told in the log and report.json, in this run's folder.
+    let outcome = (|| -> Result<Outcome> {
+        let mut file_names = Vec::new();
+        if config.workflow.train && !config.workflow.generate_data && needs_data {
+            file_names = find_dataset_once(
+                comm,
+                &config,
+                source,
+                &mut dataset,
+                &storage,
+                with_eval,
+                display,
+            )?;
+        }
+
+        // Start-up is timed from the start of the process, or from the end of generation.
+        let mut startup_origin = crate::system::process_start();
+        let generated = if config.workflow.generate_data && needs_data {
+            let generated =
+                generate_together(comm, &dataset, format.as_ref(), &storage, &log, display)?;
+            startup_origin = std::time::Instant::now();
+            Some(generated)
+        } else {
+            None
+        };
+        let trains = config.workflow.train;
+        if !trains && checkpointing.is_none() {
+            // DLIO writes no result files for a generate-only run.
+            return Ok(Outcome {
+                output_folder: output_folder.clone(),
+                generated,
+                results: None,
+            });
+        }
+
+        if trains && config.workflow.generate_data && needs_data {
+            file_names = find_dataset_once(
+                comm,
+                &config,
+                source,
+                &mut dataset,
+                &storage,
+                with_eval,
+                display,
+            )?;
+        }
+        for found in &file_names {
+            log.output(&found.describe());
+        }
+        if trains {
+            log.run_plan(&config, world);
+        }
+        if let Some(c) = &checkpointing {
+            log.checkpoint_plan(c.geometry);
+        }
+        if trains && dlio_report::potential_caching(&config, world, &hosts) {
+            log.warning(
+                "The amount of dataset is smaller than the host memory; data might be cached after the \
+                 first epoch. Increase the size of dataset to eliminate the caching effect!!!",
+            );
+        }
+        let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
+        if let (true, true, Some(warning)) = (lead, trains, dataset_size.warning(&config)) {
+            eprintln!("warning: {warning}");
+        }
+
+        // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
+        let run_entropy = broadcast_value(comm, Some(crate::plan::draw_run_entropy()))?;
+        // Every process starts its clock as it leaves this meeting, and takes process 0's wall time.
+        agree(comm, Ok(()))?;
+        let clock = Clock::start();
+        let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
+        let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
+        let ctx = RunContext {
+            config: &config,
+            dataset: &dataset,
+            format: format.as_ref(),
+            storage: &storage,
+            comm,
+            clock: &clock,
+            run_entropy,
+            progress: None,
+            trace_dir: trace_dir.as_deref(),
+            page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
+            checkpointing: checkpointing.as_ref(),
+        };
+        let ranks = match (&checkpointing, trains) {
+            (Some(checkpointing), false) => run_local_ranks(&ctx, display, |ctx, rank| {
+                trainer::checkpoint_only_rank(ctx, checkpointing, rank)
+            })?,
+            _ => run_local_ranks(&ctx, display, trainer::train_rank)?,
+        };
+        let end = SystemTime::now();
+        let first_batch_seconds = first_batch_seconds(comm, &clock, startup_origin, &ranks)?;
+        agree(
+            comm,
+            dlio_report::write_rank_files(
+                &output_folder,
+                &config,
+                &ranks,
+                world,
+                &clock,
+                &hosts,
+                checkpointing
+                    .as_ref()
+                    .map_or(0, |c| c.geometry.total_bytes()),
+            ),
+        )?;
+        let gathered = gather_values(
+            comm,
+            &ProcessRecord {
+                host: hosts.host_of_process[comm.process()],
+                ranks,
+            },
+        )?;
+        let reported = gathered.map(|processes| {
+            report_run(&ReportInputs {
+                config: &config,
+                processes,
+                accounting: storage.accounting(),
+                hosts: &hosts,
+                clock: &clock,
+                times: RunTimes { start, end },
+                run_entropy,
+                startup: Startup {
+                    first_batch_seconds,
+                    file_names,
+                },
+                output_folder: &output_folder,
+                log: &log,
+                quiet: options.quiet,
+                checkpoint_bytes: checkpointing.as_ref().map(|c| c.geometry.total_bytes()),
+            })
+        });
+        // Every process learns how process 0's reports went.
+        let results = agree(comm, reported.transpose())?;
+        if !config.dataset.keep_files && needs_data {
+            let share = share_of(comm);
+            agree(
+                comm,
+                delete_dataset(&dataset, format.as_ref(), &storage, &share),
+            )?;
+        }
+        Ok(Outcome {
+            output_folder: output_folder.clone(),
+            generated,
+            results,
+        })
+    })();
+    if let (Err(error), true) = (&outcome, lead) {
+        record_failure(&output_folder, &log, error);
+    }
+    outcome
 }
 
 /// Resolves and checks the configuration; nothing is written yet.
@@ -429,28 +456,42 @@ fn find_dataset_once(
     Ok(found.names)
 }
 
-/// Creates Hydra's run directory (with its saved configuration) and DLIO's output folder (with
-/// the log): Hydra's files always go to its run directory, DLIO's results to `output.folder` if set.
+/// A failed run's record in its output folder: the error in the log, and a report.json that says
+/// the run failed and why, in place of results (an error another process reported is told by it).
+fn record_failure(folder: &Path, log: &DlioLog, error: &Error) {
+    if matches!(error, Error::Reported { .. }) {
+        return;
+    }
+    log.error(&error.to_string());
+    let report = serde_json::json!({
+        "tool": "dlio-rs",
+        "status": "failed",
+        "error": error.to_string(),
+        "exit_code": error.exit_code(),
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    // Best effort: the error itself is what the user must see, and it is printed regardless.
+    let _ = write_json(&folder.join("report.json"), &report);
+}
+
+/// Process 0 creates Hydra's run directory (with its saved configuration) and takes DLIO's output
+/// folder for this run ([`OutputFolder::take`], with the log): Hydra's files always go to its run
+/// directory, DLIO's results to `output.folder` if set.
 fn create_outputs(
     config: &Config,
     source: &Source,
     start: SystemTime,
     world: u64,
-    lead: bool,
-) -> Result<(PathBuf, DlioLog)> {
-    let run_dir = hydra_run_dir(config, source, start);
+) -> Result<(OutputFolder, DlioLog)> {
+    let run_dir = hydra_run_dir(config, source, start)?;
     let output_folder = config
         .output
         .folder
         .as_ref()
         .map_or_else(|| run_dir.clone(), PathBuf::from);
-    for dir in [&run_dir, &output_folder] {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io("cannot create output folder", dir, e))?;
-    }
-    if !lead {
-        return Ok((output_folder, DlioLog::none()));
-    }
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| Error::io("cannot create output folder", &run_dir, e))?;
+    let folder = OutputFolder::take(&output_folder, &config.output.log_file)?;
     let subdir = source
         .overrides
         .hydra_output_subdir
@@ -466,7 +507,7 @@ fn create_outputs(
     for key in &config.unknown_keys {
         log.warning(&format!("unknown configuration key workload.{key} ignored"));
     }
-    Ok((output_folder, log))
+    Ok((folder, log))
 }
 
 /// DLIO's files, our report.json and the end of the log.
@@ -496,17 +537,20 @@ fn modes(config: &Config) -> Vec<&'static str> {
     .collect()
 }
 
-/// `hydra.run.dir`, else Hydra's default for DLIO: `hydra_log/<model name>/<date>-<time>`.
-fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> PathBuf {
+/// `hydra.run.dir`, else Hydra's default for DLIO, `hydra_log/<model name>/<date>-<time>`, made
+/// here with `-1`, `-2`, … added where a run started in the same second has it.
+fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<PathBuf> {
     if let Some(dir) = &source.overrides.hydra_run_dir {
-        return PathBuf::from(dir);
+        return Ok(PathBuf::from(dir));
     }
     let stamp = report::timestamp(start);
     let (date, time) = stamp.split_once('T').unwrap_or((&stamp, ""));
     let time = time.split('.').next().unwrap_or("").replace(':', "-");
-    Path::new("hydra_log")
-        .join(&config.model.name)
-        .join(format!("{date}-{time}"))
+    folder::new_unique_folder(
+        &Path::new("hydra_log")
+            .join(&config.model.name)
+            .join(format!("{date}-{time}")),
+    )
 }
 
 fn check_steps(config: &Config, world: u64) -> Result<()> {

@@ -68,6 +68,13 @@ impl DlioLog {
         ));
     }
 
+    pub fn error(&self, message: &str) {
+        self.write(&format!(
+            "[ERROR] {} {message}\n",
+            timestamp(SystemTime::now())
+        ));
+    }
+
     /// The metric block: one OUTPUT record whose text spans lines, as DLIO logs it.
     pub fn metric_block(&self, block: &str) {
         self.write(&format!("[OUTPUT] {block}\n"));

@@ -4,6 +4,7 @@
 
 pub mod checkpoints;
 pub mod dlio;
+pub mod folder;
 pub mod hydra;
 pub mod log;
 pub mod ours;

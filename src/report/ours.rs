@@ -175,6 +175,7 @@ pub fn report(run: &FinishedRun) -> Value {
     json!({
         "tool": "dlio-rs",
         "version": env!("CARGO_PKG_VERSION"),
+        "status": "complete",
         "workload": config.workload_name,
         "start": timestamp(times.start),
         "end": timestamp(times.end),

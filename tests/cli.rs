@@ -71,10 +71,16 @@ fn list_files(root: &Path) -> BTreeSet<String> {
     out
 }
 
-/// Files whose name marks a temporary or half-written file.
+/// Hidden or temporary files below `root`; not the output folder's lock (`.dlio-rs.lock`), which
+/// stays by design, empty once its run ended.
 fn leftovers(root: &Path) -> Vec<String> {
     list_files(root)
         .into_iter()
+        .filter(|rel| {
+            let lock = rel == ".dlio-rs.lock"
+                && std::fs::read(root.join(rel)).is_ok_and(|pid| pid.is_empty());
+            !lock
+        })
         .filter(|rel| {
             rel.split('/')
                 .any(|part| part.starts_with('.') || part.ends_with(".tmp"))

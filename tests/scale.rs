@@ -173,7 +173,10 @@ fn with_skip_listing_a_missing_file_is_named_before_training() {
         "train/img_10_of_20.npz is missing",
         "every 5th file, 2 present before it",
     ]);
-    assert!(!out.join("report.json").exists(), "refused before training");
+    // Refused before training: the run's report says it failed, and holds no results.
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(at(&report, "/status").as_str(), Some("failed"), "{report}");
+    assert!(report.get("epochs").is_none(), "{report}");
 
     // A file between the sampled ones is found missing only when read: a failed run naming it.
     std::fs::rename(

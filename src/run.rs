@@ -124,13 +124,14 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             .transpose(),
     )?;
     let output_folder = broadcast_value(comm, claimed.as_ref().map(|c| c.0.path().to_path_buf()))?;
-    if !lead {
-        agree(
-            comm,
-            std::fs::create_dir_all(&output_folder)
-                .map_err(|e| Error::io("cannot create output folder", &output_folder, e)),
-        )?;
-    }
+    // The other processes make the folder where they see it (another host's file system, maybe);
+    // every process takes part in the agreement.
+    let made = match lead {
+        true => Ok(()),
+        false => std::fs::create_dir_all(&output_folder)
+            .map_err(|e| Error::io("cannot create output folder", &output_folder, e)),
+    };
+    agree(comm, made)?;
     // Held to the end of the run: the folder stays this run's while it runs.
     let (_folder, log) = match claimed {
         Some((folder, log)) => (Some(folder), log),

@@ -185,34 +185,43 @@ impl LocalFs {
         limit: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let span = Span::of(geometry, offset, limit)?;
+        self.read_planned(file, &Span::of(geometry, offset, limit)?, geometry.1, buf)
+    }
+
+    /// The read of `span` of the open `file` into `buf`.
+    fn read_planned(
+        &self,
+        file: &File,
+        span: &Span,
+        direct_block: Option<usize>,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead> {
         let fetched = read_at(
             file,
             span.first,
             buf.clear_and_reserve(span.request)?,
             span.needed,
-            geometry.1,
+            direct_block,
         )?;
         // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
         unsafe { buf.set_len(span.needed) };
-        self.finish_span(file, &span, fetched, 0, geometry.1)
+        self.finish_span(file, span, fetched, direct_block)
     }
 
-    /// The read of `span` placed at `at` in the buffer, which moved `fetched` bytes: evicted if
+    /// The read of `span` into the start of a buffer, which moved `fetched` bytes: evicted if
     /// asked, and described.
     fn finish_span(
         &self,
         file: &File,
         span: &Span,
         fetched: usize,
-        at: usize,
         direct_block: Option<usize>,
     ) -> io::Result<RangeRead> {
         if self.options.evict_after_read {
             evict_from_page_cache(file, span.first, fetched as u64)?;
         }
         Ok(RangeRead {
-            start: at + span.skip,
+            start: span.skip,
             len: span.len,
             // With O_DIRECT the device moves whole blocks, the last one too, though the kernel
             // hands back only the bytes before the end of the file.
@@ -286,7 +295,7 @@ impl LocalFs {
         // byte count it charges), and each `pread` then finds its pages arriving.
         let read_ahead = geometry.1.is_none() && spans.len() > 1;
         let (mut advised, mut ahead) = (0, 0);
-        for (i, (span, &(offset, len))) in spans.iter().zip(ranges).enumerate() {
+        for (i, span) in spans.iter().enumerate() {
             while read_ahead
                 && advised < spans.len()
                 && advised < i + window.reads.max(1)
@@ -296,7 +305,7 @@ impl LocalFs {
                 ahead += spans[advised].needed;
                 advised += 1;
             }
-            let read = self.read_span_of(file, geometry, offset, len, buf)?;
+            let read = self.read_planned(file, span, geometry.1, buf)?;
             ahead = ahead.saturating_sub(span.needed);
             if each(i, read.bytes(buf), read.fetched).is_break() {
                 break;
@@ -329,7 +338,7 @@ impl LocalFs {
                 Some(block),
             )?;
         }
-        let read = self.finish_span(file, span, done, 0, Some(block))?;
+        let read = self.finish_span(file, span, done, Some(block))?;
         let bytes = &memory[read.start..read.start + read.len];
         // SAFETY: these bytes lie within the first `done` >= `needed` bytes, which the kernel
         // wrote; MaybeUninit<u8> and u8 have the same layout.

@@ -11,6 +11,7 @@ use crate::config::{workloads, Source};
 use crate::error::{Error, Result};
 use crate::plan::{draw_run_entropy, Phase};
 use crate::preview::{preview, PreviewRequest};
+use crate::report::terminal::print_out;
 use crate::run::{run, RunOptions};
 
 const EXAMPLES: &str = "\
@@ -123,6 +124,25 @@ pub fn fail(error: &Error) -> i32 {
     error.exit_code()
 }
 
+/// The exit code of a command that returned `outcome`: a run a signal stopped (in any of its
+/// processes) exits as the signal says (130, 143), even when it reported what it completed.
+fn exit_code(outcome: Result<Option<i32>>) -> i32 {
+    match outcome {
+        Ok(stopped_by) => stopped_by
+            .or_else(crate::interrupt::received)
+            .map_or(0, crate::interrupt::exit_code),
+        Err(e) => fail(&e),
+    }
+}
+
+/// Runs a run with SIGINT and SIGTERM stopping it cleanly ([`crate::interrupt`]); returns the
+/// signal it stopped for.
+fn stoppable_run(source: &Source, options: &RunOptions) -> Result<Option<i32>> {
+    crate::interrupt::watch()
+        .map_err(|e| Error::run(format!("cannot watch for SIGINT and SIGTERM: {e}")))?;
+    run(source, options).map(|outcome| outcome.stopped_by)
+}
+
 pub fn dlio_rs_main(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
@@ -139,7 +159,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             verify,
             trace,
         } => source(&config).and_then(|s| {
-            run(
+            stoppable_run(
                 &s,
                 &RunOptions {
                     accelerators,
@@ -149,7 +169,6 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     trace,
                 },
             )
-            .map(|_| ())
         }),
         Command::Config { config } => source(&config).and_then(|s| {
             let resolved = s.resolve(config.strict)?;
@@ -158,8 +177,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             }
             let tree =
                 crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
-            print!("{}", tree.to_yaml());
-            Ok(())
+            print_out(&tree.to_yaml()).map(|()| None)
         }),
         Command::Plan {
             config,
@@ -181,28 +199,32 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                 head,
             };
             if resolved.workflow.train {
-                print!("{}", preview(&resolved, &request, draw_run_entropy())?);
+                print_out(&preview(&resolved, &request, draw_run_entropy())?)?;
             }
             if resolved.workflow.checkpoint {
-                print!(
-                    "{}",
-                    crate::checkpoint::preview::render(&resolved, accelerators, rank)?
-                );
+                print_out(&crate::checkpoint::preview::render(
+                    &resolved,
+                    accelerators,
+                    rank,
+                )?)?;
             }
-            Ok(())
+            Ok(None)
         }),
         Command::Workloads => {
-            for (name, text) in workloads::SHIPPED {
-                println!("{name:<20} {}", workloads::description(text));
-            }
-            Ok(())
+            let list: String = workloads::SHIPPED
+                .iter()
+                .map(|(name, text)| format!("{name:<20} {}\n", workloads::description(text)))
+                .collect();
+            print_out(&list).map(|()| None)
         }
         Command::Audit { output_dir, json } => match audit(&output_dir) {
             Ok(report) => {
-                if json {
-                    println!("{:#}", report.to_json());
-                } else {
-                    print!("{}", report.to_text());
+                let printed = match json {
+                    true => print_out(&format!("{:#}\n", report.to_json())),
+                    false => print_out(&report.to_text()),
+                };
+                if let Err(e) = printed {
+                    return fail(&e);
                 }
                 // The report already says why; no error line on top.
                 return if report.passed { 0 } else { 1 };
@@ -210,10 +232,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             Err(e) => Err(e),
         },
     };
-    match outcome {
-        Ok(()) => 0,
-        Err(e) => fail(&e),
-    }
+    exit_code(outcome)
 }
 
 const DLIO_BENCHMARK_HELP: &str = "\
@@ -235,12 +254,11 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "-h" | "--help" => {
-                println!("{DLIO_BENCHMARK_HELP}");
-                return 0;
+                return exit_code(print_out(&format!("{DLIO_BENCHMARK_HELP}\n")).map(|()| None));
             }
             "--version" => {
-                println!("dlio_benchmark (dlio-rs {})", env!("CARGO_PKG_VERSION"));
-                return 0;
+                let version = format!("dlio_benchmark (dlio-rs {})\n", env!("CARGO_PKG_VERSION"));
+                return exit_code(print_out(&version).map(|()| None));
             }
             // Hydra's --config-path (MLPerf Storage v1.0's scripts pass it) names the same folder.
             "--config-dir" | "-cd" | "--config-path" | "-cp" => match iter.next() {
@@ -273,7 +291,7 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
             config_dir,
         })
         .and_then(|s| {
-            run(
+            stoppable_run(
                 &s,
                 &RunOptions {
                     accelerators,
@@ -284,8 +302,5 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
                 },
             )
         });
-    match outcome {
-        Ok(_) => 0,
-        Err(e) => fail(&e),
-    }
+    exit_code(outcome)
 }

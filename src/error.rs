@@ -10,6 +10,8 @@ pub enum Error {
     Usage(String),
     /// The run could not complete (storage, data files, another rank failed): exit code 1.
     Run(String),
+    /// A signal (SIGINT, SIGTERM) asked the run to stop: exit code 128 + the signal.
+    Interrupted { signal: i32 },
     /// A failure already reported to the user, by this process or another process of the run:
     /// this process stops with its exit code and says nothing more.
     Reported { exit_code: i32 },
@@ -36,7 +38,7 @@ impl Error {
         match self {
             Error::Usage(m) => Error::Usage(format!("{context}{m}")),
             Error::Run(m) => Error::Run(format!("{context}{m}")),
-            Error::Reported { .. } => self.clone(),
+            Error::Interrupted { .. } | Error::Reported { .. } => self.clone(),
         }
     }
 
@@ -44,6 +46,7 @@ impl Error {
         match self {
             Error::Usage(_) => 2,
             Error::Run(_) => 1,
+            Error::Interrupted { signal } => crate::interrupt::exit_code(*signal),
             Error::Reported { exit_code } => *exit_code,
         }
     }
@@ -60,6 +63,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage(m) | Error::Run(m) => f.write_str(m),
+            Error::Interrupted { signal } => {
+                write!(f, "interrupted by {}", crate::interrupt::name(*signal))
+            }
             Error::Reported { .. } => f.write_str("the run failed (reported above)"),
         }
     }

@@ -54,7 +54,17 @@ fn files_per_claim(files: u64, threads: usize) -> u64 {
 /// Present in the data folder while a generation runs, and left behind if it is interrupted.
 pub const INCOMPLETE_MARKER: &str = ".dlio-rs-generating";
 
-/// Marks the dataset incomplete before any file is written.
+/// Who is generating into the local data folder `root`, as its marker says: `process P on H
+/// since T`; `None` without a marker.
+pub fn holder(root: &std::path::Path) -> Option<String> {
+    let marker = std::fs::read_to_string(root.join(INCOMPLETE_MARKER)).ok()?;
+    let (since, rest) = marker.split_once(" since ")?.1.split_once(", ")?;
+    let (process, _) = rest.split_once(';')?;
+    Some(format!("{process} since {since}"))
+}
+
+/// Marks the dataset incomplete before any file is written, and makes its folders as DLIO does
+/// (empty ones included).
 pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
     let marker = format!(
         "dlio-rs is generating this dataset ({} files) since {}, process {} on {}; while this file \
@@ -71,7 +81,16 @@ pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
                 "cannot write {}: {e}",
                 storage.describe(INCOMPLETE_MARKER)
             ))
-        })
+        })?;
+    for folder in dataset.folders() {
+        storage.make_folder(&folder).map_err(|e| {
+            Error::run(format!(
+                "cannot make folder {}: {e}",
+                storage.describe(&folder)
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Marks the dataset complete, once every process's [`write_share`] has returned.
@@ -121,8 +140,11 @@ pub fn write_share(
                             if !share.owns(file) {
                                 continue;
                             }
-                            match write_file(dataset, format, storage, file, &mut key, &mut buffer)
-                            {
+                            // A signal stops the generation between files; the marker stays.
+                            let written = crate::interrupt::check().and_then(|()| {
+                                write_file(dataset, format, storage, file, &mut key, &mut buffer)
+                            });
+                            match written {
                                 Ok(written) => {
                                     files += 1;
                                     bytes += written;
@@ -175,4 +197,35 @@ fn write_file<'s>(
     encoded.stream_to(storage, key)?;
     format.encode(key, &shape, &mut rng, encoded)?;
     encoded.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalFs;
+
+    #[test]
+    fn a_generation_s_marker_names_its_process_and_its_folders_are_dlio_s() {
+        let dir = crate::storage::scratch_dir("generation-marker");
+        let storage = LocalFs::new(&dir);
+        let yaml = "dataset:\n  num_files_train: 4\n  num_subfolders_train: 2\n  num_files_eval: 0\n  num_subfolders_eval: 3\n";
+        let config = crate::config::Config::from_tree(
+            "t",
+            crate::config::value::Value::from_yaml(yaml).unwrap(),
+        )
+        .unwrap();
+        let dataset = Dataset::from_config(&config);
+        assert_eq!(holder(&dir), None);
+        begin(&dataset, &storage).unwrap();
+        let holder = holder(&dir).unwrap();
+        let pid = format!("process {} on ", std::process::id());
+        assert!(holder.starts_with(&pid), "{holder}");
+        // DLIO makes every split's folder and subfolders, files or not.
+        for folder in ["train/0", "train/1", "valid/0", "valid/1", "valid/2"] {
+            assert!(dir.join(folder).is_dir(), "{folder}");
+        }
+        commit(&storage).unwrap();
+        assert_eq!(super::holder(&dir), None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -16,13 +16,15 @@ use crate::error::{Error, Result};
 use crate::format::{self, FileFormat};
 use crate::generate::{self, Generated, Share};
 use crate::loader::trace;
+use crate::lock::{Access, FolderLock};
 use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
 use crate::report::folder::{self, OutputFolder};
 use crate::report::log::DlioLog;
 use crate::report::{
-    self, hydra, ours, terminal, validity, write_json, FinishedRun, Results, RunTimes, Startup,
+    self, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
+    RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
 use crate::storage::{Accounting, LocalFs, LocalOptions, Storage};
@@ -59,6 +61,8 @@ pub struct Outcome {
     pub output_folder: PathBuf,
     pub generated: Option<Generated>,
     pub results: Option<Results>,
+    /// The signal the run stopped for, in every process (whichever received it).
+    pub stopped_by: Option<i32>,
 }
 
 pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
@@ -112,7 +116,6 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     });
     let hosts = Hosts::gather(comm)?;
     warn_about_cpu_binding(comm, &config, &hosts)?;
-    let with_eval = config.workflow.evaluation && config.dataset.num_files_eval > 0;
     // A format that reads no storage (synthetic) needs no dataset: none is generated or looked for.
     let needs_data = format.reads_storage();
     // The output folder is taken before anything can fail for want of data, so that the folder
@@ -140,6 +143,8 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     // Whatever fails from here on is told in the log and report.json, in this run's folder.
     let outcome = (|| -> Result<Outcome> {
         let mut file_names = Vec::new();
+        // Process 0 holds the data folder while the run generates or reads it (crate::lock).
+        let mut data_lock = None;
         if config.workflow.train && !config.workflow.generate_data && needs_data {
             file_names = find_dataset_once(
                 comm,
@@ -147,16 +152,23 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 source,
                 &mut dataset,
                 &storage,
-                with_eval,
                 display,
+                &mut data_lock,
             )?;
         }
 
         // Start-up is timed from the start of the process, or from the end of generation.
         let mut startup_origin = crate::system::process_start();
         let generated = if config.workflow.generate_data && needs_data {
-            let generated =
-                generate_together(comm, &dataset, format.as_ref(), &storage, &log, display)?;
+            let generated = generate_together(
+                comm,
+                &dataset,
+                format.as_ref(),
+                &storage,
+                &log,
+                display,
+                &mut data_lock,
+            )?;
             startup_origin = std::time::Instant::now();
             Some(generated)
         } else {
@@ -169,6 +181,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 output_folder: output_folder.clone(),
                 generated,
                 results: None,
+                stopped_by: None,
             });
         }
 
@@ -179,8 +192,8 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 source,
                 &mut dataset,
                 &storage,
-                with_eval,
                 display,
+                &mut data_lock,
             )?;
         }
         for found in &file_names {
@@ -205,8 +218,9 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
 
         // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
         let run_entropy = broadcast_value(comm, Some(crate::plan::draw_run_entropy()))?;
-        // Every process starts its clock as it leaves this meeting, and takes process 0's wall time.
-        agree(comm, Ok(()))?;
+        // Every process starts its clock as it leaves this meeting, and takes process 0's wall time;
+        // a run told to stop before it starts stops here, all processes together.
+        agree(comm, crate::interrupt::check())?;
         let clock = Clock::start();
         let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
         let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
@@ -223,13 +237,17 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             page_cache_drop: drop_timeout.filter(|_| hosts.leads_its_host()),
             checkpointing: checkpointing.as_ref(),
         };
-        let ranks = match (&checkpointing, trains) {
+        let mut ranks = match (&checkpointing, trains) {
             (Some(checkpointing), false) => run_local_ranks(&ctx, display, |ctx, rank| {
                 trainer::checkpoint_only_rank(ctx, checkpointing, rank)
             })?,
             _ => run_local_ranks(&ctx, display, trainer::train_rank)?,
         };
         let end = SystemTime::now();
+        let interrupted = match comm.stopped() {
+            Some(signal) => Some(keep_what_all_completed(comm, &mut ranks, signal, &config)?),
+            None => None,
+        };
         let first_batch_seconds = first_batch_seconds(comm, &clock, startup_origin, &ranks)?;
         agree(
             comm,
@@ -269,6 +287,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 log: &log,
                 quiet: options.quiet,
                 checkpoint_bytes: checkpointing.as_ref().map(|c| c.geometry.total_bytes()),
+                interrupted,
             })
         });
         // Every process learns how process 0's reports went.
@@ -284,6 +303,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             output_folder: output_folder.clone(),
             generated,
             results,
+            stopped_by: interrupted.map(|i| i.signal),
         })
     })();
     if let (Err(error), true) = (&outcome, lead) {
@@ -362,6 +382,8 @@ fn share_of(comm: &dyn Comm) -> Share {
 }
 
 /// Generation by every process, each writing its ranks' files, committed once all are flushed.
+/// Process 0 holds the data folder to itself meanwhile (`data_lock`), and shares it once the
+/// dataset is complete.
 fn generate_together(
     comm: &dyn Comm,
     dataset: &Dataset,
@@ -369,13 +391,16 @@ fn generate_together(
     storage: &LocalFs,
     log: &DlioLog,
     display: Display,
+    data_lock: &mut Option<FolderLock>,
 ) -> Result<Generated> {
     log.output("Starting data generation");
     let lead = comm.process() == 0;
     agree(
         comm,
         if lead {
-            generate::begin(dataset, storage)
+            take_data_folder(storage.root(), Access::Exclusive)
+                .map(|lock| *data_lock = Some(lock))
+                .and_then(|()| generate::begin(dataset, storage))
         } else {
             Ok(())
         },
@@ -389,6 +414,7 @@ fn generate_together(
         comm,
         if lead {
             generate::commit(storage)
+                .and_then(|()| data_lock.as_mut().map_or(Ok(()), FolderLock::share))
         } else {
             Ok(())
         },
@@ -428,11 +454,11 @@ fn find_dataset_once(
     source: &Source,
     dataset: &mut Dataset,
     storage: &LocalFs,
-    with_eval: bool,
     display: Display,
+    data_lock: &mut Option<FolderLock>,
 ) -> Result<Vec<SplitNames>> {
     let found = if comm.process() == 0 {
-        find_dataset(config, source, dataset, storage, with_eval, display).map(|names| {
+        find_dataset(config, source, dataset, storage, display, data_lock).map(|names| {
             let listed = |phase| dataset.split(phase).listed.as_deref().cloned();
             Some(FoundFiles {
                 names,
@@ -464,9 +490,13 @@ fn record_failure(folder: &Path, log: &DlioLog, error: &Error) {
         return;
     }
     log.error(&error.to_string());
+    let status = match error {
+        Error::Interrupted { .. } => "interrupted",
+        _ => "failed",
+    };
     let report = serde_json::json!({
         "tool": "dlio-rs",
-        "status": "failed",
+        "status": status,
         "error": error.to_string(),
         "exit_code": error.exit_code(),
         "version": env!("CARGO_PKG_VERSION"),
@@ -514,6 +544,9 @@ fn create_outputs(
 /// DLIO's files, our report.json and the end of the log.
 fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> {
     log.epochs(run);
+    if let Some(interrupted) = &run.results.interrupted {
+        log.warning(&interrupted.describe(run.results));
+    }
     for warning in &run.results.warnings {
         log.warning(warning);
     }
@@ -589,8 +622,8 @@ fn find_dataset(
     source: &Source,
     dataset: &mut Dataset,
     storage: &LocalFs,
-    with_eval: bool,
     display: Display,
+    data_lock: &mut Option<FolderLock>,
 ) -> Result<Vec<SplitNames>> {
     let root = storage.root();
     if !root.is_dir() {
@@ -599,6 +632,9 @@ fn find_dataset(
             root.display(),
             generate_hint(config, source)
         )));
+    }
+    if data_lock.is_none() {
+        *data_lock = Some(take_data_folder(root, Access::Shared)?);
     }
     let marker = storage.describe(generate::INCOMPLETE_MARKER);
     if storage
@@ -613,7 +649,7 @@ fn find_dataset(
         )));
     }
     let mut phases = vec![Phase::Train];
-    if with_eval {
+    if config.workflow.evaluation && config.dataset.num_files_eval > 0 {
         phases.push(Phase::Eval);
     }
     let rules = ListingRules {
@@ -623,6 +659,32 @@ fn find_dataset(
     let hint = generate_hint(config, source);
     let found = names::find_files(dataset, &phases, storage, rules, display, &hint)?;
     Ok(found)
+}
+
+/// Takes the data folder (made if missing) for a generation (`Exclusive`) or a training run's
+/// reads (`Shared`), or fails at once naming who holds it.
+fn take_data_folder(root: &Path, access: Access) -> Result<FolderLock> {
+    std::fs::create_dir_all(root).map_err(|e| Error::io("cannot create data folder", root, e))?;
+    FolderLock::on_folder(root, access)?.map_err(|_busy| {
+        // A generation holds it alone, and its marker says who it is; readers share it.
+        let holder = generate::holder(root).map_or_else(
+            || "a training run reading it".to_string(),
+            |generation| format!("a generation ({generation})"),
+        );
+        Error::usage(match access {
+            Access::Exclusive => format!(
+                "the data folder {} is in use by {holder}; a generation needs it to itself: \
+                 generate once that run has ended, or into another folder \
+                 (++workload.dataset.data_folder=DIR)",
+                root.display()
+            ),
+            Access::Shared => format!(
+                "the dataset in {} is being generated by {holder}; train once the generation \
+                 has finished",
+                root.display()
+            ),
+        })
+    })
 }
 
 /// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends; each process
@@ -765,6 +827,38 @@ fn run_local_ranks(
     outcomes.into_iter().collect()
 }
 
+/// A run a signal stopped reports what every rank of every process completed: as many epochs,
+/// and checkpoint operations, as the rank that completed the fewest. Fails with the signal when
+/// nothing was completed, for there is nothing to report.
+fn keep_what_all_completed(
+    comm: &dyn Comm,
+    ranks: &mut [RankRecord],
+    signal: i32,
+    config: &Config,
+) -> Result<Interruption> {
+    let fewest = |count: fn(&RankRecord) -> usize| {
+        ranks
+            .iter()
+            .map(count)
+            .min()
+            .map_or(f64::INFINITY, |n| n as f64)
+    };
+    let mut completed = [fewest(|r| r.epochs.len()), fewest(|r| r.checkpoints.len())];
+    comm.all_reduce(&mut completed, Reduce::Min)?;
+    let [epochs, checkpoints] = completed.map(|n| n as usize);
+    if epochs == 0 && checkpoints == 0 {
+        return Err(Error::Interrupted { signal });
+    }
+    for rank in ranks {
+        rank.epochs.truncate(epochs);
+        rank.checkpoints.truncate(checkpoints);
+    }
+    Ok(Interruption {
+        signal,
+        epochs_planned: config.train.epochs,
+    })
+}
+
 /// Seconds from the earliest process start (or end of generation) until the last rank of any
 /// process had its first batch, on the clock all processes share.
 fn first_batch_seconds(
@@ -836,6 +930,8 @@ struct ReportInputs<'a> {
     quiet: bool,
     /// Bytes of one checkpoint, all ranks, when the run checkpoints.
     checkpoint_bytes: Option<u64>,
+    /// Set when a signal stopped the run.
+    interrupted: Option<Interruption>,
 }
 
 /// Process 0: the results of all ranks, the run's files, and the terminal report.
@@ -854,6 +950,7 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
         inputs.hosts.total_memory_bytes(),
     );
     results.checkpoint_bytes = inputs.checkpoint_bytes;
+    results.interrupted = inputs.interrupted;
     let finished = FinishedRun {
         config,
         results: &results,
@@ -867,10 +964,15 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
     };
     write_reports(inputs.output_folder, inputs.log, &finished)?;
     if !inputs.quiet {
-        print!(
-            "{}",
-            terminal::render(config, &results, &inputs.startup, inputs.output_folder)
-        );
+        let table = terminal::render(config, &results, &inputs.startup, inputs.output_folder);
+        // The results are saved by now: a terminal that cannot take the table does not fail
+        // the run.
+        if let Err(e) = terminal::print_out(&table) {
+            eprintln!(
+                "warning: {e}; the results are in {}",
+                inputs.output_folder.display()
+            );
+        }
     }
     // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
     for warning in &results.warnings {

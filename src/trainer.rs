@@ -12,7 +12,7 @@ use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
 use crate::config::PageCache;
 use crate::dataset::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::FileFormat;
 use crate::format::ReadBuffer;
 use crate::loader::trace::TraceFile;
@@ -96,57 +96,64 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
         .checkpointing
         .filter(|c| c.schedule.in_training())
         .map(|c| RankCheckpoints::new(c, rank as u64, ctx.run_entropy));
-    for epoch in 1..=config.train.epochs {
-        let page_cache_drop_seconds = if config.reader.page_cache == PageCache::DropBeforeEpoch {
-            drop_page_cache_together(ctx, rank)?
-        } else {
-            None
-        };
-        let start = ctx.clock.now();
-        let train = run_phase(
-            ctx,
-            rank,
-            epoch,
-            Phase::Train,
-            &mut resources,
-            trace.as_ref(),
-            checkpoints.as_mut(),
-        )?;
-        // DLIO ends each training phase with a barrier, so evaluation starts together.
-        ctx.comm.barrier()?;
-        if let Some(checkpoints) = checkpoints.as_mut() {
-            if schedule.after_epoch(epoch) {
-                // DLIO's step count has moved past the last step, and the block is the last one.
-                let place = Place {
-                    epoch,
-                    step: train.steps() as u64 + 1,
-                    index: train.blocks.len() as u64,
-                };
-                checkpoints.save(ctx.clock, place, || Ok(()))?;
-            }
-        }
-        let eval = if eval_due(config, epoch) {
-            Some(run_phase(
+    // The epochs a rank completes are its record; a signal ends the loop early (see
+    // `end_together`).
+    let trained = (|| -> Result<()> {
+        for epoch in 1..=config.train.epochs {
+            let page_cache_drop_seconds = if config.reader.page_cache == PageCache::DropBeforeEpoch
+            {
+                drop_page_cache_together(ctx, rank)?
+            } else {
+                None
+            };
+            let start = ctx.clock.now();
+            let train = run_phase(
                 ctx,
                 rank,
                 epoch,
-                Phase::Eval,
+                Phase::Train,
                 &mut resources,
                 trace.as_ref(),
-                None,
-            )?)
-        } else {
-            None
-        };
-        record.epochs.push(EpochRecord {
-            epoch,
-            start,
-            end: ctx.clock.now(),
-            train,
-            eval,
-            page_cache_drop_seconds,
-        });
-    }
+                checkpoints.as_mut(),
+            )?;
+            // DLIO ends each training phase with a barrier, so evaluation starts together.
+            ctx.comm.barrier()?;
+            if let Some(checkpoints) = checkpoints.as_mut() {
+                if schedule.after_epoch(epoch) {
+                    // DLIO's step count has moved past the last step, and the block is the last one.
+                    let place = Place {
+                        epoch,
+                        step: train.steps() as u64 + 1,
+                        index: train.blocks.len() as u64,
+                    };
+                    checkpoints.save(ctx.clock, place, || Ok(()))?;
+                }
+            }
+            let eval = if eval_due(config, epoch) {
+                Some(run_phase(
+                    ctx,
+                    rank,
+                    epoch,
+                    Phase::Eval,
+                    &mut resources,
+                    trace.as_ref(),
+                    None,
+                )?)
+            } else {
+                None
+            };
+            record.epochs.push(EpochRecord {
+                epoch,
+                start,
+                end: ctx.clock.now(),
+                train,
+                eval,
+                page_cache_drop_seconds,
+            });
+        }
+        Ok(())
+    })();
+    end_together(ctx.comm, trained)?;
     record.checkpoints = checkpoints.map(|c| c.records).unwrap_or_default();
     if let Some(trace) = trace {
         trace.complete()?;
@@ -190,24 +197,46 @@ pub fn checkpoint_only_rank(
         step: i,
         index: i,
     };
-    for i in 1..=writes {
-        sleeper.sleep(pause);
-        ctx.comm.barrier()?;
-        checkpoints.save(ctx.clock, place(i), after)?;
-    }
-    for i in 1..=reads {
-        checkpoints.evict(place(i))?;
-    }
-    for i in 1..=reads {
-        sleeper.sleep(pause);
-        ctx.comm.barrier()?;
-        checkpoints.load(ctx.clock, place(i), after)?;
-    }
+    let done = (|| -> Result<()> {
+        for i in 1..=writes {
+            sleeper.sleep(pause);
+            ctx.comm.barrier()?;
+            checkpoints.save(ctx.clock, place(i), after)?;
+        }
+        for i in 1..=reads {
+            checkpoints.evict(place(i))?;
+        }
+        for i in 1..=reads {
+            sleeper.sleep(pause);
+            ctx.comm.barrier()?;
+            checkpoints.load(ctx.clock, place(i), after)?;
+        }
+        Ok(())
+    })();
+    end_together(ctx.comm, done)?;
     Ok(RankRecord {
         rank,
         epochs: Vec::new(),
         checkpoints: checkpoints.records,
     })
+}
+
+/// Every rank ends at one more barrier, where the ranks learn whether the run was stopped by a
+/// signal ([`crate::interrupt`]). A rank that saw the signal elsewhere (a reader, a sleep, a
+/// checkpoint) votes there to stop; a rank that finished votes as its process does. When they
+/// stop, each rank's record keeps what it completed, and the report takes what all completed.
+fn end_together(comm: &dyn Comm, outcome: Result<()>) -> Result<()> {
+    if matches!(&outcome, Err(e) if !matches!(e, Error::Interrupted { .. })) {
+        // A failure aborts the run instead: nobody waits for a barrier.
+        return outcome;
+    }
+    match (outcome, comm.barrier()) {
+        (_, Err(Error::Interrupted { .. })) => Ok(()),
+        (Ok(()), met) => met,
+        // Stopped by a signal the others did not agree to stop for: cannot be, as the rank's
+        // process votes with the signal it saw; kept as the error it is.
+        (interrupted, _) => interrupted,
+    }
 }
 
 /// Drops each host's page cache once, with every rank waiting: all ranks have finished reading the
@@ -221,9 +250,8 @@ fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<Option<f64>
         .filter(|_| rank == ctx.comm.local_ranks().start)
     {
         let started = ctx.clock.now();
-        crate::system::drop_page_cache(timeout).map_err(|why| {
-            crate::error::Error::run(format!("reader.page_cache = drop_before_epoch: {why}"))
-        })?;
+        crate::system::drop_page_cache(timeout)
+            .map_err(|why| Error::run(format!("reader.page_cache = drop_before_epoch: {why}")))?;
         took = Some(ctx.clock.now() - started);
     }
     ctx.comm.barrier()?;
@@ -293,6 +321,7 @@ fn run_phase(
                 let loaded = ctx.clock.now();
                 let compute = compute_time.draw(&mut compute_rng);
                 sleeper.sleep(compute);
+                crate::interrupt::check()?;
                 let done = ctx.clock.now();
                 record.compute_lateness.record(
                     Duration::from_secs_f64(done - loaded)

@@ -619,6 +619,98 @@ mod with_mpi {
             }
         }
     }
+
+    /// Ctrl-C at `mpirun` (which passes SIGTERM on to every process), or SIGTERM to one process
+    /// alone: every process stops at the same barrier, and process 0 reports the epochs every
+    /// rank of every process completed, marked interrupted, in every output.
+    #[test]
+    fn an_interrupt_stops_every_process_at_the_same_step_and_reports_what_all_completed() {
+        let tmp = Scratch::new("mpi-interrupt");
+        for target in ["mpirun", "process 1"] {
+            let out = tmp.join(format!("out-{}", target.replace(' ', "-")));
+            let mut words = strings(&[
+                "run",
+                "-n",
+                "2",
+                "workload=default",
+                "++workload.dataset.format=synthetic",
+                "++workload.dataset.num_files_train=16",
+                "++workload.dataset.num_samples_per_file=1",
+                "++workload.reader.batch_size=1",
+                "++workload.train.computation_time=0.25",
+                "++workload.train.epochs=3",
+                "++workload.workflow.generate_data=False",
+                "++workload.workflow.evaluation=False",
+                "++workload.workflow.checkpoint=False",
+            ]);
+            words.push(format!("++hydra.run.dir={}", out.display()));
+            let mut cmd = Command::new("mpirun");
+            cmd.current_dir(&tmp.path)
+                .args([
+                    "--oversubscribe",
+                    "--allow-run-as-root",
+                    "--bind-to",
+                    "none",
+                ])
+                .args(["-n", "2", DLIO_RS])
+                .args(&words);
+            for k in ISOLATED_ENV {
+                cmd.env_remove(k);
+            }
+            let mut run = Live::spawn(cmd, format!("mpirun -n 2 dlio-rs {}", words.join(" ")));
+            run.wait_for("epoch 2/3 train");
+            match target {
+                "mpirun" => run.signal(libc::SIGINT),
+                _ => {
+                    // Process 1 is the child of mpirun started second.
+                    let listed = std::process::Command::new("pgrep")
+                        .args(["-P", &run.pid().to_string(), "-x", "dlio-rs"])
+                        .output()
+                        .unwrap();
+                    let pids: Vec<i32> = String::from_utf8_lossy(&listed.stdout)
+                        .split_whitespace()
+                        .map(|p| p.parse().unwrap())
+                        .collect();
+                    assert_eq!(pids.len(), 2, "{pids:?}");
+                    let rank_of = |pid: i32| {
+                        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+                        environ
+                            .split(|&b| b == 0)
+                            .find_map(|v| v.strip_prefix(b"OMPI_COMM_WORLD_RANK="))
+                            .map(|r| String::from_utf8_lossy(r).into_owned())
+                    };
+                    let second = *pids
+                        .iter()
+                        .find(|&&p| rank_of(p).as_deref() == Some("1"))
+                        .unwrap();
+                    // SAFETY: a plain system call on a process of this test's launch.
+                    assert_eq!(unsafe { libc::kill(second, libc::SIGTERM) }, 0);
+                }
+            }
+            let (ran, took) = run.finish();
+            assert!(ran.code != Some(0), "{target}: {}", ran.context());
+            assert!(
+                took < Duration::from_secs(10),
+                "{target}: stopping took {took:?}"
+            );
+            let summary = read_json(&out.join("summary.json"));
+            let report = read_json(&out.join("report.json"));
+            let completed = int(&summary, "/interrupted/epochs_completed") as usize;
+            assert!((1..=2).contains(&completed), "{target}: {completed}");
+            assert_eq!(at(&summary, "/interrupted/signal"), "SIGTERM", "{target}");
+            assert_eq!(at(&report, "/status"), "interrupted", "{target}");
+            assert_eq!(int(&summary, "/num_accelerators"), 4, "{target}");
+            assert_eq!(at(&report, "/epochs").as_array().unwrap().len(), completed);
+            for rank in 0..4 {
+                let per_epoch = read_json(&out.join(format!("{rank}_per_epoch_stats.json")));
+                assert_eq!(
+                    per_epoch.as_object().unwrap().len(),
+                    completed,
+                    "{target}: rank {rank}"
+                );
+            }
+        }
+    }
 }
 
 #[cfg(not(feature = "mpi"))]

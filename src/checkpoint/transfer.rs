@@ -60,18 +60,15 @@ impl<'a> Transfer<'a> {
         format!("{folder}/{}", file.name)
     }
 
-    /// Saves `files` into the checkpoint folder `folder` (`global_epoch{E}_step{S}`).
+    /// Saves `files` into the checkpoint folder `folder` (`global_epoch{E}_step{S}`). A signal
+    /// ([`crate::interrupt`]) stops it between chunks.
     pub fn save(&mut self, folder: &str, files: &[ShardFile]) -> Result<Moved> {
         let mut moved = Moved::default();
         for file in files {
             let key = Self::key(folder, file);
-            let sync_seconds = self.save_file(&key, file.bytes).map_err(|e| {
+            let sync_seconds = self.save_file(&key, file.bytes).inspect_err(|_| {
                 // Best effort: a partial file must not pass for a whole one later.
                 let _ = self.storage.delete(&key);
-                Error::run(format!(
-                    "saving checkpoint file {}: {e}",
-                    self.storage.describe(&key)
-                ))
             })?;
             moved.files += 1;
             moved.bytes += file.bytes;
@@ -81,34 +78,42 @@ impl<'a> Transfer<'a> {
     }
 
     /// Writes one file of `bytes` bytes; returns the seconds its fsync took.
-    fn save_file(&mut self, key: &str, bytes: u64) -> std::io::Result<f64> {
-        let mut object = self.storage.create(key)?;
+    fn save_file(&mut self, key: &str, bytes: u64) -> Result<f64> {
+        let failed = |e: std::io::Error| {
+            Error::run(format!(
+                "saving checkpoint file {}: {e}",
+                self.storage.describe(key)
+            ))
+        };
+        let mut object = self.storage.create(key).map_err(failed)?;
         let chunk = CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(CHUNK_BYTES));
-        let buffer = self.buffer.resize_for_writing(chunk)?;
+        let buffer = self.buffer.resize_for_writing(chunk).map_err(failed)?;
         if self.random.is_none() {
             // Loads reuse the buffer: the pattern is written again for every file.
             buffer.fill(1);
         }
         let mut left = bytes;
         while left > 0 {
+            crate::interrupt::check()?;
             let n = CHUNK_BYTES.min(usize::try_from(left).unwrap_or(CHUNK_BYTES));
             if let Some(random) = &mut self.random {
                 random.fill(&mut buffer[..n]);
             }
-            object.write(&buffer[..n])?;
+            object.write(&buffer[..n]).map_err(failed)?;
             left -= n as u64;
         }
         if !self.fsync {
-            object.finish()?;
+            object.finish().map_err(failed)?;
             return Ok(0.0);
         }
         let started = std::time::Instant::now();
-        object.finish_durably()?;
+        object.finish_durably().map_err(failed)?;
         Ok(started.elapsed().as_secs_f64())
     }
 
     /// Loads `files` from the checkpoint folder `folder`: every byte, in [`CHUNK_BYTES`] requests.
-    /// A missing file, or one whose size is not the geometry's, is an error naming it.
+    /// A missing file, or one whose size is not the geometry's, is an error naming it. A signal
+    /// stops it between requests.
     pub fn load(&mut self, folder: &str, files: &[ShardFile]) -> Result<Moved> {
         let kernel_before = crate::system::thread_read_bytes();
         let mut moved = Moved::default();
@@ -133,6 +138,7 @@ impl<'a> Transfer<'a> {
             }
             let mut read = 0;
             loop {
+                crate::interrupt::check()?;
                 let n = object
                     .read_next(&mut self.buffer, CHUNK_BYTES)
                     .map_err(|e| Error::run(format!("loading checkpoint file {}: {e}", path())))?;

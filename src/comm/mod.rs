@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 pub use hosts::{HostFacts, Hosts};
-pub use threads::{LocalBarrier, ThreadGroup};
+pub use threads::{LocalBarrier, ThreadGroup, Vote};
 
 /// How [`Comm::all_reduce`] combines the processes' values, element by element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,10 @@ pub trait Comm: Send + Sync {
 
     /// The abort reason, if any; readers poll this to stop early.
     fn aborted(&self) -> Option<Error>;
+
+    /// The signal the ranks agreed at a barrier to stop for ([`crate::interrupt`]), if they did:
+    /// the same in every process.
+    fn stopped(&self) -> Option<i32>;
 
     /// Process 0's `bytes`, in every process.
     fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()>;

@@ -18,7 +18,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
 
-use super::{Comm, LocalBarrier, Reduce};
+use super::{Comm, LocalBarrier, Reduce, Vote};
 use crate::error::{Error, Result};
 
 pub struct MpiGroup {
@@ -44,25 +44,31 @@ fn world() -> SimpleCommunicator {
 const BARRIER_SPIN: Duration = Duration::from_micros(200);
 const BARRIER_NAP: Duration = Duration::from_micros(10);
 
-/// The processes' barrier, entered by one thread per process. `MPI_Barrier` would busy-poll for
-/// the whole wait: with more rank and reader threads than cores (several processes per host), the
-/// spinning process holds a core that the ranks it waits for need, and every step loses a
-/// scheduler slice (measured: AU 75% for 2 processes × 4 ranks on 2 cores). A non-blocking
-/// barrier polled briefly, then between short naps, leaves the cores to the ranks.
-fn meet_processes() {
-    let mut pending = world().immediate_barrier();
-    let spin_until = Instant::now() + BARRIER_SPIN;
-    loop {
-        match pending.test() {
-            Ok(_) => return,
-            Err(request) => pending = request,
+/// The processes' barrier, entered by one thread per process with its process's [`Vote`]; returns
+/// the largest vote, the same in every process. `MPI_Barrier` would busy-poll for the whole wait:
+/// with more rank and reader threads than cores (several processes per host), the spinning process
+/// holds a core that the ranks it waits for need, and every step loses a scheduler slice
+/// (measured: AU 75% for 2 processes × 4 ranks on 2 cores). A non-blocking all-reduce (a barrier
+/// that carries the vote) polled briefly, then between short naps, leaves the cores to the ranks.
+fn meet_processes(vote: Vote) -> Vote {
+    let mut decided: Vote = 0;
+    mpi::request::scope(|scope| {
+        let mut pending =
+            world().immediate_all_reduce_into(scope, &vote, &mut decided, SystemOperation::max());
+        let spin_until = Instant::now() + BARRIER_SPIN;
+        loop {
+            match pending.test() {
+                Ok(_) => return,
+                Err(request) => pending = request,
+            }
+            if Instant::now() < spin_until {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(BARRIER_NAP);
+            }
         }
-        if Instant::now() < spin_until {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(BARRIER_NAP);
-        }
-    }
+    });
+    decided
 }
 
 impl MpiGroup {
@@ -175,6 +181,10 @@ impl Comm for MpiGroup {
 
     fn aborted(&self) -> Option<Error> {
         self.local.aborted()
+    }
+
+    fn stopped(&self) -> Option<i32> {
+        self.local.stopped()
     }
 
     fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()> {

@@ -3,6 +3,12 @@
 //!
 //! A rank that fails aborts the group: every rank waiting in (or arriving at) a barrier returns
 //! the reason instead of waiting forever, so a failure can never become a hang.
+//!
+//! A barrier is also where the ranks agree to stop when a signal asked for it
+//! ([`crate::interrupt`]): the last rank to arrive votes for its process, the processes' votes
+//! are combined as they meet, and every rank of every process leaves that same barrier with
+//! [`Error::Interrupted`], as does every later barrier at once. A rank that saw the signal
+//! elsewhere (a reader, a sleep) goes on to its next barrier to take part in the decision.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +25,13 @@ struct BarrierState {
     arrived: usize,
     generation: u64,
     abort: Option<Error>,
+    /// The signal the ranks agreed to stop for, at some barrier; every barrier since fails.
+    stopped: Option<i32>,
 }
+
+/// A process's vote at a barrier: the signal that asked it to stop, 0 for none. The processes'
+/// votes combine by their maximum.
+pub type Vote = i32;
 
 /// A barrier for the ranks (threads) of this process, which an abort breaks.
 pub struct LocalBarrier {
@@ -30,10 +42,17 @@ pub struct LocalBarrier {
     released_generation: AtomicU64,
     state: Mutex<BarrierState>,
     released: Condvar,
+    /// This process's vote, read by the last rank to arrive.
+    vote: fn() -> Vote,
 }
 
 impl LocalBarrier {
     pub fn new(ranks: usize) -> LocalBarrier {
+        LocalBarrier::voting(ranks, || crate::interrupt::received().unwrap_or(0))
+    }
+
+    /// A barrier whose process votes with `vote` (for tests: a signal without a signal).
+    pub fn voting(ranks: usize, vote: fn() -> Vote) -> LocalBarrier {
         assert!(ranks >= 1);
         LocalBarrier {
             ranks,
@@ -43,8 +62,10 @@ impl LocalBarrier {
                 arrived: 0,
                 generation: 0,
                 abort: None,
+                stopped: None,
             }),
             released: Condvar::new(),
+            vote,
         }
     }
 
@@ -53,29 +74,34 @@ impl LocalBarrier {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until every local rank has arrived. The last to arrive runs `meet_others` (the
-    /// processes' barrier, when there are several) before anyone is released, outside the lock
-    /// so that an abort is never held up by it.
-    pub fn wait(&self, meet_others: &dyn Fn()) -> Result<()> {
+    /// Waits until every local rank has arrived. The last to arrive runs `meet_others` with this
+    /// process's vote (the processes' barrier, when there are several; it returns the combined
+    /// vote) before anyone is released, outside the lock so that an abort is never held up by it.
+    /// Fails when the run was aborted, or when the ranks agreed to stop, here or before.
+    pub fn wait(&self, meet_others: &dyn Fn(Vote) -> Vote) -> Result<()> {
         let mut state = self.lock();
         if let Some(reason) = &state.abort {
             return Err(reason.clone());
+        }
+        if let Some(signal) = state.stopped {
+            return Err(Error::Interrupted { signal });
         }
         state.arrived += 1;
         if state.arrived == self.ranks {
             state.arrived = 0;
             drop(state);
             // Every other local rank is waiting, so nobody arrives meanwhile.
-            meet_others();
+            let decided = meet_others((self.vote)());
             let mut state = self.lock();
             state.generation += 1;
+            if decided != 0 {
+                state.stopped = Some(decided);
+            }
             self.released_generation
                 .store(state.generation, Ordering::Release);
             self.released.notify_all();
-            return match &state.abort {
-                Some(reason) => Err(reason.clone()),
-                None => Ok(()),
-            };
+            // An abort during the meeting stops the rank that met the others.
+            return Self::leave(&state, true);
         }
         let generation = state.generation;
         drop(state);
@@ -92,10 +118,22 @@ impl LocalBarrier {
         while state.generation == generation && state.abort.is_none() {
             state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
         }
-        match (&state.abort, state.generation == generation) {
-            (Some(reason), true) => Err(reason.clone()),
+        Self::leave(&state, state.generation == generation)
+    }
+
+    /// How a rank leaves: by an abort that came before it was released (`abort_counts`), else
+    /// released, perhaps with the decision to stop.
+    fn leave(state: &BarrierState, abort_counts: bool) -> Result<()> {
+        match (&state.abort, state.stopped) {
+            (Some(reason), _) if abort_counts => Err(reason.clone()),
+            (_, Some(signal)) => Err(Error::Interrupted { signal }),
             _ => Ok(()),
         }
+    }
+
+    /// The signal the ranks agreed at a barrier to stop for, if they did.
+    pub fn stopped(&self) -> Option<i32> {
+        self.lock().stopped
     }
 
     /// Breaks the barrier: pending and future waits fail with `reason` (the first one given).
@@ -147,7 +185,7 @@ impl Comm for ThreadGroup {
     }
 
     fn barrier(&self) -> Result<()> {
-        self.barrier.wait(&|| {})
+        self.barrier.wait(&|vote| vote)
     }
 
     fn abort(&self, reason: &Error) {
@@ -156,6 +194,10 @@ impl Comm for ThreadGroup {
 
     fn aborted(&self) -> Option<Error> {
         self.barrier.aborted()
+    }
+
+    fn stopped(&self) -> Option<i32> {
+        self.barrier.stopped()
     }
 
     fn broadcast(&self, _bytes: &mut Vec<u8>) -> Result<()> {
@@ -208,8 +250,9 @@ mod tests {
                 s.spawn(|| {
                     for round in 1..=100 {
                         barrier
-                            .wait(&|| {
+                            .wait(&|vote| {
                                 meetings.fetch_add(1, Ordering::SeqCst);
+                                vote
                             })
                             .unwrap();
                         // Whoever leaves round k has seen the k-th meeting, and only one per round.
@@ -218,12 +261,85 @@ mod tests {
                             seen >= round && seen <= round + 1,
                             "{seen} in round {round}"
                         );
-                        barrier.wait(&|| {}).unwrap();
+                        barrier.wait(&|vote| vote).unwrap();
                     }
                 });
             }
         });
         assert_eq!(meetings.load(Ordering::SeqCst), 100);
+    }
+
+    static VOTE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+    #[test]
+    fn ranks_leave_the_barrier_where_a_stop_was_voted_together_and_every_later_one_at_once() {
+        let barrier = LocalBarrier::voting(3, || VOTE.load(Ordering::SeqCst));
+        let passed = AtomicUsize::new(0);
+        let results: Vec<(usize, Result<()>, Result<()>)> = std::thread::scope(|s| {
+            let ranks: Vec<_> = (0..3)
+                .map(|_| {
+                    let (barrier, passed) = (&barrier, &passed);
+                    s.spawn(move || {
+                        let mut rounds = 0;
+                        // Another process votes to stop at the fourth meeting; this one never does.
+                        let meet = |vote: Vote| {
+                            let meeting = passed.fetch_add(1, Ordering::SeqCst) + 1;
+                            vote.max(if meeting == 4 { libc::SIGTERM } else { 0 })
+                        };
+                        let stopped = loop {
+                            match barrier.wait(&meet) {
+                                Ok(()) => rounds += 1,
+                                stopped => break stopped,
+                            }
+                        };
+                        (rounds, stopped, barrier.wait(&meet))
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        for (rounds, stopped, later) in results {
+            assert_eq!(rounds, 3, "every rank passed the same three barriers");
+            assert_eq!(
+                stopped,
+                Err(Error::Interrupted {
+                    signal: libc::SIGTERM
+                })
+            );
+            assert_eq!(
+                later,
+                Err(Error::Interrupted {
+                    signal: libc::SIGTERM
+                })
+            );
+        }
+        assert_eq!(
+            passed.load(Ordering::SeqCst),
+            4,
+            "no meeting after the stop"
+        );
+        assert_eq!(barrier.stopped(), Some(libc::SIGTERM));
+        assert_eq!(barrier.aborted(), None, "a stop is not a failure");
+
+        // This process's own vote stops its ranks the same way.
+        let barrier = LocalBarrier::voting(2, || VOTE.load(Ordering::SeqCst));
+        VOTE.store(libc::SIGINT, Ordering::SeqCst);
+        std::thread::scope(|s| {
+            let other = s.spawn(|| barrier.wait(&|vote| vote));
+            assert_eq!(
+                barrier.wait(&|vote| vote),
+                Err(Error::Interrupted {
+                    signal: libc::SIGINT
+                })
+            );
+            assert_eq!(
+                other.join().unwrap(),
+                Err(Error::Interrupted {
+                    signal: libc::SIGINT
+                })
+            );
+        });
+        VOTE.store(0, Ordering::SeqCst);
     }
 
     #[test]

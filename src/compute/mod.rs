@@ -193,7 +193,8 @@ pub struct Sleeper {
 }
 
 impl Sleeper {
-    /// Sleeps for `duration`; returns the time actually slept.
+    /// Sleeps for `duration`, or less when a signal asks the process to stop
+    /// ([`crate::interrupt`]); returns the time actually slept.
     pub fn sleep(&mut self, duration: Duration) -> Duration {
         let start = Instant::now();
         if duration.is_zero() {
@@ -202,7 +203,10 @@ impl Sleeper {
         let deadline = start + duration;
         let lead = Duration::from_secs_f64(self.lateness).min(MAX_LEAD);
         if let Some(kernel_part) = duration.checked_sub(lead).filter(|d| !d.is_zero()) {
-            std::thread::sleep(kernel_part);
+            crate::interrupt::sleep_until(start + kernel_part);
+            if crate::interrupt::received().is_some() {
+                return start.elapsed();
+            }
             let late = start.elapsed().as_secs_f64() - kernel_part.as_secs_f64();
             self.lateness = 0.9 * self.lateness + 0.1 * late.clamp(0.0, MAX_LEAD.as_secs_f64());
         }

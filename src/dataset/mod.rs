@@ -151,6 +151,23 @@ impl Dataset {
         );
     }
 
+    /// The folders DLIO's generation makes, files or not: `train`, `valid`, and each split's
+    /// subfolders when it has more than one. A reader of DLIO's expects them all (it lists
+    /// `valid/` even when there is nothing to evaluate).
+    pub fn folders(&self) -> Vec<String> {
+        let mut folders = Vec::new();
+        for split in [&self.train, &self.eval] {
+            folders.push(split.folder.to_string());
+            if split.subfolders > 1 {
+                let width = digits(split.subfolders);
+                folders.extend(
+                    (0..split.subfolders).map(|sub| format!("{}/{sub:0width$}", split.folder)),
+                );
+            }
+        }
+        folders
+    }
+
     /// The split and index of a file in generation order.
     pub fn locate(&self, global_index: u64) -> (&SplitLayout, u64) {
         if global_index < self.train.files {

@@ -297,6 +297,10 @@ impl Storage for Counting<'_> {
         self.inner().evict(key)
     }
 
+    fn make_folder(&self, key: &str) -> io::Result<()> {
+        self.inner().make_folder(key)
+    }
+
     fn exists(&self, key: &str) -> io::Result<bool> {
         self.inner().exists(key)
     }

@@ -147,6 +147,7 @@ impl<'a> BatchSource<'a> {
             if let Some(reason) = self.comm.aborted() {
                 return Err(reason);
             }
+            crate::interrupt::check()?;
             if state.file_in_hand != Some(sample.file) {
                 self.dataset
                     .write_file_key(&mut state.key, self.split, sample.file);

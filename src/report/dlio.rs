@@ -141,7 +141,7 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes, hosts: &Host
     if config.workflow.checkpoint {
         checkpoint_metric(&mut metric, results);
     }
-    json!({
+    let mut summary = json!({
         "start": timestamp(times.start),
         "num_accelerators": world,
         "num_hosts": hosts.hosts.len(),
@@ -159,7 +159,12 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes, hosts: &Host
         "data_size_per_host_GB": data_gib,
         "epochs": results.epochs.len(),
         "end": timestamp(times.end),
-    })
+    });
+    // DLIO never writes an interrupted run's summary; this one says it is one.
+    if let Some(interrupted) = &results.interrupted {
+        summary["interrupted"] = interrupted.to_json(results);
+    }
+    summary
 }
 
 fn seconds(list: impl Iterator<Item = f64>) -> Value {

@@ -1,28 +1,20 @@
-//! The output folder, owned by one run at a time: taken with a lock that dies with the process,
-//! then cleared of the result files an earlier run left, so that what the folder holds after a
-//! run (finished, failed or interrupted) is this run's and nothing else's.
-//!
-//! The lock is an `flock` on `.dlio-rs.lock` in the folder, which holds the owner's pid for the
-//! message a second run gets. The file stays when the run ends: removing it could let two runs
-//! lock two different files of the same name.
+//! The output folder, owned by one run at a time: taken with a lock that dies with the process
+//! ([`crate::lock`]), then cleared of the result files an earlier run left, so that what the
+//! folder holds after a run (finished, failed or interrupted) is this run's and nothing else's.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::lock::{Access, FolderLock};
 
-/// The lock file's name in the output folder.
-pub const LOCK_FILE: &str = ".dlio-rs.lock";
+pub use crate::lock::LOCK_FILE;
 
 /// An output folder this run holds; the lock goes with it (or with the process).
 #[derive(Debug)]
 pub struct OutputFolder {
     path: PathBuf,
-    /// Held open for the lock's sake.
-    lock: File,
+    _lock: FolderLock,
 }
 
 impl OutputFolder {
@@ -33,55 +25,26 @@ impl OutputFolder {
     pub fn take(path: &Path, log_file: &str) -> Result<OutputFolder> {
         std::fs::create_dir_all(path)
             .map_err(|e| Error::io("cannot create output folder", path, e))?;
-        let lock_path = path.join(LOCK_FILE);
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&lock_path)
-            .map_err(|e| Error::io("cannot create the output folder's lock", &lock_path, e))?;
-        // SAFETY: a plain system call on a descriptor this function owns.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::WouldBlock {
-                let mut owner = String::new();
-                let _ = lock.read_to_string(&mut owner);
-                let owner = match owner.trim() {
-                    "" => "another process".to_string(),
-                    pid => format!("the run with pid {pid}"),
-                };
-                return Err(Error::usage(format!(
-                    "output folder {} is in use by {owner}; wait for it to end, or give this run \
+        let lock =
+            FolderLock::with_lock_file(path, Access::Exclusive, "running").and_then(|taken| {
+                taken.map_err(|busy| {
+                    Error::usage(format!(
+                        "output folder {} is in use by {}; wait for it to end, or give this run \
                      a folder of its own (++hydra.run.dir=DIR)",
-                    path.display()
-                )));
-            }
-            return Err(Error::io("cannot lock output folder", path, error));
-        }
-        let pid = std::process::id().to_string();
-        lock.set_len(0)
-            .and_then(|()| lock.rewind())
-            .and_then(|()| lock.write_all(pid.as_bytes()))
-            .map_err(|e| Error::io("cannot write", &lock_path, e))?;
+                        path.display(),
+                        busy.describe("another process")
+                    ))
+                })
+            })?;
         clear_results(path, log_file)?;
         Ok(OutputFolder {
             path: path.to_path_buf(),
-            lock,
+            _lock: lock,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for OutputFolder {
-    fn drop(&mut self) {
-        // The pid names a run that holds the folder; this one is about to let go (closing the file
-        // drops the lock).
-        let _ = self.lock.set_len(0);
     }
 }
 

@@ -108,6 +108,48 @@ pub struct Results {
     pub checkpoints: Vec<checkpoints::CheckpointResult>,
     /// Bytes of one checkpoint, all ranks, when the run checkpoints (even if none fell due).
     pub checkpoint_bytes: Option<u64>,
+    /// Set when a signal stopped the run: the results are then of what every rank completed.
+    pub interrupted: Option<Interruption>,
+}
+
+/// A run a signal stopped ([`crate::interrupt`]): its results are of the epochs, and the
+/// checkpoints, that every rank completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interruption {
+    pub signal: i32,
+    pub epochs_planned: u64,
+}
+
+impl Interruption {
+    /// What every output says about it.
+    pub fn describe(&self, results: &Results) -> String {
+        let signal = crate::interrupt::name(self.signal);
+        if results.trained() {
+            format!(
+                "interrupted by {signal} after {} of {} epoch(s): the results are of the \
+                 completed epochs only",
+                results.epochs.len(),
+                self.epochs_planned
+            )
+        } else {
+            format!(
+                "interrupted by {signal} after {} checkpoint operation(s): the results are of \
+                 those only",
+                results.checkpoints.len()
+            )
+        }
+    }
+
+    /// The same as a JSON object: `{signal, epochs_completed, epochs_planned, message}`.
+    pub fn to_json(&self, results: &Results) -> serde_json::Value {
+        serde_json::json!({
+            "signal": crate::interrupt::name(self.signal),
+            "epochs_completed": results.epochs.len(),
+            "epochs_planned": self.epochs_planned,
+            "checkpoints_completed": results.checkpoints.len(),
+            "message": self.describe(results),
+        })
+    }
 }
 
 impl Results {
@@ -215,6 +257,7 @@ impl Results {
             warnings: Vec::new(),
             checkpoints: checkpoints::from_ranks(ranks),
             checkpoint_bytes: None,
+            interrupted: None,
         };
         results.warnings = validity::warnings(config, &results);
         results

@@ -175,7 +175,8 @@ pub fn report(run: &FinishedRun) -> Value {
     json!({
         "tool": "dlio-rs",
         "version": env!("CARGO_PKG_VERSION"),
-        "status": "complete",
+        "status": if results.interrupted.is_some() { "interrupted" } else { "complete" },
+        "interrupted": results.interrupted.map(|i| i.to_json(results)),
         "workload": config.workload_name,
         "start": timestamp(times.start),
         "end": timestamp(times.end),

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::{Results, Startup};
 use crate::config::Config;
+use crate::error::{Error, Result};
 use crate::stats::CheckpointOp;
 
 fn us(v: Option<f64>) -> String {
@@ -14,6 +15,20 @@ fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.0}", v * 100.0))
 }
 
+/// Writes `text` to standard output. A reader that went away (`| head`) ends the output quietly,
+/// as it ends any Unix filter; any other failure (`> /dev/full`) is an error naming it.
+pub fn print_out(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let written = std::io::Write::write_all(&mut out, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut out));
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::run(format!("cannot write to standard output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn render(
     config: &Config,
     results: &Results,
@@ -21,6 +36,9 @@ pub fn render(
     output_folder: &std::path::Path,
 ) -> String {
     let mut out = String::new();
+    if let Some(interrupted) = &results.interrupted {
+        let _ = writeln!(out, "\n{}", interrupted.describe(results));
+    }
     if !results.trained() {
         let _ = writeln!(
             out,
@@ -106,7 +124,12 @@ pub fn render(
             "is below"
         },
         config.au_threshold * 100.0,
-        if t.meets_expectation { "PASS" } else { "FAIL" }
+        match (results.interrupted, t.meets_expectation) {
+            // Too few epochs for a result: what was measured is shown, not judged.
+            (Some(_), _) => "no verdict (interrupted)",
+            (None, true) => "PASS",
+            (None, false) => "FAIL",
+        }
     );
     checkpoint_rows(&mut out, results);
     if results.train_samples_not_read > 0 {

@@ -978,6 +978,10 @@ impl Storage for LocalFs {
         }
     }
 
+    fn make_folder(&self, key: &str) -> io::Result<()> {
+        fs::create_dir_all(self.path(key))
+    }
+
     fn delete(&self, key: &str) -> io::Result<bool> {
         match fs::remove_file(self.path(key)) {
             Ok(()) => Ok(true),

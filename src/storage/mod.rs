@@ -107,6 +107,11 @@ pub trait Storage: Send + Sync {
 
     fn exists(&self, key: &str) -> io::Result<bool>;
 
+    /// Makes the folder `key`, and those above it, where the storage has folders: the empty
+    /// folders DLIO makes for a dataset, which its readers expect (an object store has none,
+    /// and its readers expect none).
+    fn make_folder(&self, key: &str) -> io::Result<()>;
+
     /// Removes the object at `key`; false if there was none.
     fn delete(&self, key: &str) -> io::Result<bool>;
 

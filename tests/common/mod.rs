@@ -3,10 +3,11 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -365,4 +366,128 @@ pub fn run_bounded(mut cmd: Command, what: String, limit: Duration) -> (Ran, Dur
         ran.context()
     );
     (ran, elapsed)
+}
+
+/// How long any one wait of these tests may take.
+pub const LIVE_BOUND: Duration = Duration::from_secs(60);
+
+/// A process under test, running: its stderr lines arrive as they are written, so a test can wait
+/// for what it says before it acts (a signal at a known point of a run).
+pub struct Live {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    stdout: std::thread::JoinHandle<String>,
+    what: String,
+}
+
+impl Live {
+    /// `dlio-rs ARGS` in `cwd`.
+    pub fn dlio_rs(cwd: &Path, args: &[String]) -> Live {
+        let mut cmd = Command::new(DLIO_RS);
+        cmd.current_dir(cwd).args(args);
+        for k in ISOLATED_ENV {
+            cmd.env_remove(k);
+        }
+        Live::spawn(cmd, format!("dlio-rs {}", args.join(" ")))
+    }
+
+    pub fn spawn(mut cmd: Command, what: String) -> Live {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let stderr = child.stderr.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut stdout, &mut s).ok();
+            s
+        });
+        Live {
+            child,
+            lines,
+            seen: Vec::new(),
+            stdout,
+            what,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status, if the process has ended.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// Waits until the process says a line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + LIVE_BOUND;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "{} never said {needle:?}; it said:\n{}",
+                        self.what,
+                        self.seen.join("\n")
+                    );
+                }
+            }
+        }
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: a plain system call on a child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
+    }
+
+    /// Waits for the process to end; returns what it left and how long the wait took.
+    pub fn finish(mut self) -> (Ran, Duration) {
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > LIVE_BOUND {
+                let _ = self.child.kill();
+                panic!("{} did not end within {LIVE_BOUND:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let took = started.elapsed();
+        self.seen.extend(self.lines.iter());
+        let ran = Ran {
+            what: self.what,
+            code: status.code(),
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.seen.join("\n"),
+        };
+        assert!(
+            !ran.stderr.contains("panicked"),
+            "a process panicked\n{}",
+            ran.context()
+        );
+        (ran, took)
+    }
 }

@@ -1,0 +1,99 @@
+//! Stopping on request. SIGINT (Ctrl-C) and SIGTERM (`kill`, `mpirun` passing a Ctrl-C on, a
+//! batch system's time limit) ask the process to stop; everything that may wait long looks here.
+//!
+//! The first signal is only noted. Readers (per sample), sleeps (every [`LONGEST_WAIT`]),
+//! checkpoint and dataset writers (per block) see it and stop; the ranks then agree at their next
+//! barrier that the run stops, so that every rank of every process stops at the same barrier
+//! (a rank that stopped alone would leave the others waiting for it). The run writes the results
+//! of the epochs every rank completed, marked interrupted, and exits with 128 + the signal (130,
+//! 143), as a shell reports a process the signal ended. A second signal ends the process at once
+//! with that code.
+
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// How long a sleep goes without looking for a signal: the most it delays a stop.
+pub const LONGEST_WAIT: Duration = Duration::from_millis(50);
+
+/// The last signal received, 0 for none.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
+
+/// Starts noting SIGINT and SIGTERM for this process (instead of dying at once).
+pub fn watch() -> io::Result<()> {
+    for signal in SIGNALS {
+        // SAFETY: the action only swaps an atomic integer and may call `_exit`; both are
+        // async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, move || on_signal(signal)) }?;
+    }
+    Ok(())
+}
+
+fn on_signal(signal: i32) {
+    if RECEIVED.swap(signal, Ordering::SeqCst) != 0 {
+        signal_hook::low_level::exit(exit_code(signal));
+    }
+}
+
+/// The signal that asked this process to stop, if one did.
+pub fn received() -> Option<i32> {
+    match RECEIVED.load(Ordering::Relaxed) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+/// Fails with [`Error::Interrupted`] once a signal has asked the process to stop.
+pub fn check() -> Result<()> {
+    match received() {
+        None => Ok(()),
+        Some(signal) => Err(Error::Interrupted { signal }),
+    }
+}
+
+/// Sleeps until `deadline` or until a signal arrives, whichever is first. Each nap aims at the
+/// deadline, so only the last one's lateness is added.
+pub fn sleep_until(deadline: Instant) {
+    while received().is_none() {
+        let Some(left) = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        else {
+            return;
+        };
+        std::thread::sleep(left.min(LONGEST_WAIT));
+    }
+}
+
+/// The exit code of a process a signal ended: what a shell reports for it.
+pub fn exit_code(signal: i32) -> i32 {
+    128 + signal
+}
+
+/// `SIGINT`, `SIGTERM`, or the number.
+pub fn name(signal: i32) -> String {
+    signal_hook::low_level::signal_name(signal)
+        .map_or_else(|| format!("signal {signal}"), str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_is_named_and_gives_the_shell_s_exit_code() {
+        assert_eq!(name(libc::SIGINT), "SIGINT");
+        assert_eq!(name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(exit_code(libc::SIGINT), 130);
+        assert_eq!(exit_code(libc::SIGTERM), 143);
+        let error = Error::Interrupted {
+            signal: libc::SIGTERM,
+        };
+        assert_eq!(error.exit_code(), 143);
+        assert_eq!(error.to_string(), "interrupted by SIGTERM");
+    }
+}

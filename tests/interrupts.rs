@@ -1,0 +1,276 @@
+//! Signals and concurrent runs, with real processes: SIGINT/SIGTERM stop a run cleanly with the
+//! results of the epochs every rank completed, marked interrupted; a second signal ends the
+//! process at once; a generation killed or still running is never taken for a dataset, and two
+//! generations never share a data folder.
+//!
+//! The tests synchronize on what the process says (its progress lines) or leaves (the
+//! generation's marker and files), each wait bounded; never on sleeps.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// A training run of `epochs` epochs of about a second each, on `ranks` ranks, needing no data
+/// (the synthetic format): 4 steps per rank and epoch of 0.25 s of compute.
+fn training(out: &Path, ranks: usize, epochs: u64) -> Vec<String> {
+    let mut words = strings(&[
+        "run",
+        "-n",
+        &ranks.to_string(),
+        "workload=default",
+        "++workload.dataset.format=synthetic",
+        "++workload.dataset.num_samples_per_file=1",
+        "++workload.reader.batch_size=1",
+        "++workload.train.computation_time=0.25",
+        "++workload.workflow.generate_data=False",
+        "++workload.workflow.evaluation=False",
+        "++workload.workflow.checkpoint=False",
+    ]);
+    words.push(format!("++workload.dataset.num_files_train={}", 4 * ranks));
+    words.push(format!("++workload.train.epochs={epochs}"));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    words
+}
+
+/// The epochs in a rank's `N_output.json`: its keys that are epoch numbers.
+fn epochs_of(rank_file: &Value) -> usize {
+    rank_file
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.parse::<u64>().is_ok())
+        .count()
+}
+
+fn interrupted_mid_run(signal: i32, code: i32, name: &str) {
+    let tmp = Scratch::new("interrupt-mid-run");
+    let out = tmp.join("out");
+    // An earlier, complete run of 4 ranks: none of its files may survive the interrupted one.
+    run_quiet(&tmp.path, 4, &training(&out, 4, 1)[3..]).ok();
+    assert!(out.join("3_output.json").exists());
+
+    let mut run = Live::dlio_rs(&tmp.path, &training(&out, 2, 3));
+    // The training phase of epoch 2 is over, so epoch 1 is complete everywhere; epoch 3 is not.
+    run.wait_for("epoch 2/3 train");
+    run.signal(signal);
+    let (ran, took) = run.finish();
+    assert_eq!(ran.code, Some(code), "{}", ran.context());
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+
+    let summary = read_json(&out.join("summary.json"));
+    let report = read_json(&out.join("report.json"));
+    let completed = int(&summary, "/interrupted/epochs_completed") as usize;
+    // Epoch 2 counts when the signal came after every rank ended it; epoch 3 cannot.
+    assert!(
+        (1..=2).contains(&completed),
+        "{completed}\n{}",
+        ran.context()
+    );
+    assert_eq!(at(&summary, "/interrupted/signal"), name);
+    assert_eq!(int(&summary, "/interrupted/epochs_planned"), 3);
+    assert_eq!(int(&summary, "/epochs") as usize, completed);
+    assert_eq!(at(&report, "/status"), "interrupted");
+    assert_eq!(at(&report, "/epochs").as_array().unwrap().len(), completed);
+    let epochs: Vec<u64> = at(&report, "/epochs")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["epoch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(epochs, (1..=completed as u64).collect::<Vec<_>>());
+    assert_eq!(
+        nums(&summary, "/metric/train_au_percentage").len(),
+        completed
+    );
+    // Every rank's files hold the same completed epochs; the earlier run's ranks 2 and 3 are gone.
+    for rank in 0..2 {
+        let per_epoch = read_json(&out.join(format!("{rank}_per_epoch_stats.json")));
+        assert_eq!(
+            per_epoch.as_object().unwrap().len(),
+            completed,
+            "rank {rank}"
+        );
+        assert_eq!(
+            epochs_of(&read_json(&out.join(format!("{rank}_output.json")))),
+            completed
+        );
+    }
+    for gone in ["2_output.json", "3_output.json", "3_per_epoch_stats.json"] {
+        assert!(
+            !out.join(gone).exists(),
+            "{gone} of the earlier run is left"
+        );
+    }
+    let log = std::fs::read_to_string(out.join("dlio.log")).unwrap();
+    let said = format!("interrupted by {name} after {completed} of 3 epoch(s)");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("[WARNING]") && l.contains(&said)),
+        "{log}"
+    );
+    assert!(ran.stdout.contains(&format!("interrupted by {name}")));
+}
+
+#[test]
+fn sigint_mid_run_leaves_the_completed_epochs_marked_interrupted() {
+    interrupted_mid_run(libc::SIGINT, 130, "SIGINT");
+}
+
+#[test]
+fn sigterm_mid_run_leaves_the_completed_epochs_marked_interrupted() {
+    interrupted_mid_run(libc::SIGTERM, 143, "SIGTERM");
+}
+
+#[test]
+fn a_run_stopped_before_any_epoch_completed_reports_nothing_but_the_interruption() {
+    let tmp = Scratch::new("interrupt-first-epoch");
+    let out = tmp.join("out");
+    let mut run = Live::dlio_rs(&tmp.path, &training(&out, 2, 2));
+    // Said before training starts (the dataset is tiny); a 1 s epoch cannot have ended by now.
+    run.wait_for("smaller than 5 ×");
+    run.signal(libc::SIGTERM);
+    let (ran, took) = run.finish();
+    let ran = ran.fails(143).says(&["interrupted by SIGTERM"]);
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    assert!(!out.join("summary.json").exists(), "{}", ran.context());
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(at(&report, "/status"), "interrupted");
+    assert_eq!(at(&report, "/exit_code"), 143);
+}
+
+#[test]
+fn a_second_signal_ends_the_process_at_once() {
+    let tmp = Scratch::new("interrupt-twice");
+    let out = tmp.join("out");
+    let mut run = Live::dlio_rs(&tmp.path, &training(&out, 1, 3));
+    // Epoch 1 is complete: a clean stop would report it.
+    run.wait_for("epoch 2/3 train");
+    // Stopped, the process gets both signals pending and handles them back to back when it
+    // continues (in either order): the first asks for a clean stop, the second ends it before it
+    // writes anything, with its own code.
+    run.signal(libc::SIGSTOP);
+    run.signal(libc::SIGINT);
+    run.signal(libc::SIGTERM);
+    run.signal(libc::SIGCONT);
+    let (ran, _) = run.finish();
+    assert!(matches!(ran.code, Some(130 | 143)), "{}", ran.context());
+    assert!(
+        !out.join("summary.json").exists(),
+        "a clean stop would have reported epoch 1; the second signal ended the process first"
+    );
+}
+
+/// Generation of `files` npz files of 1 MiB into `data`.
+fn generation(data: &Path, files: u64) -> Vec<String> {
+    let mut words = strings(&[
+        "run",
+        "-q",
+        "workload=unet3d_h100",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.train=False",
+        "++workload.workflow.checkpoint=False",
+        "++workload.dataset.record_length_bytes=1048576",
+        "++workload.dataset.record_length_bytes_stdev=0",
+    ]);
+    words.push(format!("++workload.dataset.num_files_train={files}"));
+    words.push(format!("++workload.dataset.data_folder={}", data.display()));
+    words
+}
+
+fn training_on(data: &Path, files: u64, out: &Path) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=unet3d_h100",
+        "++workload.workflow.checkpoint=False",
+        "++workload.dataset.record_length_bytes=1048576",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.train.epochs=1",
+        "++workload.train.computation_time=0",
+        "++workload.reader.batch_size=1",
+    ]);
+    words.push(format!("++workload.dataset.num_files_train={files}"));
+    words.push(format!("++workload.dataset.data_folder={}", data.display()));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    words
+}
+
+/// Waits until a generation into `data` is under way: its marker and at least one file exist.
+fn wait_until_generating(data: &Path, generation: &mut Live) {
+    let deadline = Instant::now() + LIVE_BOUND;
+    loop {
+        let marker = data.join(".dlio-rs-generating").exists();
+        let files = std::fs::read_dir(data.join("train")).map_or(0, |d| d.count());
+        if marker && files > 0 {
+            return;
+        }
+        if let Some(status) = generation.try_wait() {
+            panic!("the generation ended ({status}) before it could be caught at work");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no generation under way in {LIVE_BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_killed_generation_is_never_taken_for_a_dataset() {
+    let tmp = Scratch::new("generation-killed");
+    let data = tmp.join("data");
+    let files = 4000;
+    let mut generating = Live::dlio_rs(&tmp.path, &generation(&data, files));
+    wait_until_generating(&data, &mut generating);
+    generating.signal(libc::SIGKILL);
+    let (killed, _) = generating.finish();
+    assert_eq!(killed.code, None, "killed by the signal");
+    run_quiet(&tmp.path, 1, &training_on(&data, files, &tmp.join("out")))
+        .fails(2)
+        .says(&["incomplete", "generation did not finish"]);
+}
+
+#[test]
+fn an_interrupted_generation_stops_at_once_and_stays_incomplete() {
+    let tmp = Scratch::new("generation-interrupted");
+    let data = tmp.join("data");
+    let files = 4000;
+    let mut generating = Live::dlio_rs(&tmp.path, &generation(&data, files));
+    wait_until_generating(&data, &mut generating);
+    generating.signal(libc::SIGINT);
+    let (ran, took) = generating.finish();
+    ran.fails(130).says(&["interrupted by SIGINT"]);
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    assert!(data.join(".dlio-rs-generating").exists());
+    run_quiet(&tmp.path, 1, &training_on(&data, files, &tmp.join("out")))
+        .fails(2)
+        .says(&["incomplete"]);
+}
+
+#[test]
+fn a_data_folder_being_generated_is_refused_to_a_second_generation_and_to_training() {
+    let tmp = Scratch::new("generation-exclusive");
+    let data = tmp.join("data");
+    let files = 4000;
+    let mut first = Live::dlio_rs(&tmp.path, &generation(&data, files));
+    wait_until_generating(&data, &mut first);
+    let pid = first.pid().to_string();
+
+    let second = dlio_rs(&tmp.path, &generation(&data, files)).fails(2);
+    second.says(&[&data.display().to_string(), &pid, "in use by a generation"]);
+    run_quiet(&tmp.path, 1, &training_on(&data, files, &tmp.join("out")))
+        .fails(2)
+        .says(&["being generated", &pid]);
+
+    // Stopped, the first leaves an incomplete dataset, refused; a generation that completes
+    // whole makes it a dataset.
+    first.signal(libc::SIGINT);
+    first.finish().0.fails(130);
+    run_quiet(&tmp.path, 1, &training_on(&data, files, &tmp.join("out")))
+        .fails(2)
+        .says(&["incomplete"]);
+    dlio_rs(&tmp.path, &generation(&data, 16)).ok();
+    run_quiet(&tmp.path, 1, &training_on(&data, 16, &tmp.join("out"))).ok();
+}

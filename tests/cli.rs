@@ -1406,6 +1406,97 @@ fn samples_per_file_eval_schedule_window_and_output_folder() {
 // 6. Generation: names, subfolders, no temporary files
 // ---------------------------------------------------------------------------------------------
 
+/// Every folder under `root` (recursively), as paths relative to it.
+fn list_folders(root: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let rel = match prefix {
+                    "" => name,
+                    _ => format!("{prefix}/{name}"),
+                };
+                walk(&entry.path(), &rel, out);
+                out.insert(rel);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(root, "", &mut out);
+    out
+}
+
+/// DLIO's generation makes `train/` and `valid/`, and each split's subfolders when it has more
+/// than one, whether files go there or not (data_generator.generate, rank 0: one create_node
+/// each); TFRecord's generator adds `index/<split>/` as it writes each file's DALI index, and
+/// indexed binary's writes `.off.idx` and `.sz.idx` beside each file. A dlio-rs dataset has
+/// exactly that tree for every format, so that DLIO, which lists `valid/` even when it has nothing
+/// to evaluate, trains on it.
+#[test]
+fn generation_makes_dlio_s_tree_for_every_format_empty_splits_included() {
+    let tmp = Scratch::new("dlio-tree");
+    let formats = [
+        "npy",
+        "npz",
+        "hdf5",
+        "tfrecord",
+        "csv",
+        "jpeg",
+        "png",
+        "indexed_binary",
+        "mmap_indexed_binary",
+        "parquet",
+    ];
+    for format in formats {
+        for (train_subfolders, eval_subfolders) in [(2u64, 3u64), (0, 0)] {
+            let data = tmp.join(format!("{format}-{train_subfolders}"));
+            let words = strings(&[
+                "workload=default",
+                &format!("++workload.dataset.format={format}"),
+                &format!("++workload.dataset.data_folder={}", data.display()),
+                "++workload.dataset.num_files_train=4",
+                "++workload.dataset.num_files_eval=0",
+                &format!("++workload.dataset.num_subfolders_train={train_subfolders}"),
+                &format!("++workload.dataset.num_subfolders_eval={eval_subfolders}"),
+                "++workload.dataset.num_samples_per_file=2",
+                "++workload.dataset.record_length_bytes=4096",
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+                &format!("++hydra.run.dir={}", tmp.s("out")),
+            ]);
+            run_quiet(&tmp.path, 2, &words).ok();
+            let mut folders: BTreeSet<String> = ["train", "valid"].map(String::from).into();
+            for (split, subfolders) in [("train", train_subfolders), ("valid", eval_subfolders)] {
+                if subfolders > 1 {
+                    let width = subfolders.to_string().len();
+                    folders.extend((0..subfolders).map(|i| format!("{split}/{i:0width$}")));
+                }
+            }
+            let mut files = BTreeSet::new();
+            for i in 0..4 {
+                let key = data_key("train", "img", i, 4, train_subfolders, format);
+                match format {
+                    "indexed_binary" | "mmap_indexed_binary" => {
+                        files.insert(format!("{key}.off.idx"));
+                        files.insert(format!("{key}.sz.idx"));
+                    }
+                    "tfrecord" => {
+                        let name = key.rsplit('/').next().unwrap();
+                        files.insert(format!("index/train/{name}.idx"));
+                        folders.extend(["index", "index/train"].map(String::from));
+                    }
+                    _ => {}
+                }
+                files.insert(key);
+            }
+            let case = format!("{format}, subfolders {train_subfolders}/{eval_subfolders}");
+            assert_eq!(list_folders(&data), folders, "{case}");
+            assert_eq!(list_files(&data), files, "{case}");
+        }
+    }
+}
+
 #[test]
 fn generation_names_files_like_dlio_and_leaves_no_temporaries() {
     let tmp = Scratch::new("naming");

@@ -876,6 +876,12 @@ impl Storage for LocalFs {
         }
         let opened = self.open_for_reading(key, direct).and_then(|file| {
             let geometry = self.geometry_of(&file, key, direct)?;
+            if self.options.evict_after_read && !direct {
+                // Pages left by whoever touched the file last (the generation, another run) would
+                // serve this read; fio drops them too before a job. The kernel's counters show
+                // any page this could not drop.
+                let _ = evict_from_page_cache(&file, 0, 0);
+            }
             Ok(HeldFile {
                 storage: self.id,
                 key: key.to_string(),

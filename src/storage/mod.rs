@@ -65,7 +65,9 @@ pub trait Storage: Send + Sync {
     /// now until the thread's phase ends ([`Storage::release_all`]), so that a reader streaming a
     /// file, or taking sample after sample from it, or coming back to it, opens it once. A few
     /// objects per thread, never data; best effort (a failure here shows at the first read, with
-    /// its message).
+    /// its message). Where reads are made to come from storage (`page_cache: evict_after_read`),
+    /// the object's cached pages are dropped as it is taken, so that the first epoch after a
+    /// generation (which leaves its pages cached) reads the storage too.
     fn hold(&self, _key: &str) {}
 
     /// The reader moves off the object for now (to another, or its epoch ends). Where reads are

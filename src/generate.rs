@@ -76,31 +76,21 @@ pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
     );
     storage
         .put(INCOMPLETE_MARKER, marker.as_bytes())
-        .map_err(|e| {
-            Error::run(format!(
-                "cannot write {}: {e}",
-                storage.describe(INCOMPLETE_MARKER)
-            ))
-        })?;
+        .map_err(|e| Error::on_object("cannot write", storage.describe(INCOMPLETE_MARKER), e))?;
     for folder in dataset.folders() {
-        storage.make_folder(&folder).map_err(|e| {
-            Error::run(format!(
-                "cannot make folder {}: {e}",
-                storage.describe(&folder)
-            ))
-        })?;
+        storage
+            .make_folder(&folder)
+            .map_err(|e| Error::on_object("cannot make folder", storage.describe(&folder), e))?;
     }
     Ok(())
 }
 
 /// Marks the dataset complete, once every process's [`write_share`] has returned.
 pub fn commit(storage: &dyn Storage) -> Result<()> {
-    storage.delete(INCOMPLETE_MARKER).map(|_| ()).map_err(|e| {
-        Error::run(format!(
-            "cannot remove {}: {e}",
-            storage.describe(INCOMPLETE_MARKER)
-        ))
-    })
+    storage
+        .delete(INCOMPLETE_MARKER)
+        .map(|_| ())
+        .map_err(|e| Error::on_object("cannot remove", storage.describe(INCOMPLETE_MARKER), e))
 }
 
 /// Writes this process's share of the dataset with `threads` writers, and flushes it.
@@ -171,9 +161,13 @@ pub fn write_share(
     results.into_iter().collect::<Result<Vec<()>>>()?;
     // Flushed before anything reads them: write-back must not compete with the first epoch's
     // reads, and dirty pages could not be evicted by `page_cache: evict_after_read`.
-    storage
-        .sync()
-        .map_err(|e| Error::run(format!("cannot flush the generated files: {e}")))?;
+    storage.sync().map_err(|e| {
+        Error::on_object(
+            "cannot flush the generated files in",
+            storage.describe(""),
+            e,
+        )
+    })?;
     let (files, bytes, seconds) = counter.finish();
     Ok(Generated {
         files,

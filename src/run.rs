@@ -626,12 +626,23 @@ fn find_dataset(
     data_lock: &mut Option<FolderLock>,
 ) -> Result<Vec<SplitNames>> {
     let root = storage.root();
-    if !root.is_dir() {
-        return Err(Error::usage(format!(
-            "the data folder {} does not exist; {}",
-            root.display(),
-            generate_hint(config, source)
-        )));
+    match std::fs::metadata(root) {
+        Ok(found) if found.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::usage(format!(
+                "the data folder {} is not a folder; {}",
+                root.display(),
+                generate_hint(config, source)
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::usage(format!(
+                "the data folder {} does not exist; {}",
+                root.display(),
+                generate_hint(config, source)
+            )))
+        }
+        Err(e) => return Err(Error::io("cannot look up data folder", root, e)),
     }
     if data_lock.is_none() {
         *data_lock = Some(take_data_folder(root, Access::Shared)?);
@@ -639,7 +650,7 @@ fn find_dataset(
     let marker = storage.describe(generate::INCOMPLETE_MARKER);
     if storage
         .exists(generate::INCOMPLETE_MARKER)
-        .map_err(|e| Error::run(format!("cannot check {marker}: {e}")))?
+        .map_err(|e| Error::on_object("cannot look up", marker.clone(), e))?
     {
         return Err(Error::usage(format!(
             "the dataset in {} is incomplete: its generation did not finish ({marker} is still \
@@ -796,7 +807,7 @@ fn run_local_ranks(
                                 Err(Error::run("failed unexpectedly (a bug in dlio-rs)"))
                             });
                     if let Err(e) = &outcome {
-                        comm.abort(&e.prefixed(&format!("{}: ", comm.rank_label(rank))));
+                        comm.abort(&e.clone().in_rank(comm.rank_label(rank)));
                     }
                     outcome
                 });

@@ -1127,7 +1127,7 @@ fn a_save_that_fails_midway_names_the_file_and_leaves_no_partial_file() {
         "the error names the optimizer file that failed: {named:?}\n{}",
         ran.context()
     );
-    ran.says(&["saving checkpoint file", "File too large"]);
+    ran.says(&["cannot save checkpoint file", "File too large"]);
     let left = files_in(&folder);
     for (name, bytes) in &left {
         assert_eq!(

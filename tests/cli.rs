@@ -825,10 +825,11 @@ fn config_prints_the_resolved_yaml_with_overrides() {
         Some("8"),
         "{yaml}"
     );
-    // YAML 1.1: a plain `off` is the boolean false, which the enum reads as shuffle off.
+    // Hydra's grammar: `off` in a word is the string (the enum's name), kept quoted in YAML,
+    // where a plain off would be the boolean false.
     assert_eq!(
         get(&["workload", "reader", "file_shuffle"]).as_deref(),
-        Some("false"),
+        Some("'off'"),
         "{yaml}"
     );
     assert_eq!(

@@ -64,7 +64,7 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::run(format!("cannot read {shown}: {e}")))?;
+        .map_err(|e| Error::on_object("cannot read", shown.to_string(), e))?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::run(format!("{shown} is not valid JSON: {e}")))?;
     let field = |key: &str, what: &str| {
@@ -149,8 +149,8 @@ fn stray_row(config: &Config, rank: u64, row: &TraceRow, violations: &mut Violat
 
 /// Trace files of ranks the run does not have.
 fn check_no_extra_traces(trace_dir: &Path, world: u64, violations: &mut Violations) -> Result<()> {
-    let entries = std::fs::read_dir(trace_dir)
-        .map_err(|e| Error::run(format!("cannot list {}: {e}", trace_dir.display())))?;
+    let entries =
+        std::fs::read_dir(trace_dir).map_err(|e| Error::io("cannot list", trace_dir, e))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let rank = name

@@ -295,9 +295,13 @@ fn correct_traces_pass_in_many_shapes() {
 
 #[test]
 fn order_change_is_measured_per_training_epoch() {
-    let base = "dataset:\n  format: npz\n  num_files_train: 64\n  num_samples_per_file: 4\nreader:\n  batch_size: 4\n  read_threads: 2\ntrain:\n  epochs: 3\n";
-    let changes = |extra: &str, world: u64| {
-        let report = assert_passes(&Run::new(&format!("{base}{extra}"), world));
+    // `reader` lines and `train` lines added to the same workload.
+    let changes = |(reader, train): (&str, &str), world: u64| {
+        let yaml = format!(
+            "dataset:\n  format: npz\n  num_files_train: 64\n  num_samples_per_file: 4\n\
+             reader:\n  batch_size: 4\n  read_threads: 2\n{reader}train:\n  epochs: 3\n{train}"
+        );
+        let report = assert_passes(&Run::new(&yaml, world));
         assert_eq!(report.phases[0].order_changed_fraction, None);
         assert_eq!(report.phases[0].mean_displacement_fraction, None);
         assert_eq!(report.phases[0].rank_files_changed_fraction, None);
@@ -305,12 +309,15 @@ fn order_change_is_measured_per_training_epoch() {
     };
 
     for extra in [
-        "",
-        "  seed_change_epoch: False\nreader:\n  sample_shuffle: seed\n  file_shuffle: seed\n",
+        ("", ""),
+        (
+            "  sample_shuffle: seed\n  file_shuffle: seed\n",
+            "  seed_change_epoch: False\n",
+        ),
     ] {
         for phase in &changes(extra, 2)[1..] {
-            assert_eq!(phase.order_changed_fraction, Some(0.0), "{extra}");
-            assert_eq!(phase.mean_displacement_fraction, Some(0.0), "{extra}");
+            assert_eq!(phase.order_changed_fraction, Some(0.0), "{extra:?}");
+            assert_eq!(phase.mean_displacement_fraction, Some(0.0), "{extra:?}");
             assert_eq!(
                 phase.rank_files_changed_fraction,
                 Some(vec![Some(0.0), Some(0.0)])
@@ -318,7 +325,7 @@ fn order_change_is_measured_per_training_epoch() {
         }
     }
 
-    let shuffled = changes("reader:\n  sample_shuffle: seed\n", 4);
+    let shuffled = changes(("  sample_shuffle: seed\n", ""), 4);
     for phase in &shuffled[1..] {
         let changed = phase.order_changed_fraction.unwrap();
         let displacement = phase.mean_displacement_fraction.unwrap();
@@ -331,7 +338,7 @@ fn order_change_is_measured_per_training_epoch() {
         assert!(phase.to_text(4).contains("; rank files changed: r0 "));
     }
 
-    let one_rank = changes("reader:\n  sample_shuffle: seed\n", 1);
+    let one_rank = changes(("  sample_shuffle: seed\n", ""), 1);
     assert!(one_rank[1].order_changed_fraction.unwrap() > 0.9);
     assert_eq!(one_rank[1].rank_files_changed_fraction, None);
 }

@@ -59,7 +59,7 @@ impl TraceReader {
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::run(format!("cannot open {label}: {e}"))),
+            Err(e) => return Err(Error::on_object("cannot open", label, e)),
         };
         let mut reader = TraceReader {
             label,

@@ -79,12 +79,8 @@ impl<'a> Transfer<'a> {
 
     /// Writes one file of `bytes` bytes; returns the seconds its fsync took.
     fn save_file(&mut self, key: &str, bytes: u64) -> Result<f64> {
-        let failed = |e: std::io::Error| {
-            Error::run(format!(
-                "saving checkpoint file {}: {e}",
-                self.storage.describe(key)
-            ))
-        };
+        let failed =
+            |e| Error::on_object("cannot save checkpoint file", self.storage.describe(key), e);
         let mut object = self.storage.create(key).map_err(failed)?;
         let chunk = CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(CHUNK_BYTES));
         let buffer = self.buffer.resize_for_writing(chunk).map_err(failed)?;
@@ -124,35 +120,38 @@ impl<'a> Transfer<'a> {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     missing(&path())
                 } else {
-                    Error::run(format!("opening checkpoint file {}: {e}", path()))
+                    Error::on_object("cannot open checkpoint file", path(), e)
                 }
             })?;
             if object.size() != file.bytes {
-                return Err(Error::run(format!(
-                    "checkpoint file {} holds {} bytes, but the checkpoint's geometry gives it \
-                     {}: it was cut short, or saved with another configuration",
+                return Err(Error::corrupt(
+                    "checkpoint file",
                     path(),
-                    object.size(),
-                    file.bytes
-                )));
+                    format!(
+                        "it holds {} bytes, but the checkpoint's geometry gives it {}: it was cut \
+                         short, or saved with another configuration",
+                        object.size(),
+                        file.bytes
+                    ),
+                ));
             }
             let mut read = 0;
             loop {
                 crate::interrupt::check()?;
                 let n = object
                     .read_next(&mut self.buffer, CHUNK_BYTES)
-                    .map_err(|e| Error::run(format!("loading checkpoint file {}: {e}", path())))?;
+                    .map_err(|e| Error::on_object("cannot load checkpoint file", path(), e))?;
                 if n == 0 {
                     break;
                 }
                 read += n as u64;
             }
             if read != file.bytes {
-                return Err(Error::run(format!(
-                    "checkpoint file {} ended after {read} of its {} bytes",
+                return Err(Error::corrupt(
+                    "checkpoint file",
                     path(),
-                    file.bytes
-                )));
+                    format!("it ended after {read} of its {} bytes", file.bytes),
+                ));
             }
             moved.files += 1;
             moved.bytes += read;
@@ -175,9 +174,7 @@ impl<'a> Transfer<'a> {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     missing(&path)
                 } else {
-                    Error::run(format!(
-                        "evicting checkpoint file {path} from the page cache: {e}"
-                    ))
+                    Error::on_object("cannot evict from the page cache checkpoint file", path, e)
                 }
             })?;
         }

@@ -13,6 +13,10 @@ use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson};
 
 use crate::config::value::Value;
 
+/// The longest time a [`TimeSpec`] may ask for, on average and per draw: 10^6 s (11.6 days). A
+/// step or a pause longer than that is a typo, not a workload.
+pub const MAX_SECONDS: f64 = 1e6;
+
 /// A duration in seconds, fixed or drawn from a distribution.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TimeSpec {
@@ -106,20 +110,31 @@ impl TimeSpec {
         }
     }
 
+    /// Refuses parameters the distribution cannot take, and times beyond [`MAX_SECONDS`]: a draw
+    /// that cannot be made must not become 0 s of compute, and a 10^30 s step is a typo.
     fn validate(&self) -> Result<(), String> {
         let ok = match *self {
             TimeSpec::Fixed(_) => true,
-            TimeSpec::Normal { stdev, .. } => stdev >= 0.0,
-            TimeSpec::Uniform { min, max } => min <= max,
+            TimeSpec::Normal { stdev, .. } => (0.0..=MAX_SECONDS).contains(&stdev),
+            TimeSpec::Uniform { min, max } => min <= max && min.abs().max(max.abs()) <= MAX_SECONDS,
             TimeSpec::Gamma { shape, scale } => shape > 0.0 && scale > 0.0,
             TimeSpec::Exponential { scale } => scale > 0.0,
             TimeSpec::Poisson { lam } => lam > 0.0,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("invalid distribution parameters {self:?} (stdev ≥ 0, min ≤ max, shape, scale, lam > 0)"))
+        if !ok {
+            return Err(format!(
+                "invalid distribution parameters {self:?} (stdev ≥ 0, min ≤ max, shape, scale, lam > 0)"
+            ));
         }
+        // NaN parameters give a NaN mean, refused as well.
+        if self.mean().is_nan() || self.mean() > MAX_SECONDS {
+            return Err(format!(
+                "{} s on average is beyond the longest time dlio-rs sleeps, {MAX_SECONDS:e} s (11.6 \
+                 days); valid times are 0 to {MAX_SECONDS:e} s",
+                self.mean()
+            ));
+        }
+        Ok(())
     }
 
     /// The expected value of the (absolute) draw, for reporting the ideal rate.
@@ -152,13 +167,17 @@ impl TimeSpec {
                     rng.random_range(min..max)
                 }
             }
+            // Parameters were checked ([`TimeSpec::validate`]); the mean is what a distribution
+            // that still refused would average.
             TimeSpec::Gamma { shape, scale } => {
-                Gamma::new(shape, scale).map_or(0.0, |d| d.sample(rng))
+                Gamma::new(shape, scale).map_or(shape * scale, |d| d.sample(rng))
             }
-            TimeSpec::Exponential { scale } => Exp::new(1.0 / scale).map_or(0.0, |d| d.sample(rng)),
-            TimeSpec::Poisson { lam } => Poisson::new(lam).map_or(0.0, |d| d.sample(rng)),
+            TimeSpec::Exponential { scale } => {
+                Exp::new(1.0 / scale).map_or(scale, |d| d.sample(rng))
+            }
+            TimeSpec::Poisson { lam } => Poisson::new(lam).map_or(lam, |d| d.sample(rng)),
         };
-        Duration::from_secs_f64(seconds.abs().min(1e9))
+        Duration::from_secs_f64(seconds.abs().min(MAX_SECONDS))
     }
 }
 
@@ -271,6 +290,24 @@ mod tests {
             .unwrap_err()
             .contains("scale"));
         assert!(spec("fast").is_err());
+        // Absurd but finite: refused, not slept, and never silently 0 s.
+        for absurd in [
+            "1e30",
+            "-1e30",
+            "{mean: 2e6}",
+            "{mean: 1, stdev: 1e7}",
+            "{type: poisson, lam: 1e300}",
+            "{type: gamma, shape: 1e200, scale: 1e200}",
+            "{type: exponential, scale: 1e9}",
+            "{type: uniform, min: 0, max: 1e9}",
+        ] {
+            let refused = spec(absurd).unwrap_err();
+            assert!(
+                refused.contains("1e6") || refused.contains("stdev"),
+                "{absurd}: {refused}"
+            );
+        }
+        assert_eq!(spec("1e6").unwrap(), TimeSpec::Fixed(1e6));
     }
 
     #[test]

@@ -156,6 +156,23 @@ impl<'a> Fields<'a> {
         self.opt_string(key).unwrap_or_else(|| default.to_string())
     }
 
+    /// A name that goes into a folder's path as one file-name component (`file_prefix`,
+    /// `log_file`): not empty, no `/`, not `.` or `..`, so that nothing is written outside the
+    /// folder.
+    pub fn file_name(&mut self, key: &str, default: &str) -> String {
+        let name = self.string(key, default);
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            self.fail(
+                key,
+                &Value::Str(name),
+                "expected a file name (not empty, no '/', not '.' or '..'): it names files inside \
+                 the folder",
+            );
+            return default.to_string();
+        }
+        name
+    }
+
     pub fn opt_string(&mut self, key: &str) -> Option<String> {
         match self.raw(key) {
             None => None,

@@ -9,6 +9,7 @@ pub mod fields;
 pub mod formats;
 pub mod overrides;
 pub mod value;
+pub mod word_value;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};
@@ -581,7 +582,7 @@ impl Config {
             data_folder: f.string("dataset.data_folder", "./data/"),
             num_subfolders_train: f.count("dataset.num_subfolders_train", 0, 0),
             num_subfolders_eval: f.count("dataset.num_subfolders_eval", 0, 0),
-            file_prefix: f.string("dataset.file_prefix", "img"),
+            file_prefix: f.file_name("dataset.file_prefix", "img"),
             format: f.choice("dataset.format", Format::Tfrecord),
             compression: f.choice("dataset.compression", Compression::None),
             compression_level: f.int("dataset.compression_level", 4),
@@ -626,7 +627,7 @@ impl Config {
         };
         let output = OutputConfig {
             folder: f.opt_string("output.folder"),
-            log_file: f.string("output.log_file", "dlio.log"),
+            log_file: f.file_name("output.log_file", "dlio.log"),
             exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
             exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
             trace: f.bool("output.trace", false),

@@ -91,8 +91,9 @@ impl Overrides {
             )));
         }
         let value = match value_text {
-            Some(text) => Value::from_yaml_scalar_text(text)
-                .map_err(|e| bad(&format!("value '{text}' is not valid YAML: {e}")))?,
+            Some(text) => {
+                super::word_value::parse(text).map_err(|e| bad(&format!("value '{text}': {e}")))?
+            }
             None => Value::Null,
         };
         self.words.push(word.to_string());

@@ -98,9 +98,9 @@ pub fn find_files(
         let mut missing = None;
         for index in sampled_indices(split.files, rules.validation_interval) {
             let key = dataset.file_key(split, index);
-            let present = storage
-                .exists(&key)
-                .map_err(|e| Error::run(format!("cannot check {}: {e}", storage.describe(&key))))?;
+            let present = storage.exists(&key).map_err(|e| {
+                Error::on_object("cannot look up data file", storage.describe(&key), e)
+            })?;
             checked += 1;
             counter.add(0);
             if !present {
@@ -131,7 +131,7 @@ pub fn find_files(
                 checked - 1
             )));
         }
-        let list = list_folder(dataset, split, storage, display)?;
+        let list = list_folder(dataset, split, storage, display, hint)?;
         if list.len() < split.files {
             return Err(Error::usage(format!(
                 "the data folder has {} {} file(s) in {}/, the workload expects {} (missing by \
@@ -165,6 +165,7 @@ fn list_folder(
     split: &SplitLayout,
     storage: &dyn Storage,
     display: Display,
+    hint: &str,
 ) -> Result<FileList> {
     let counter = Counter::new(display, &format!("listing {}/", split.folder), 0);
     let mut seen = 0;
@@ -175,10 +176,19 @@ fn list_folder(
         }
     })
     .map_err(|e| {
-        Error::run(format!(
-            "cannot list {}: {e}",
-            storage.describe(split.folder)
-        ))
+        let folder = storage.describe(split.folder);
+        match e.kind() {
+            // No data where the workload's data should be: bad input, and how to make it.
+            std::io::ErrorKind::NotFound => Error::usage(format!(
+                "the data folder has no {}/ folder: {folder} does not exist; {hint}",
+                split.folder
+            )),
+            std::io::ErrorKind::NotADirectory => Error::usage(format!(
+                "{folder} is not a folder (the workload's {} files go there); {hint}",
+                split.folder
+            )),
+            _ => Error::on_object("cannot list", folder, e),
+        }
     })?;
     counter.finish();
     Ok(list)

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 use rand::rngs::SmallRng;
 
-use super::{corrupt, read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
+use super::{read_exact_range, Encoded, FileFormat, ReadBuffer, SampleRead, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, Storage};
@@ -175,10 +175,10 @@ impl Indexes {
                 // Forget what was read: the next read must not trust a short index.
                 self.whole.remove(self.key.as_str());
                 self.page_key.clear();
-                Err(corrupt(
-                    storage,
-                    &self.key,
-                    format!("the index has no entry for sample {entry} (truncated?)"),
+                Err(Error::corrupt(
+                    "index file",
+                    storage.describe(&self.key),
+                    format!("it has no entry for sample {entry} (cut short?)"),
                 ))
             }
         }
@@ -195,10 +195,7 @@ impl Indexes {
         let read = storage
             .read_range(&self.key, offset, len as usize, &mut buf.bytes)
             .map_err(|e| {
-                Error::run(format!(
-                    "cannot read index file {}: {e}",
-                    storage.describe(&self.key)
-                ))
+                Error::on_object("cannot read index file", storage.describe(&self.key), e)
             })?;
         let entries = read
             .bytes(&buf.bytes)
@@ -226,9 +223,9 @@ impl SampleReader for IndexedBinaryReader {
         let (offset, offset_cost) = self.offsets.entry(storage, key, sample, buf)?;
         let (size, size_cost) = self.sizes.entry(storage, key, sample, buf)?;
         let size = usize::try_from(size).map_err(|_| {
-            corrupt(
-                storage,
-                key,
+            Error::corrupt(
+                "index file",
+                storage.describe(&format!("{key}{SIZES}")),
                 format!("sample {sample}: size {size} is not addressable"),
             )
         })?;
@@ -236,7 +233,7 @@ impl SampleReader for IndexedBinaryReader {
             touch_mapped(storage, key, sample, offset, size)?
         } else {
             read_exact_range(storage, key, offset, size, buf)
-                .map_err(|e| sample_error(e, sample))?
+                .map_err(|e| at_sample(e, storage, key, sample, offset, size))?
                 .fetched
         };
         Ok(SampleRead {
@@ -246,8 +243,40 @@ impl SampleReader for IndexedBinaryReader {
     }
 }
 
-fn sample_error(error: Error, sample: u64) -> Error {
-    Error::run(format!("{error} (sample {sample})"))
+/// An error reading sample `sample`, said of the sample. A range past the end of the data file is
+/// the index's fault as much as the file's: both are named.
+fn at_sample(
+    error: Error,
+    storage: &dyn Storage,
+    key: &str,
+    sample: u64,
+    offset: u64,
+    size: usize,
+) -> Error {
+    match error {
+        Error::Corrupt { .. } | Error::Io { .. }
+            if error.io_error().is_none_or(|e| e.kind() == std::io::ErrorKind::UnexpectedEof) =>
+        {
+            Error::corrupt(
+                "data file or index",
+                storage.describe(key),
+                format!(
+                    "its index ({OFFSETS}, {SIZES}) puts sample {sample} at offset {offset}, {size} \
+                     bytes, past the end of the file: the file is cut short, or its index is wrong"
+                ),
+            )
+        }
+        Error::Io {
+            action,
+            object,
+            source,
+        } => Error::Io {
+            action,
+            object: format!("{object} (sample {sample})"),
+            source,
+        },
+        other => other,
+    }
 }
 
 /// Maps the sample and reads every byte of it; returns the bytes read. The page faults move whole
@@ -261,19 +290,13 @@ fn touch_mapped(
     size: usize,
 ) -> Result<u64> {
     let mapped = storage.map_range(key, offset, size).map_err(|e| {
-        corrupt(
-            storage,
-            key,
-            format!("cannot map sample {sample} ({size} bytes at offset {offset}): {e}"),
-        )
+        let mapping = Error::on_object("cannot map data file", storage.describe(key), e);
+        at_sample(mapping, storage, key, sample, offset, size)
     })?;
     std::hint::black_box(fold(mapped.as_slice()));
-    mapped.finish().map_err(|e| {
-        Error::run(format!(
-            "cannot release the mapping of {}: {e}",
-            storage.describe(key)
-        ))
-    })?;
+    mapped
+        .finish()
+        .map_err(|e| Error::on_object("cannot release the mapping of", storage.describe(key), e))?;
     Ok(size as u64)
 }
 

@@ -348,23 +348,18 @@ fn unsupported_compression(format: Format, compression: Compression, valid: &str
     ))
 }
 
-/// An error about the contents of a data file, naming it.
-pub(crate) fn corrupt(storage: &dyn Storage, key: &str, what: impl std::fmt::Display) -> Error {
-    Error::run(format!(
-        "corrupt data file {}: {what}",
-        storage.describe(key)
-    ))
+/// A data file that was read and is not what its format says, naming it.
+pub(crate) fn corrupt(storage: &dyn Storage, key: &str, problem: impl std::fmt::Display) -> Error {
+    Error::corrupt("data file", storage.describe(key), problem)
 }
 
 fn cannot_write(storage: &dyn Storage, key: &str, e: std::io::Error) -> Error {
-    Error::run(format!("cannot write {}: {e}", storage.describe(key)))
+    Error::on_object("cannot write", storage.describe(key), e)
 }
 
+/// A data file that could not be read (as opposed to one read and found [`corrupt`]).
 fn cannot_read(storage: &dyn Storage, key: &str, e: std::io::Error) -> Error {
-    Error::run(format!(
-        "cannot read data file {}: {e}",
-        storage.describe(key)
-    ))
+    Error::on_object("cannot read data file", storage.describe(key), e)
 }
 
 /// Reads a whole object into `buf` (its bytes are then `buf.bytes`), naming the file in the
@@ -386,34 +381,15 @@ pub(crate) fn read_exact_range(
     len: usize,
     buf: &mut ReadBuffer,
 ) -> Result<RangeRead> {
-    read_exact_part(storage, key, "", offset, len, buf)
-}
-
-/// [`read_exact_range`] of a part of the file that errors name after the file (`part`, such as
-/// "row group 3: ").
-pub(crate) fn read_exact_part(
-    storage: &dyn Storage,
-    key: &str,
-    part: &str,
-    offset: u64,
-    len: usize,
-    buf: &mut ReadBuffer,
-) -> Result<RangeRead> {
     let read = storage
         .read_range(key, offset, len, &mut buf.bytes)
-        .map_err(|e| {
-            Error::run(format!(
-                "cannot read data file {}: {part}{e}",
-                storage.describe(key)
-            ))
-        })?;
+        .map_err(|e| cannot_read(storage, key, e))?;
     if read.len < len {
         return Err(corrupt(
             storage,
             key,
             format!(
-                "{part}truncated: {len} bytes are needed at offset {offset}, the file ends {} \
-                 bytes in",
+                "truncated: {len} bytes are needed at offset {offset}, the file ends {} bytes in",
                 read.len
             ),
         ));

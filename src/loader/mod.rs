@@ -90,10 +90,11 @@ impl ReaderState<'_> {
         if self.file_in_hand.take().is_some() {
             self.reader.put_down();
             storage.release(&self.key_in_hand).map_err(|e| {
-                Error::run(format!(
-                    "cannot release {} from the page cache: {e}",
-                    storage.describe(&self.key_in_hand)
-                ))
+                Error::on_object(
+                    "cannot evict from the page cache data file",
+                    storage.describe(&self.key_in_hand),
+                    e,
+                )
             })?;
         }
         Ok(())

@@ -87,7 +87,7 @@ pub fn remove_old(dir: &Path) -> Result<()> {
 }
 
 fn write_error(path: &Path, e: std::io::Error) -> Error {
-    Error::run(format!("cannot write trace file {}: {e}", path.display()))
+    Error::io("cannot write trace file", path, e)
 }
 
 /// One row: what was read, by whom, when.

@@ -23,7 +23,7 @@ pub fn print_out(text: &str) -> Result<()> {
         .and_then(|()| std::io::Write::flush(&mut out));
     match written {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Error::run(format!("cannot write to standard output: {e}")))
+            Err(Error::on_object("cannot write to", "standard output", e))
         }
         _ => Ok(()),
     }

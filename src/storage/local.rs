@@ -122,10 +122,11 @@ impl LocalFs {
         match self.read_span(key, true, 0, 1, &mut first_block) {
             Ok(_) => Ok(()),
             Err(e) if is_direct_io_refusal(&e) => Err(Error::usage(e.to_string())),
-            Err(e) => Err(Error::run(format!(
-                "cannot read data file {} with O_DIRECT: {e}",
-                self.describe(key)
-            ))),
+            Err(e) => Err(Error::on_object(
+                "cannot read (with O_DIRECT) data file",
+                self.describe(key),
+                e,
+            )),
         }
     }
 
@@ -172,7 +173,11 @@ impl LocalFs {
             let (size, block) = direct_io_geometry(file, || self.path(key))?;
             Ok((size, Some(block)))
         } else {
-            Ok((file.metadata()?.len(), None))
+            let found = file.metadata()?;
+            if !found.is_file() {
+                return Err(not_a_file());
+            }
+            Ok((found.len(), None))
         }
     }
 
@@ -346,13 +351,16 @@ impl LocalFs {
         Ok((bytes, read.fetched))
     }
 
+    /// Opens `key` to read it. Never waits: a FIFO where a data file should be would block an
+    /// open until some writer came (O_NONBLOCK, which reads of regular files ignore); the
+    /// file's geometry ([`LocalFs::geometry_of`]) then refuses it.
     fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
-        let direct_flag = if direct { libc::O_DIRECT } else { 0 };
-        self.open_relative(key, libc::O_RDONLY | direct_flag)
+        let flags = libc::O_NONBLOCK | if direct { libc::O_DIRECT } else { 0 };
+        self.open_relative(key, libc::O_RDONLY | flags)
             .unwrap_or_else(|| {
                 OpenOptions::new()
                     .read(true)
-                    .custom_flags(direct_flag)
+                    .custom_flags(flags)
                     .open(self.path(key))
             })
     }
@@ -601,18 +609,29 @@ fn explain_direct_io_error_if(direct: bool, path: &Path, error: io::Error) -> io
 }
 
 /// With O_DIRECT, EINVAL from open or read means that the file system does not do direct I/O
-/// (our requests are aligned as statx asks); other errors are what they say.
+/// (our requests are aligned as statx asks), or that the file is no regular file (a FIFO); other
+/// errors are what they say.
 fn explain_direct_io_error(path: &Path, error: io::Error) -> io::Error {
-    if error.raw_os_error() == Some(libc::EINVAL) {
-        direct_io_refused(path, error)
-    } else {
-        error
+    if error.raw_os_error() != Some(libc::EINVAL) {
+        return error;
+    }
+    match fs::metadata(path) {
+        Ok(found) if !found.is_file() => not_a_file(),
+        _ => direct_io_refused(path, error),
     }
 }
 
 /// The size of an O_DIRECT file and the unit its offsets and lengths must be multiples of: the
 /// file system's, where the kernel tells it (statx STATX_DIOALIGN), but never less than a page.
 /// `path` names the file in a refusal; it is made only then, so reads allocate nothing.
+/// What reading a FIFO, device or socket where a data file should be gives.
+fn not_a_file() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, a device or a socket)",
+    )
+}
+
 fn direct_io_geometry(file: &File, path: impl FnOnce() -> PathBuf) -> io::Result<(u64, usize)> {
     let mut info = MaybeUninit::<libc::statx>::uninit();
     // SAFETY: the path is an empty NUL-terminated string, which AT_EMPTY_PATH makes refer to the
@@ -622,7 +641,7 @@ fn direct_io_geometry(file: &File, path: impl FnOnce() -> PathBuf) -> io::Result
             file.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH,
-            libc::STATX_SIZE | libc::STATX_DIOALIGN,
+            libc::STATX_TYPE | libc::STATX_SIZE | libc::STATX_DIOALIGN,
             info.as_mut_ptr(),
         )
     };
@@ -631,6 +650,9 @@ fn direct_io_geometry(file: &File, path: impl FnOnce() -> PathBuf) -> io::Result
     }
     // SAFETY: statx succeeded, so it filled `info`.
     let info = unsafe { info.assume_init() };
+    if u32::from(info.stx_mode) & libc::S_IFMT != libc::S_IFREG {
+        return Err(not_a_file());
+    }
     if info.stx_mask & libc::STATX_DIOALIGN == 0 {
         // Kernels before 6.1, and file systems without block devices, do not say; a page is a
         // multiple of every block device's sector.
@@ -979,7 +1001,15 @@ impl Storage for LocalFs {
     fn exists(&self, key: &str) -> io::Result<bool> {
         match fs::metadata(self.path(key)) {
             Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            // A file where a folder of the key should be: nothing is at the key.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
@@ -1185,7 +1215,13 @@ mod tests {
     fn other_o_direct_failures_are_run_errors_naming_the_file() {
         let dir = scratch_dir("odirect-missing");
         match LocalFs::with_options(&dir, DIRECT).check_direct_io("absent.npz") {
-            Err(Error::Run(message)) => {
+            Err(error @ Error::Io { .. }) => {
+                assert_eq!(error.exit_code(), 1);
+                assert_eq!(
+                    error.io_error().map(io::Error::kind),
+                    Some(io::ErrorKind::NotFound)
+                );
+                let message = error.to_string();
                 assert!(
                     message.contains(&*dir.join("absent.npz").to_string_lossy()),
                     "{message}"

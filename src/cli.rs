@@ -128,9 +128,12 @@ pub fn fail(error: &Error) -> i32 {
 /// processes) exits as the signal says (130, 143), even when it reported what it completed.
 fn exit_code(outcome: Result<Option<i32>>) -> i32 {
     match outcome {
-        Ok(stopped_by) => stopped_by
-            .or_else(crate::interrupt::received)
-            .map_or(0, crate::interrupt::exit_code),
+        Ok(stopped_by) => match stopped_by.or_else(crate::interrupt::received) {
+            Some(signal) => crate::interrupt::exit_code(signal),
+            // Said when it failed; the results are in the run's files.
+            None if crate::report::terminal::stdout_failed() => 1,
+            None => 0,
+        },
         Err(e) => fail(&e),
     }
 }
@@ -146,6 +149,10 @@ fn stoppable_run(source: &Source, options: &RunOptions) -> Result<Option<i32>> {
 pub fn dlio_rs_main(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
+        // Help and version go to standard output, which may fail like any other output.
+        Err(e) if !e.use_stderr() => {
+            return exit_code(print_out(&e.render().to_string()).map(|()| None));
+        }
         Err(e) => {
             let _ = e.print();
             return e.exit_code();
@@ -173,8 +180,13 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         Command::Config { config } => source(&config).and_then(|s| {
             let resolved = s.resolve(config.strict)?;
             for key in &resolved.unknown_keys {
-                eprintln!("warning: unknown configuration key workload.{key}");
+                crate::report::terminal::tell(format_args!(
+                    "warning: unknown configuration key workload.{key}"
+                ));
             }
+            // What `run` would refuse, refused here too.
+            resolved.check_supported()?;
+            crate::format::for_config(&resolved, false)?;
             let tree =
                 crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
             print_out(&tree.to_yaml()).map(|()| None)
@@ -189,7 +201,9 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         } => source(&config).and_then(|s| {
             let resolved = s.resolve(config.strict)?;
             for key in &resolved.unknown_keys {
-                eprintln!("warning: unknown configuration key workload.{key}");
+                crate::report::terminal::tell(format_args!(
+                    "warning: unknown configuration key workload.{key}"
+                ));
             }
             let request = PreviewRequest {
                 world: accelerators,
@@ -265,17 +279,47 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
                 Some(dir) => config_dir = Some(PathBuf::from(dir)),
                 None => return fail(&Error::usage("--config-dir needs a folder")),
             },
+            // Hydra's primary configuration: DLIO's is `config`, the only one there is.
+            "--config-name" | "-cn" => match iter.next().as_deref() {
+                Some("config") => {}
+                other => {
+                    return fail(&Error::usage(format!(
+                        "--config-name {}: DLIO's primary configuration is 'config', the only \
+                         one dlio_benchmark has; choose a workload with workload=NAME",
+                        other.unwrap_or("(missing)")
+                    )))
+                }
+            },
             other => match other
                 .strip_prefix("--config-dir=")
                 .or_else(|| other.strip_prefix("--config-path="))
             {
                 Some(dir) => config_dir = Some(PathBuf::from(dir)),
+                None if other.starts_with('-') && !other.starts_with("--config-name=") => {
+                    return fail(&Error::usage(format!(
+                        "unknown option {other}; dlio_benchmark takes --config-dir (or \
+                         --config-path) DIR, --help, --version and Hydra words \
+                         (workload=NAME, ++workload.a.b=VALUE)"
+                    )))
+                }
+                None if other == "--config-name=config" => {}
+                None if other.starts_with("--config-name=") => {
+                    return fail(&Error::usage(format!(
+                        "{other}: DLIO's primary configuration is 'config', the only one \
+                         dlio_benchmark has; choose a workload with workload=NAME"
+                    )))
+                }
                 None => words.push(arg),
             },
         }
     }
     let accelerators = match std::env::var("DLIO_RS_ACCELERATORS") {
-        Err(_) => 1,
+        Err(std::env::VarError::NotPresent) => 1,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return fail(&Error::usage(format!(
+                "DLIO_RS_ACCELERATORS = {v:?}: expected a whole number ≥ 1"
+            )))
+        }
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n) if n >= 1 => n,
             _ => {

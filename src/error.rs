@@ -113,7 +113,7 @@ impl Error {
     /// Tells the user, on standard error (nothing for an error already reported).
     pub fn print(&self) {
         if !matches!(self, Error::Reported { .. }) {
-            eprintln!("error: {self}");
+            crate::report::terminal::tell(format_args!("error: {self}"));
         }
     }
 }

@@ -78,6 +78,7 @@ pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
         .put(INCOMPLETE_MARKER, marker.as_bytes())
         .map_err(|e| Error::on_object("cannot write", storage.describe(INCOMPLETE_MARKER), e))?;
     for folder in dataset.folders() {
+        crate::interrupt::check()?;
         storage
             .make_folder(&folder)
             .map_err(|e| Error::on_object("cannot make folder", storage.describe(&folder), e))?;

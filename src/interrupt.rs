@@ -23,12 +23,18 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
 
-/// Starts noting SIGINT and SIGTERM for this process (instead of dying at once).
+/// Starts noting SIGINT and SIGTERM for this process (instead of dying at once). SIGXFSZ is
+/// ignored too: a file that outgrows the size limit (`ulimit -f`) then fails its write with
+/// EFBIG, an error that names the file, instead of killing the process without a word.
 pub fn watch() -> io::Result<()> {
     for signal in SIGNALS {
         // SAFETY: the action only swaps an atomic integer and may call `_exit`; both are
         // async-signal-safe.
         unsafe { signal_hook::low_level::register(signal, move || on_signal(signal)) }?;
+    }
+    // SAFETY: ignoring a signal installs no handler; nothing runs on its delivery.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

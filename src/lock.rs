@@ -103,11 +103,11 @@ impl FolderLock {
                 return Ok(Err(Busy { holder }));
             }
             if cannot_lock_here(&error) {
-                eprintln!(
+                crate::report::terminal::tell(format_args!(
                     "warning: {} cannot be locked on its file system ({error}); nothing stops \
                      another run from using it at the same time",
                     folder.display()
-                );
+                ));
                 return Ok(Ok(FolderLock {
                     path,
                     file: None,

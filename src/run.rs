@@ -177,6 +177,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         let trains = config.workflow.train;
         if !trains && checkpointing.is_none() {
             // DLIO writes no result files for a generate-only run.
+            log.check()?;
             return Ok(Outcome {
                 output_folder: output_folder.clone(),
                 generated,
@@ -213,7 +214,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         }
         let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
         if let (true, true, Some(warning)) = (lead, trains, dataset_size.warning(&config)) {
-            eprintln!("warning: {warning}");
+            crate::report::terminal::tell(format_args!("warning: {warning}"));
         }
 
         // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
@@ -299,6 +300,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 delete_dataset(&dataset, format.as_ref(), &storage, &share),
             )?;
         }
+        log.check()?;
         Ok(Outcome {
             output_folder: output_folder.clone(),
             generated,
@@ -318,9 +320,9 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
     config.output.trace |= options.trace;
     if lead {
         for key in &config.unknown_keys {
-            eprintln!(
+            crate::report::terminal::tell(format_args!(
                 "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
-            );
+            ));
         }
     }
     config.check_supported()?;
@@ -348,6 +350,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
     // Bad input is reported before anything is written.
     if config.workflow.train {
         check_steps(&config, world)?;
+        check_threads(options.accelerators as u64, config.reader.read_threads)?;
     }
     let checkpoints = match Schedule::for_config(&config) {
         Schedule::Never => None,
@@ -361,6 +364,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
             c.geometry.check_readable()?;
         }
+        check_room_for_a_checkpoint(&c.geometry, c.storage.root(), options.accelerators as u64)?;
     }
     Ok(Setup {
         config,
@@ -370,6 +374,50 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         drop_timeout,
         checkpoints,
     })
+}
+
+/// Refuses a checkpoint whose files from this process's ranks could not fit in the file system's
+/// free space: it would run until the disk is full, and fail there.
+fn check_room_for_a_checkpoint(geometry: &Geometry, folder: &Path, local_ranks: u64) -> Result<()> {
+    let Some(free) = crate::system::free_bytes(folder) else {
+        return Ok(());
+    };
+    // The ranks of any one process write about as much as those of another; the largest share
+    // is what must fit.
+    let mut shares: Vec<u64> = (0..geometry.world())
+        .map(|rank| geometry.files(rank).iter().map(|f| f.bytes).sum())
+        .collect();
+    shares.sort_unstable_by(|a, b| b.cmp(a));
+    let needed: u64 = shares.iter().take(local_ranks as usize).sum();
+    if needed > free {
+        return Err(Error::usage(format!(
+            "one checkpoint of this process's {local_ranks} rank(s) is {needed} bytes ({:.1} GiB), \
+             more than the {free} bytes ({:.1} GiB) free in {}; make the model smaller \
+             (workload.model.*), or give workload.checkpoint.checkpoint_folder more room",
+            needed as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses more rank and reader threads than this process can start: past the system's limits a
+/// thread cannot be made, or dies as it starts.
+fn check_threads(local_ranks: u64, read_threads: u64) -> Result<()> {
+    let threads = local_ranks.saturating_mul(read_threads.saturating_add(1));
+    let (limit, what) = crate::system::thread_limit();
+    // Room for the threads of everything else: the main one, MPI's, generation's writers.
+    let usable = limit.saturating_sub(limit / 8).saturating_sub(64);
+    if threads > usable {
+        return Err(Error::usage(format!(
+            "{local_ranks} accelerator(s) in this process × (1 + workload.reader.read_threads = \
+             {read_threads}) = {threads} threads, more than this system lets one process start \
+             (about {usable}: {limit} by {what}); lower --accelerators (-n) or \
+             workload.reader.read_threads, or spread the ranks over MPI processes"
+        )));
+    }
+    Ok(())
 }
 
 /// Which files this process generates or deletes: those of its ranks.
@@ -520,8 +568,7 @@ fn create_outputs(
         .folder
         .as_ref()
         .map_or_else(|| run_dir.clone(), PathBuf::from);
-    std::fs::create_dir_all(&run_dir)
-        .map_err(|e| Error::io("cannot create output folder", &run_dir, e))?;
+    folder::make_folder(&run_dir, "Hydra's run folder (hydra.run.dir)")?;
     let folder = OutputFolder::take(&output_folder, &config.output.log_file)?;
     let subdir = source
         .overrides
@@ -905,7 +952,7 @@ fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Re
     }];
     comm.all_reduce(&mut narrowest, Reduce::Min)?;
     if comm.process() == 0 && narrowest[0].is_finite() {
-        eprintln!(
+        crate::report::terminal::tell(format_args!(
             "warning: a process may run on only {} of its host's CPUs (its launcher's CPU binding), but its {} \
              rank(s) with {} reader thread(s) each run {threads_needed} threads, which then share them and \
              slow the run; launch with mpirun --bind-to none, or give each process \
@@ -913,7 +960,7 @@ fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Re
             narrowest[0],
             comm.local_ranks().len(),
             config.reader.read_threads,
-        );
+        ));
     }
     Ok(())
 }
@@ -979,15 +1026,15 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
         // The results are saved by now: a terminal that cannot take the table does not fail
         // the run.
         if let Err(e) = terminal::print_out(&table) {
-            eprintln!(
+            crate::report::terminal::tell(format_args!(
                 "warning: {e}; the results are in {}",
                 inputs.output_folder.display()
-            );
+            ));
         }
     }
     // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
     for warning in &results.warnings {
-        eprintln!("WARNING: {warning}");
+        crate::report::terminal::tell(format_args!("WARNING: {warning}"));
     }
     Ok(results)
 }

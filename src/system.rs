@@ -125,11 +125,12 @@ pub fn drop_cache_timeout() -> Result<std::time::Duration, String> {
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|s| s.is_finite() && *s > 0.0)
+            .filter(|s| *s > 0.0 && *s <= crate::compute::MAX_SECONDS)
             .map(std::time::Duration::from_secs_f64)
             .ok_or_else(|| {
                 format!(
-                    "{DROP_CACHES_TIMEOUT_VAR} = '{text}': must be a positive number of seconds"
+                    "{DROP_CACHES_TIMEOUT_VAR} = '{text}': must be a number of seconds above 0 \
+                     and at most 1e6"
                 )
             }),
         Err(std::env::VarError::NotUnicode(text)) => Err(format!(
@@ -145,4 +146,56 @@ pub fn check_can_drop_page_cache() -> Result<(), String> {
         .open(DROP_CACHES)
         .map(drop)
         .map_err(|e| format!("cannot open {DROP_CACHES} for writing ({e}); it needs root"))
+}
+
+/// The most threads this process may start, and what limits it: the kernel's `threads-max`, the
+/// user's process limit (`ulimit -u`), or the memory maps a thread needs (its stack, guard page
+/// and signal stack: 3 of `vm.max_map_count`, with room kept for everything else).
+pub fn thread_limit() -> (u64, &'static str) {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let mut limits = Vec::new();
+    if let Some(max) = read("/proc/sys/kernel/threads-max") {
+        limits.push((max, "kernel.threads-max"));
+    }
+    if let Some(maps) = read("/proc/sys/vm/max_map_count") {
+        limits.push((maps.saturating_sub(4096) / 3, "vm.max_map_count / 3"));
+    }
+    let mut nproc = std::mem::MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: getrlimit writes one rlimit into the pointer it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, nproc.as_mut_ptr()) } == 0 {
+        // SAFETY: getrlimit succeeded, so it filled the rlimit.
+        let nproc = unsafe { nproc.assume_init() };
+        if nproc.rlim_cur != libc::RLIM_INFINITY {
+            limits.push((nproc.rlim_cur, "ulimit -u"));
+        }
+    }
+    limits
+        .into_iter()
+        .min_by_key(|&(limit, _)| limit)
+        .unwrap_or((u64::MAX, "no limit found"))
+}
+
+/// Bytes free for an unprivileged writer on the file system of `path`, or of its nearest folder
+/// that exists; `None` where that cannot be known.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let existing = if existing.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        existing
+    };
+    let c_path = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: statvfs reads the NUL-terminated path and writes one statvfs into the pointer.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded, so it filled the struct.
+    let stat = unsafe { stat.assume_init() };
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }

@@ -63,6 +63,10 @@ struct SavedRun {
 fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
+    // A FIFO or a device would be read forever.
+    if std::fs::metadata(&path).is_ok_and(|found| !found.is_file()) {
+        return Err(Error::run(format!("{shown} is not a file")));
+    }
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Error::on_object("cannot read", shown.to_string(), e))?;
     let json: serde_json::Value = serde_json::from_str(&text)

@@ -126,6 +126,20 @@ impl<'a> Fields<'a> {
         self.int_at_least(key, default as i64, min as i64) as u64
     }
 
+    /// `value` of `key`, refused beyond `max`: `what` says what a larger value would be, so that
+    /// a typo (`1e18` epochs) is an error, not days of a run or all the memory.
+    pub fn at_most(&mut self, key: &str, value: u64, max: u64, what: &str) -> u64 {
+        if value > max {
+            self.fail(
+                key,
+                &Value::Int(i64::try_from(value).unwrap_or(i64::MAX)),
+                &format!("must be at most {max} ({what})"),
+            );
+            return max;
+        }
+        value
+    }
+
     /// A byte count; fractional values (upstream resnet50 has 114660.07) are floored, as DLIO's
     /// `int()` of the derived dimensions does.
     pub fn bytes(&mut self, key: &str, default: u64) -> u64 {

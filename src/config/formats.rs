@@ -102,6 +102,10 @@ pub(super) fn parquet(f: &mut Fields) -> ParquetConfig {
     }
 }
 
+/// The most elements in one column of one row: a sample of 2^32 elements is far beyond any
+/// dataset, and keeps byte counts from overflowing.
+const MAX_COLUMN_SIZE: i64 = 1 << 32;
+
 fn column(item: &Value) -> Result<ParquetColumn, String> {
     let Value::Map(entries) = item else {
         return Err(format!("expected a mapping with keys {COLUMN_KEYS}"));
@@ -127,10 +131,19 @@ fn column(item: &Value) -> Result<ParquetColumn, String> {
                         })?,
                 }
             }
-            ("size", Value::Int(n)) if *n >= 1 => size = *n as u64,
+            ("size", Value::Int(n)) if (1..=MAX_COLUMN_SIZE).contains(n) => size = *n as u64,
             ("read", Value::Bool(b)) => read = *b,
             (known @ ("name" | "dtype" | "size" | "read"), value) => {
-                return Err(format!("bad {known}: {}", value.to_flow_yaml()))
+                let valid = match known {
+                    "name" => "a name that is not empty",
+                    "dtype" => "a type name",
+                    "size" => "a whole number of elements from 1 to 2^32",
+                    _ => "True or False",
+                };
+                return Err(format!(
+                    "bad {known}: {}; expected {valid}",
+                    value.to_flow_yaml()
+                ));
             }
             (other, _) => {
                 return Err(format!(

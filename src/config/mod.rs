@@ -362,11 +362,32 @@ impl Source {
     }
 }
 
+/// The largest workload file read: DLIO's are a few KiB.
+const MAX_WORKLOAD_BYTES: u64 = 1 << 20;
+
 fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
     let path = dir.join("workload").join(format!("{name}.yaml"));
-    std::fs::read_to_string(&path).map_err(|e| {
+    // A FIFO or a device would be read forever; only a file of a workload's size is read.
+    match std::fs::metadata(&path) {
+        Ok(found) if !found.is_file() => {
+            return Err(Error::usage(format!(
+                "workload '{name}': {} is not a file",
+                path.display()
+            )))
+        }
+        Ok(found) if found.len() > MAX_WORKLOAD_BYTES => {
+            return Err(Error::usage(format!(
+            "workload '{name}': {} has {} bytes; a workload file has at most {MAX_WORKLOAD_BYTES}",
+            path.display(),
+            found.len()
+        )))
+        }
+        _ => {}
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| {
         let mut message = format!("cannot read workload '{name}' from {}: {e}", path.display());
-        if let Ok(entries) = std::fs::read_dir(dir.join("workload")) {
+        let missing = e.kind() == std::io::ErrorKind::NotFound;
+        if let (true, Ok(entries)) = (missing, std::fs::read_dir(dir.join("workload"))) {
             let names: Vec<String> = entries
                 .filter_map(|e| e.ok())
                 .filter_map(|e| {
@@ -380,7 +401,19 @@ fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
             message.push_str(&workloads::closest_names_hint(name, &refs));
         }
         Error::usage(message)
-    })
+    })?;
+    // OmegaConf would make nothing of it, and DLIO stop on the first key it needs.
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Err(Error::usage(format!(
+            "workload '{name}': {} is empty; a workload has DLIO's sections (model, workflow, \
+             dataset, reader, train, …)",
+            path.display()
+        )));
+    }
+    Ok(text)
 }
 
 /// Renames DLIO's alias keys (and the DLIO 2.0 `record_length*` names) to their canonical names (`data_reader` → `reader`,
@@ -464,13 +497,6 @@ fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
             "a file of these samples would exceed 2^48 elements",
         );
     }
-    if d.record_length_bytes > MAX_COUNT {
-        f.fail(
-            "dataset.record_length_bytes",
-            &Value::Int(d.record_length_bytes as i64),
-            "must be at most 2^48",
-        );
-    }
 }
 
 fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
@@ -491,6 +517,32 @@ fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
         f.fail(key, value, &why);
         TimeSpec::ZERO
     })
+}
+
+/// The most bytes one sample (and its spread) may have: 1 TiB.
+const MAX_SAMPLE_BYTES: u64 = 1 << 40;
+/// The most files a split may have (2^40), and samples per file or per batch (2^32): beyond them
+/// sample counts overflow long before a run could end.
+const MAX_FILES: u64 = 1 << 40;
+const MAX_IN_ONE: u64 = 1 << 32;
+/// The most subfolders a split may have: every one is made, empty or not (ImageNet has 1000).
+const MAX_SUBFOLDERS: u64 = 1 << 16;
+/// The most epochs a run may have.
+const MAX_EPOCHS: u64 = 1_000_000;
+
+fn sample_bytes(f: &mut Fields, key: &str, default: u64) -> u64 {
+    let bytes = f.bytes(key, default);
+    f.at_most(key, bytes, MAX_SAMPLE_BYTES, "1 TiB for one sample")
+}
+
+fn files(f: &mut Fields, key: &str, default: u64) -> u64 {
+    let n = f.count(key, default, 0);
+    f.at_most(key, n, MAX_FILES, "files in one split")
+}
+
+fn subfolders(f: &mut Fields, key: &str) -> u64 {
+    let n = f.count(key, 0, 0);
+    f.at_most(key, n, MAX_SUBFOLDERS, "folders, each made even when empty")
 }
 
 fn transfer_size(f: &mut Fields) -> u64 {
@@ -573,15 +625,27 @@ impl Config {
             storage_root: f.string("storage.storage_root", "./"),
         };
         let dataset = DatasetConfig {
-            record_length_bytes: f.bytes("dataset.record_length_bytes", 65536),
-            record_length_bytes_stdev: f.bytes("dataset.record_length_bytes_stdev", 0),
-            record_length_bytes_resize: f.bytes("dataset.record_length_bytes_resize", 0),
-            num_files_train: f.count("dataset.num_files_train", 8, 0),
-            num_files_eval: f.count("dataset.num_files_eval", 0, 0),
-            num_samples_per_file: f.count("dataset.num_samples_per_file", 1, 1),
+            record_length_bytes: sample_bytes(&mut f, "dataset.record_length_bytes", 65536),
+            record_length_bytes_stdev: sample_bytes(&mut f, "dataset.record_length_bytes_stdev", 0),
+            record_length_bytes_resize: sample_bytes(
+                &mut f,
+                "dataset.record_length_bytes_resize",
+                0,
+            ),
+            num_files_train: files(&mut f, "dataset.num_files_train", 8),
+            num_files_eval: files(&mut f, "dataset.num_files_eval", 0),
+            num_samples_per_file: {
+                let n = f.count("dataset.num_samples_per_file", 1, 1);
+                f.at_most(
+                    "dataset.num_samples_per_file",
+                    n,
+                    MAX_IN_ONE,
+                    "samples in one file",
+                )
+            },
             data_folder: f.string("dataset.data_folder", "./data/"),
-            num_subfolders_train: f.count("dataset.num_subfolders_train", 0, 0),
-            num_subfolders_eval: f.count("dataset.num_subfolders_eval", 0, 0),
+            num_subfolders_train: subfolders(&mut f, "dataset.num_subfolders_train"),
+            num_subfolders_eval: subfolders(&mut f, "dataset.num_subfolders_eval"),
             file_prefix: f.file_name("dataset.file_prefix", "img"),
             format: f.choice("dataset.format", Format::Tfrecord),
             compression: f.choice("dataset.compression", Compression::None),
@@ -596,8 +660,19 @@ impl Config {
         };
         let reader = ReaderConfig {
             data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
-            batch_size: f.count("reader.batch_size", 1, 1),
-            batch_size_eval: f.count("reader.batch_size_eval", 1, 1),
+            batch_size: {
+                let n = f.count("reader.batch_size", 1, 1);
+                f.at_most("reader.batch_size", n, MAX_IN_ONE, "samples in one batch")
+            },
+            batch_size_eval: {
+                let n = f.count("reader.batch_size_eval", 1, 1);
+                f.at_most(
+                    "reader.batch_size_eval",
+                    n,
+                    MAX_IN_ONE,
+                    "samples in one batch",
+                )
+            },
             read_threads: f.count("reader.read_threads", 1, 0),
             computation_threads: f.count("reader.computation_threads", 1, 1),
             prefetch_size: f.count("reader.prefetch_size", 2, 0),
@@ -614,7 +689,15 @@ impl Config {
             transfer_size: transfer_size(&mut f),
         };
         let train = TrainConfig {
-            epochs: f.count("train.epochs", 1, 1),
+            epochs: {
+                let n = f.count("train.epochs", 1, 1);
+                f.at_most(
+                    "train.epochs",
+                    n,
+                    MAX_EPOCHS,
+                    "a run of more epochs keeps a record of each",
+                )
+            },
             computation_time: time_spec(&mut f, "train.computation_time"),
             total_training_steps: f.int("train.total_training_steps", -1),
             seed_change_epoch: f.bool("train.seed_change_epoch", true),
@@ -626,7 +709,14 @@ impl Config {
             epochs_between_evals: f.count("evaluation.epochs_between_evals", 1, 1),
         };
         let output = OutputConfig {
-            folder: f.opt_string("output.folder"),
+            folder: {
+                let folder = f.opt_string("output.folder");
+                if folder.as_deref() == Some("") {
+                    let what = "expected a folder's path; leave it unset for Hydra's run folder";
+                    f.fail("output.folder", &Value::Str(String::new()), what);
+                }
+                folder.filter(|folder| !folder.is_empty())
+            },
             log_file: f.file_name("output.log_file", "dlio.log"),
             exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
             exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
@@ -647,7 +737,18 @@ impl Config {
             ))
             .ok(),
             fsync: f.bool("checkpoint.fsync", false),
-            time_between: f.float("checkpoint.time_between_checkpoints", -1.0).abs(),
+            time_between: {
+                let key = "checkpoint.time_between_checkpoints";
+                let seconds = f.float(key, -1.0).abs();
+                if seconds > crate::compute::MAX_SECONDS {
+                    f.fail(
+                        key,
+                        &Value::Float(seconds),
+                        "must be at most 1e6 s (11.6 days)",
+                    );
+                }
+                seconds.min(crate::compute::MAX_SECONDS)
+            },
             num_write: f
                 .int_at_least("checkpoint.num_checkpoints_write", -1, -1)
                 .max(0) as u64,
@@ -801,7 +902,11 @@ mod tests {
             "dataset:\n  record_dims: [100000000, 100000000]\n",
         ] {
             let err = Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap_err();
-            assert!(err.to_string().contains("2^48"), "{yaml}: {err}");
+            let said = err.to_string();
+            assert!(
+                said.contains("2^48") || said.contains("at most 4294967296"),
+                "{yaml}: {err}"
+            );
         }
         let fine = "dataset:\n  num_files_train: 1000000\n  num_samples_per_file: 1000\n  record_dims: [4, 4]\n";
         assert!(Config::from_tree("t", Value::from_yaml(fine).unwrap()).is_ok());

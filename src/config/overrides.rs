@@ -25,6 +25,8 @@ pub struct Edit {
     /// Path below `workload.`.
     pub path: Vec<String>,
     pub value: Value,
+    /// Whether the word gave a value (`~a.b=5` deletes `a.b` only if it is 5, as in Hydra).
+    pub value_given: bool,
     pub word: String,
 }
 
@@ -111,11 +113,32 @@ impl Overrides {
                 kind,
                 path: path.iter().map(|s| s.to_string()).collect(),
                 value,
+                value_given: value_text.is_some(),
                 word: word.to_string(),
             }),
-            ["hydra", "run", "dir"] => self.hydra_run_dir = Some(scalar_text(&value, word)?),
+            ["hydra", "run", "dir"] => {
+                let dir = scalar_text(&value, word)?;
+                if dir.is_empty() {
+                    return Err(bad("the run folder needs a name"));
+                }
+                self.hydra_run_dir = Some(dir)
+            }
             ["hydra", "output_subdir"] => {
-                self.hydra_output_subdir = Some(scalar_text(&value, word)?)
+                let subdir = scalar_text(&value, word)?;
+                // A folder inside the run folder, never beside or above it.
+                let inside = std::path::Path::new(&subdir).components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                });
+                if subdir.is_empty() || !inside {
+                    return Err(bad(
+                        "the subfolder for Hydra's files is a relative path inside the run folder \
+                         (no '..', not absolute, not empty)",
+                    ));
+                }
+                self.hydra_output_subdir = Some(subdir)
             }
             ["hydra", ..] => self.ignored.push(word.to_string()),
             _ => {
@@ -150,6 +173,17 @@ impl Overrides {
                     )))
                 }
                 EditKind::Delete => {
+                    let found = tree.get_path(&path);
+                    if let (true, Some(found)) = (edit.value_given, found) {
+                        if *found != edit.value {
+                            return Err(Error::usage(format!(
+                                "could not delete '{dotted}' (in '{}'): its value is {}, not {}",
+                                edit.word,
+                                found.to_flow_yaml(),
+                                edit.value.to_flow_yaml()
+                            )));
+                        }
+                    }
                     if !tree.remove_path(&path) {
                         return Err(Error::usage(format!(
                             "could not delete '{dotted}' (in '{}'): the key is not in the workload",

@@ -400,7 +400,16 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                     if handoff.closed.load(Ordering::Acquire) {
                         break;
                     }
-                    let batch = source.read_batch(step, &mut state);
+                    // A reader that panicked must still hand over its batch (as an error), or
+                    // the trainer would wait for it forever.
+                    let batch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        source.read_batch(step, &mut state)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(Error::run(format!(
+                            "reader thread {thread} failed unexpectedly (a bug in dlio-rs)"
+                        )))
+                    });
                     let failed = batch.is_err();
                     handoff.deliver(batch);
                     if failed {

@@ -23,8 +23,7 @@ impl OutputFolder {
     /// `report.json`, the ranks' `N_output.json` and `N_per_epoch_stats.json`, and the log
     /// `log_file`. Nothing else in the folder is touched.
     pub fn take(path: &Path, log_file: &str) -> Result<OutputFolder> {
-        std::fs::create_dir_all(path)
-            .map_err(|e| Error::io("cannot create output folder", path, e))?;
+        make_folder(path, "output folder")?;
         let lock =
             FolderLock::with_lock_file(path, Access::Exclusive, "running").and_then(|taken| {
                 taken.map_err(|busy| {
@@ -46,6 +45,18 @@ impl OutputFolder {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Makes the folder `path` (`what` names it in errors) and those above it. A file where the folder
+/// should be is a usage error: the path given is wrong.
+pub fn make_folder(path: &Path, what: &str) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(|e| match std::fs::metadata(path) {
+        Ok(found) if !found.is_dir() => Error::usage(format!(
+            "{what} {} is not a folder; give a folder's path",
+            path.display()
+        )),
+        _ => Error::io("cannot create folder", path, e),
+    })
 }
 
 /// Whether `name` is a result file a run writes into its output folder.

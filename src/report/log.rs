@@ -22,6 +22,8 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub struct DlioLog {
     path: PathBuf,
     file: Option<Mutex<File>>,
+    /// The first write that failed: said once, and the run then fails ([`DlioLog::check`]).
+    failed: Mutex<Option<std::io::Error>>,
 }
 
 impl DlioLog {
@@ -31,6 +33,7 @@ impl DlioLog {
         Ok(DlioLog {
             path: path.to_path_buf(),
             file: Some(Mutex::new(file)),
+            failed: Mutex::new(None),
         })
     }
 
@@ -39,6 +42,7 @@ impl DlioLog {
         DlioLog {
             path: PathBuf::new(),
             file: None,
+            failed: Mutex::new(None),
         }
     }
 
@@ -46,9 +50,26 @@ impl DlioLog {
         let Some(file) = &self.file else {
             return;
         };
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if failed.is_some() {
+            return;
+        }
         let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = file.write_all(text.as_bytes()) {
-            eprintln!("warning: cannot write {}: {e}", self.path.display());
+            crate::report::terminal::tell(format_args!(
+                "warning: cannot write {}: {e}; the run goes on, and fails at its end",
+                self.path.display()
+            ));
+            *failed = Some(e);
+        }
+    }
+
+    /// Fails if a line could not be written: a run whose log is incomplete did not complete.
+    pub fn check(&self) -> Result<()> {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        match failed.take() {
+            Some(e) => Err(Error::io("cannot write", &self.path, e)),
+            None => Ok(()),
         }
     }
 

@@ -173,11 +173,7 @@ impl LocalFs {
             let (size, block) = direct_io_geometry(file, || self.path(key))?;
             Ok((size, Some(block)))
         } else {
-            let found = file.metadata()?;
-            if !found.is_file() {
-                return Err(not_a_file());
-            }
-            Ok((found.len(), None))
+            Ok((regular_file_len(file)?, None))
         }
     }
 
@@ -624,6 +620,15 @@ fn explain_direct_io_error(path: &Path, error: io::Error) -> io::Error {
 /// The size of an O_DIRECT file and the unit its offsets and lengths must be multiples of: the
 /// file system's, where the kernel tells it (statx STATX_DIOALIGN), but never less than a page.
 /// `path` names the file in a refusal; it is made only then, so reads allocate nothing.
+/// The size of `file`, which must be a regular file (not a FIFO, device or socket).
+pub(super) fn regular_file_len(file: &File) -> io::Result<u64> {
+    let found = file.metadata()?;
+    if !found.is_file() {
+        return Err(not_a_file());
+    }
+    Ok(found.len())
+}
+
 /// What reading a FIFO, device or socket where a data file should be gives.
 fn not_a_file() -> io::Error {
     io::Error::new(
@@ -877,7 +882,7 @@ impl Storage for LocalFs {
         // A file a thread holds was measured when it was opened.
         match self.with_held(key, self.options.odirect, |h| h.geometry.0) {
             Some(size) => Ok(size),
-            None => Ok(self.open_for_reading(key, false)?.metadata()?.len()),
+            None => regular_file_len(&self.open_for_reading(key, false)?),
         }
     }
 

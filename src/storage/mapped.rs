@@ -38,7 +38,7 @@ impl Mapped {
         len: usize,
         evict_after_read: bool,
     ) -> io::Result<Mapped> {
-        let size = file.metadata()?.len();
+        let size = super::local::regular_file_len(&file)?;
         let end = offset.checked_add(len as u64).filter(|&end| end <= size);
         if end.is_none() {
             return Err(io::Error::new(

@@ -1,0 +1,249 @@
+//! A catalogue of bad input, as a hostile but fair user gives it: words, YAML, values, damaged data
+//! files of every format, output folders, pipes and signals. Each case runs the real binaries in
+//! a shell, bounded in time, and must end with its exit code (2 for usage and configuration, 1 for
+//! a run that failed, 128 + a signal) and say what its message must say; none may panic or hang.
+//! The cases grew out of a survey of about 450 attempts (see docs/running.md, "Exit codes").
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+mod common;
+use common::*;
+
+struct Case {
+    id: &'static str,
+    /// A shell script; `$BIN` is dlio-rs, `$BENCH` dlio_benchmark, `$WORK` a scratch folder with
+    /// `ds/FORMAT/` (a small dataset of each format), `$SYN` the words of a quick run that needs
+    /// no data, `$T` the words of a quick training run (add its format and data folder).
+    run: &'static str,
+    code: i32,
+    /// What standard error (or standard output) must say.
+    says: &'static [&'static str],
+}
+
+const FORMATS: &[&str] = &[
+    "npy",
+    "npz",
+    "hdf5",
+    "tfrecord",
+    "csv",
+    "jpeg",
+    "png",
+    "indexed_binary",
+    "mmap_indexed_binary",
+    "parquet",
+];
+
+const SYN: &str = "workload=default ++workload.dataset.format=synthetic ++workload.train.epochs=1 \
+                   ++workload.train.computation_time=0 ++workload.dataset.num_files_train=4 \
+                   ++workload.reader.batch_size=1 ++workload.workflow.evaluation=False";
+
+const T: &str = "workload=default ++workload.dataset.num_files_train=3 \
+                 ++workload.dataset.num_files_eval=0 ++workload.dataset.num_samples_per_file=2 \
+                 ++workload.dataset.num_subfolders_train=0 ++workload.dataset.num_subfolders_eval=0 \
+                 ++workload.dataset.record_length_bytes=4096 \
+                 ++workload.dataset.record_length_bytes_stdev=0 ++workload.reader.batch_size=1 \
+                 ++workload.train.epochs=1 ++workload.train.computation_time=0 \
+                 ++workload.workflow.evaluation=False";
+
+const CASES: &[Case] = &[
+    // --- Words ----------------------------------------------------------------------------------
+    Case { id: "word-plusplus", run: "$BIN config ++", code: 2, says: &["malformed override '++'"] },
+    Case { id: "word-empty-key", run: "$BIN config ++workload.=5", code: 2, says: &["is empty"] },
+    Case { id: "word-missing-key", run: "$BIN config workload=default workload.x=1", code: 2, says: &["workload.x"] },
+    Case { id: "word-bad-group", run: "$BIN config dataset.format=npz", code: 2, says: &["'dataset' is not a configuration group"] },
+    Case { id: "word-unicode-key", run: "$BIN config workload=default '++workload.dätaset=1'", code: 2, says: &["dätaset", "not allowed"] },
+    Case { id: "word-unknown-workload", run: "$BIN config workload=nonexistent", code: 2, says: &["nonexistent"] },
+    Case { id: "word-workload-path", run: "$BIN config workload=../../etc/passwd", code: 2, says: &["../../etc/passwd"] },
+    Case { id: "word-strict-unknown", run: "$BIN config --strict workload=default ++workload.dataset.colour=red", code: 2, says: &["colour"] },
+    Case { id: "word-unknown-subcommand", run: "$BIN frobnicate", code: 2, says: &["frobnicate"] },
+    Case { id: "word-accelerators-zero", run: "$BIN run -q -n 0 $SYN", code: 2, says: &["at least 1"] },
+    Case { id: "word-accelerators-text", run: "$BIN run -q -n abc $SYN", code: 2, says: &["abc"] },
+    Case { id: "word-threads-beyond-the-system", run: "$BIN run -q $SYN ++workload.reader.read_threads=100000", code: 2, says: &["100001 threads", "read_threads"] },
+    Case { id: "word-tilde-value-mismatch", run: "$BIN config workload=default ~workload.reader.batch_size=5", code: 2, says: &["its value is", "not 5"] },
+    Case { id: "word-sweep", run: "$BIN config workload=default ++workload.reader.batch_size=1,2", code: 2, says: &["sweep"] },
+    Case { id: "word-function", run: "$BIN config workload=default '++workload.reader.batch_size=int(3)'", code: 2, says: &["function int"] },
+    Case { id: "word-tilde-unquoted", run: "$BIN config workload=default ++workload.model.name=~", code: 2, says: &["'~' cannot be written unquoted"] },
+    Case { id: "word-big-integer", run: "$BIN config workload=default ++workload.dataset.num_files_train=99999999999999999999", code: 2, says: &["99999999999999999999 is too large an integer"] },
+    Case { id: "word-octal-is-a-string", run: "$BIN config workload=default ++workload.reader.batch_size=017", code: 2, says: &["batch_size", "017"] },
+    Case { id: "word-hydra-subdir-escapes", run: "$BIN run -q $SYN ++hydra.run.dir=$WORK/out/subdir ++hydra.output_subdir=../x", code: 2, says: &["inside the run folder"] },
+    Case { id: "word-config-name", run: "$BENCH --config-name=foo $SYN", code: 2, says: &["--config-name=foo", "'config'"] },
+    Case { id: "word-bench-unknown-option", run: "$BENCH --frob $SYN", code: 2, says: &["unknown option --frob"] },
+    Case { id: "word-bench-accelerators-env", run: "DLIO_RS_ACCELERATORS=0 $BENCH $SYN", code: 2, says: &["DLIO_RS_ACCELERATORS"] },
+    // --- YAML -----------------------------------------------------------------------------------
+    Case { id: "yaml-alias-bomb", run: "printf 'a: &a [x,x,x,x,x,x,x,x,x,x]\\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\\n' > $WORK/cd/workload/bomb.yaml; $BIN config --config-dir $WORK/cd workload=bomb", code: 2, says: &["alias bomb"] },
+    Case { id: "yaml-two-documents", run: "printf 'model: {name: a}\\n---\\ntrain: {epochs: 2}\\n' > $WORK/cd/workload/docs.yaml; $BIN config --config-dir $WORK/cd workload=docs", code: 2, says: &["second YAML document"] },
+    Case { id: "yaml-duplicate-key", run: "printf 'reader:\\n  batch_size: 1\\n  batch_size: 2\\n' > $WORK/cd/workload/dup.yaml; $BIN config --config-dir $WORK/cd workload=dup", code: 2, says: &["duplicate key batch_size"] },
+    Case { id: "yaml-tab", run: "printf 'reader:\\n\\tbatch_size: 1\\n' > $WORK/cd/workload/tab.yaml; $BIN config --config-dir $WORK/cd workload=tab", code: 2, says: &["line 2", "a tab"] },
+    Case { id: "yaml-python-tag", run: "printf 'model: !!python/object:os.system x\\n' > $WORK/cd/workload/tag.yaml; $BIN config --config-dir $WORK/cd workload=tag", code: 2, says: &["!!python/object:os.system", "not supported"] },
+    Case { id: "yaml-empty-file", run: ": > $WORK/cd/workload/empty.yaml; $BIN config --config-dir $WORK/cd workload=empty", code: 2, says: &["is empty"] },
+    Case { id: "yaml-fifo", run: "mkfifo $WORK/cd/workload/fifo.yaml; $BIN config --config-dir $WORK/cd workload=fifo", code: 2, says: &["fifo.yaml is not a file"] },
+    Case { id: "yaml-dev-zero", run: "ln -s /dev/zero $WORK/cd/workload/zero.yaml; $BIN config --config-dir $WORK/cd workload=zero", code: 2, says: &["zero.yaml is not a file"] },
+    Case { id: "yaml-bom-and-octal-and-merge", run: "printf '\\357\\273\\277base: &b {batch_size: 017, read_threads: 2}\\nreader:\\n  <<: *b\\n  read_threads: 3\\n' > $WORK/cd/workload/yaml11.yaml; $BIN config --config-dir $WORK/cd workload=yaml11 | grep -A2 '^  reader:'", code: 0, says: &["batch_size: 15", "read_threads: 3"] },
+    Case { id: "yaml-not-utf8", run: "printf 'model: \\377\\n' > $WORK/cd/workload/latin.yaml; $BIN config --config-dir $WORK/cd workload=latin", code: 2, says: &["latin.yaml", "UTF-8"] },
+    Case { id: "yaml-list-root", run: "printf -- '- a\\n- b\\n' > $WORK/cd/workload/list.yaml; $BIN config --config-dir $WORK/cd workload=list", code: 2, says: &["must be a mapping of sections"] },
+    // --- Values ---------------------------------------------------------------------------------
+    Case { id: "value-negative-files", run: "$BIN config workload=default ++workload.dataset.num_files_train=-1", code: 2, says: &["num_files_train", "at least 0"] },
+    Case { id: "value-fraction-files", run: "$BIN config workload=default ++workload.dataset.num_files_train=4.5", code: 2, says: &["num_files_train", "integer"] },
+    Case { id: "value-text-batch", run: "$BIN config workload=default ++workload.reader.batch_size=abc", code: 2, says: &["batch_size", "abc"] },
+    Case { id: "value-epochs-absurd", run: "$BIN config workload=default ++workload.train.epochs=1000000000", code: 2, says: &["train.epochs", "at most 1000000"] },
+    Case { id: "value-subfolders-absurd", run: "$BIN config workload=default ++workload.dataset.num_subfolders_train=1000000000", code: 2, says: &["num_subfolders_train", "at most 65536"] },
+    Case { id: "value-stdev-absurd", run: "$BIN config workload=default ++workload.dataset.record_length_bytes_stdev=1e30", code: 2, says: &["record_length_bytes_stdev"] },
+    Case { id: "value-compute-absurd", run: "$BIN config workload=default ++workload.train.computation_time=1e30", code: 2, says: &["computation_time", "1e6"] },
+    Case { id: "value-poisson-absurd", run: "$BIN config workload=default '++workload.train.computation_time={type: poisson, lam: 1e300}'", code: 2, says: &["computation_time"] },
+    Case { id: "value-uniform-overflow", run: "$BIN config workload=default '++workload.reader.preprocess_time={type: uniform, min: -1e308, max: 1e308}'", code: 2, says: &["preprocess_time"] },
+    Case { id: "value-gamma-negative", run: "$BIN config workload=default '++workload.train.computation_time={type: gamma, shape: -1, scale: 1}'", code: 2, says: &["computation_time", "shape"] },
+    Case { id: "value-checkpoint-pause-absurd", run: "$BIN config workload=default ++workload.checkpoint.time_between_checkpoints=1e300", code: 2, says: &["time_between_checkpoints", "1e6"] },
+    Case { id: "value-prefix-escapes", run: "$BIN config workload=default ++workload.dataset.file_prefix=../x", code: 2, says: &["file_prefix", "file name"] },
+    Case { id: "value-log-file-empty", run: "$BIN config workload=default ++workload.output.log_file=", code: 2, says: &["output.log_file", "file name"] },
+    Case { id: "value-log-file-escapes", run: "$BIN config workload=default ++workload.output.log_file=/tmp/x.log", code: 2, says: &["output.log_file", "file name"] },
+    Case { id: "value-output-folder-empty", run: "$BIN config workload=default ++workload.output.folder=", code: 2, says: &["output.folder"] },
+    Case { id: "value-parquet-column-size", run: "$BIN config workload=default ++workload.dataset.format=parquet '++workload.dataset.parquet.columns=[{name: a, dtype: float64, size: 9223372036854775807}]'", code: 2, says: &["bad size", "2^32"] },
+    Case { id: "value-drop-timeout", run: "DLIO_DROP_CACHES_TIMEOUT=1e300 $BIN run -q $SYN ++workload.reader.page_cache=drop_before_epoch ++hydra.run.dir=$WORK/out/dct", code: 2, says: &["DLIO_DROP_CACHES_TIMEOUT"] },
+    // --- Data -----------------------------------------------------------------------------------
+    Case { id: "data-folder-missing", run: "$BIN run -q $T ++workload.dataset.format=npy ++workload.dataset.data_folder=$WORK/nothing ++hydra.run.dir=$WORK/out/dm", code: 2, says: &["does not exist", "generate the dataset with"] },
+    Case { id: "data-folder-is-a-file", run: "touch $WORK/afile; $BIN run -q $T ++workload.dataset.format=npy ++workload.dataset.data_folder=$WORK/afile ++hydra.run.dir=$WORK/out/df", code: 2, says: &["is not a folder", "generate the dataset with"] },
+    Case { id: "data-no-train-folder", run: "mkdir -p $WORK/notrain; $BIN run -q $T ++workload.dataset.format=npy ++workload.dataset.data_folder=$WORK/notrain ++hydra.run.dir=$WORK/out/nt", code: 2, says: &["no train/ folder", "generate the dataset with"] },
+    Case { id: "data-generation-killed", run: "cp -a $WORK/ds/npy $WORK/killed; touch $WORK/killed/.dlio-rs-generating; $BIN run -q $T ++workload.dataset.format=npy ++workload.dataset.data_folder=$WORK/killed ++hydra.run.dir=$WORK/out/k", code: 2, says: &["incomplete"] },
+    Case { id: "data-index-missing", run: "cp -a $WORK/ds/indexed_binary $WORK/noidx; rm $WORK/noidx/train/img_1_of_3.indexed_binary.off.idx; $BIN run -q $T ++workload.dataset.format=indexed_binary ++workload.dataset.data_folder=$WORK/noidx ++hydra.run.dir=$WORK/out/ni", code: 1, says: &["cannot read index file", "img_1_of_3.indexed_binary.off.idx"] },
+    Case { id: "data-index-wrong", run: "cp -a $WORK/ds/indexed_binary $WORK/badidx; printf '\\377\\377\\377\\377\\377\\377\\377\\000' | dd of=$WORK/badidx/train/img_0_of_3.indexed_binary.off.idx bs=8 seek=1 conv=notrunc 2>/dev/null; $BIN run -q $T ++workload.dataset.format=indexed_binary ++workload.dataset.data_folder=$WORK/badidx ++hydra.run.dir=$WORK/out/bi", code: 1, says: &["img_0_of_3.indexed_binary", "its index", "past the end"] },
+];
+
+/// For each format, a data file cut to nothing, a FIFO, and a folder in its place: exit 1, the
+/// file named, and for the cut file the word "corrupt".
+fn damaged_data_cases() -> Vec<(String, String, i32, Vec<String>)> {
+    let mut cases = Vec::new();
+    for format in FORMATS {
+        let file = format!("train/img_1_of_3.{format}");
+        let run = |damage: &str, id: &str| {
+            format!(
+                "cp -a $WORK/ds/{format} $WORK/{id}; (cd $WORK/{id} && {damage}); \
+                 $BIN run -q $T ++workload.dataset.format={format} \
+                 ++workload.dataset.data_folder=$WORK/{id} ++hydra.run.dir=$WORK/out/{id}"
+            )
+        };
+        let id = format!("data-empty-{format}");
+        cases.push((
+            id.clone(),
+            run(&format!(": > {file}"), &id),
+            1,
+            vec![format!("img_1_of_3.{format}")],
+        ));
+        let id = format!("data-fifo-{format}");
+        cases.push((
+            id.clone(),
+            run(&format!("rm {file} && mkfifo {file}"), &id),
+            1,
+            vec![format!("img_1_of_3.{format}"), "not a regular file".into()],
+        ));
+        let id = format!("data-folder-for-a-file-{format}");
+        cases.push((
+            id.clone(),
+            run(&format!("rm {file} && mkdir {file}"), &id),
+            1,
+            vec![format!("img_1_of_3.{format}")],
+        ));
+    }
+    cases
+}
+
+/// Output folders, pipes and signals: cases whose scripts need the shell's redirections.
+const OUTPUT_CASES: &[Case] = &[
+    Case { id: "out-run-dir-is-a-file", run: "touch $WORK/file1; $BIN run -q $SYN ++hydra.run.dir=$WORK/file1", code: 2, says: &["is not a folder"] },
+    Case { id: "out-folder-is-a-file", run: "touch $WORK/file2; $BIN run -q $SYN ++hydra.run.dir=$WORK/out/of ++workload.output.folder=$WORK/file2", code: 2, says: &["output folder", "is not a folder"] },
+    Case { id: "out-stdout-full", run: "$BIN run $SYN ++hydra.run.dir=$WORK/out/full > /dev/full", code: 1, says: &["cannot write to standard output"] },
+    Case { id: "out-stdout-full-config", run: "$BIN config workload=default > /dev/full", code: 1, says: &["cannot write to standard output"] },
+    Case { id: "out-help-full", run: "$BIN --help > /dev/full", code: 1, says: &["cannot write to standard output"] },
+    Case { id: "out-stdout-closed", run: "$BIN workloads | head -c 1 > /dev/null; exit ${PIPESTATUS[0]}", code: 0, says: &[] },
+    Case { id: "out-stderr-full", run: "$BIN config workload=default workload.nope=1 2> /dev/full", code: 2, says: &[] },
+    Case { id: "out-stderr-closed", run: "$BIN run $SYN ++hydra.run.dir=$WORK/out/closed 2>&- > /dev/null", code: 0, says: &[] },
+    Case { id: "out-sigterm", run: "timeout --preserve-status -s TERM 2 $BIN run -q $SYN ++workload.train.computation_time=5 ++hydra.run.dir=$WORK/out/term", code: 143, says: &["interrupted by SIGTERM"] },
+    Case { id: "out-sigint", run: "timeout --preserve-status -s INT 2 $BIN run -q $SYN ++workload.train.computation_time=5 ++hydra.run.dir=$WORK/out/int", code: 130, says: &["interrupted by SIGINT"] },
+];
+
+/// Makes `ds/FORMAT` (3 files of 2 samples of 4 KiB, for each format) and `cd/workload/`.
+fn fixtures(work: &Path) {
+    std::fs::create_dir_all(work.join("cd/workload")).unwrap();
+    std::fs::create_dir_all(work.join("out")).unwrap();
+    for format in FORMATS {
+        let data = work.join("ds").join(format);
+        let mut words: Vec<String> = T.split_whitespace().map(str::to_string).collect();
+        words.extend([
+            format!("++workload.dataset.format={format}"),
+            format!("++workload.dataset.data_folder={}", data.display()),
+            "++workload.workflow.generate_data=True".into(),
+            "++workload.workflow.train=False".into(),
+        ]);
+        run_quiet(work, 1, &words).ok();
+    }
+}
+
+fn run_case(work: &Path, id: &str, script: &str, code: i32, says: &[String]) -> Option<String> {
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(work)
+        .env("BIN", DLIO_RS)
+        .env("BENCH", DLIO_BENCHMARK)
+        .env("WORK", work)
+        .env("SYN", SYN)
+        .env("T", T);
+    for k in ISOLATED_ENV {
+        cmd.env_remove(k);
+    }
+    // `$SYN` and `$T` must split into words: the scripts use them unquoted.
+    let (ran, _) = run_bounded(cmd, format!("{id}: {script}"), Duration::from_secs(60));
+    let said = format!("{}\n{}", ran.stderr, ran.stdout);
+    let mut problems = Vec::new();
+    if ran.code != Some(code) {
+        problems.push(format!("exit {:?}, expected {code}", ran.code));
+    }
+    for fragment in says {
+        if !said.contains(fragment.as_str()) {
+            problems.push(format!("does not say {fragment:?}"));
+        }
+    }
+    (!problems.is_empty()).then(|| {
+        format!(
+            "{id}: {}\n  script: {script}\n  said: {}",
+            problems.join("; "),
+            said.trim()
+                .lines()
+                .take(6)
+                .collect::<Vec<_>>()
+                .join("\n        ")
+        )
+    })
+}
+
+#[test]
+fn every_bad_input_gets_its_exit_code_and_a_message_that_names_it() {
+    let tmp = Scratch::new("catalogue");
+    fixtures(&tmp.path);
+    let mut all: Vec<(String, String, i32, Vec<String>)> = CASES
+        .iter()
+        .chain(OUTPUT_CASES)
+        .map(|c| {
+            (
+                c.id.to_string(),
+                c.run.to_string(),
+                c.code,
+                c.says.iter().map(|s| s.to_string()).collect(),
+            )
+        })
+        .collect();
+    all.extend(damaged_data_cases());
+    assert!(all.len() >= 60, "{} cases", all.len());
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|(id, script, code, says)| run_case(&tmp.path, id, script, *code, says))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n")
+    );
+}

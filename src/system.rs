@@ -129,8 +129,8 @@ pub fn drop_cache_timeout() -> Result<std::time::Duration, String> {
             .map(std::time::Duration::from_secs_f64)
             .ok_or_else(|| {
                 format!(
-                    "{DROP_CACHES_TIMEOUT_VAR} = '{text}': must be a number of seconds above 0 \
-                     and at most 1e6"
+                    "{DROP_CACHES_TIMEOUT_VAR} = '{text}': must be a positive number of seconds, \
+                     at most 1e6"
                 )
             }),
         Err(std::env::VarError::NotUnicode(text)) => Err(format!(

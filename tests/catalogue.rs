@@ -22,19 +22,6 @@ struct Case {
     says: &'static [&'static str],
 }
 
-const FORMATS: &[&str] = &[
-    "npy",
-    "npz",
-    "hdf5",
-    "tfrecord",
-    "csv",
-    "jpeg",
-    "png",
-    "indexed_binary",
-    "mmap_indexed_binary",
-    "parquet",
-];
-
 const SYN: &str = "workload=default ++workload.dataset.format=synthetic ++workload.train.epochs=1 \
                    ++workload.train.computation_time=0 ++workload.dataset.num_files_train=4 \
                    ++workload.reader.batch_size=1 ++workload.workflow.evaluation=False";

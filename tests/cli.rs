@@ -1437,19 +1437,7 @@ fn list_folders(root: &Path) -> BTreeSet<String> {
 #[test]
 fn generation_makes_dlio_s_tree_for_every_format_empty_splits_included() {
     let tmp = Scratch::new("dlio-tree");
-    let formats = [
-        "npy",
-        "npz",
-        "hdf5",
-        "tfrecord",
-        "csv",
-        "jpeg",
-        "png",
-        "indexed_binary",
-        "mmap_indexed_binary",
-        "parquet",
-    ];
-    for format in formats {
+    for &format in FORMATS {
         for (train_subfolders, eval_subfolders) in [(2u64, 3u64), (0, 0)] {
             let data = tmp.join(format!("{format}-{train_subfolders}"));
             let words = strings(&[

@@ -15,6 +15,20 @@ use serde_json::Value;
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");
 
+/// Every format dlio-rs generates (all but `synthetic`).
+pub const FORMATS: &[&str] = &[
+    "npy",
+    "npz",
+    "hdf5",
+    "tfrecord",
+    "csv",
+    "jpeg",
+    "png",
+    "indexed_binary",
+    "mmap_indexed_binary",
+    "parquet",
+];
+
 /// Environment variables the binaries read; removed from every child so the host cannot leak in.
 pub const ISOLATED_ENV: &[&str] = &[
     "DLIO_RS_ACCELERATORS",

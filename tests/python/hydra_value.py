@@ -9,28 +9,8 @@ import json
 import sys
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import QuotedString
 
-
-def tree(node):
-    if isinstance(node, QuotedString):
-        return {"str": node.text}
-    if node is None:
-        return {"null": None}
-    if isinstance(node, bool):
-        return {"bool": node}
-    if isinstance(node, int):
-        return {"int": str(node)}
-    if isinstance(node, float):
-        return {"float": repr(node)}
-    if isinstance(node, str):
-        return {"str": node}
-    if isinstance(node, list):
-        return {"list": [tree(item) for item in node]}
-    if isinstance(node, dict):
-        return {"map": [[str(key), tree(value)] for key, value in node.items()]}
-    return {"other": repr(node)}
-
+from tagged_tree import tree
 
 parser = OverridesParser.create()
 for value in json.load(sys.stdin):

@@ -145,6 +145,11 @@ pub fn render(
         match (results.interrupted, t.meets_expectation) {
             // Too few epochs for a result: what was measured is shown, not judged.
             (Some(_), _) => "no verdict (interrupted)",
+            _ if super::validity::unmeasured_epochs(config, results).len()
+                == results.epochs.len() =>
+            {
+                "no verdict (the metric window measured nothing)"
+            }
             (None, true) => "PASS",
             (None, false) => "FAIL",
         }

@@ -132,10 +132,42 @@ fn phase_warning(label: &str, phase: &PhaseResult) -> Option<String> {
 }
 
 /// Every warning about the validity of a finished run, in the order users should read them.
+/// The training epochs whose metric window keeps none of their steps: their AU and samples/s
+/// are 0 and measured nothing.
+pub fn unmeasured_epochs(config: &Config, results: &Results) -> Vec<u64> {
+    let excluded = config
+        .output
+        .exclude_start_steps
+        .saturating_add(config.output.exclude_end_steps);
+    results
+        .epochs
+        .iter()
+        .filter(|e| e.train.steps as u64 <= excluded)
+        .map(|e| e.epoch)
+        .collect()
+}
+
 pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
     let mut warnings: Vec<String> = Vec::new();
     if results.trained() {
         warnings.extend(DatasetSize::new(config, results.client_memory_bytes).warning(config));
+    }
+    let unmeasured = unmeasured_epochs(config, results);
+    if let Some(first) = unmeasured.first() {
+        let steps = results
+            .epochs
+            .iter()
+            .find(|e| e.epoch == *first)
+            .map_or(0, |e| e.train.steps);
+        warnings.push(format!(
+            "the metric window (workload.output.metric.exclude_start_steps = {}, \
+             exclude_end_steps = {}) keeps none of the {steps} steps of {} epoch(s) (from epoch \
+             {first}): their AU and samples/s are 0 and measured nothing; lower the exclusions, \
+             or give each epoch more steps",
+            config.output.exclude_start_steps,
+            config.output.exclude_end_steps,
+            unmeasured.len()
+        ));
     }
     for load in results
         .checkpoints

@@ -105,6 +105,14 @@ impl<'a> Fields<'a> {
             None => default,
             Some(Value::Int(i)) => *i,
             Some(Value::Float(f)) if f.fract() == 0.0 && f.abs() < 9e15 => *f as i64,
+            Some(v @ Value::Float(f)) if f.is_finite() && f.fract() == 0.0 => {
+                self.fail(
+                    key,
+                    v,
+                    "too large: a whole number written as a float is taken up to 9e15",
+                );
+                default
+            }
             Some(v) => {
                 self.fail(key, v, "expected an integer");
                 default
@@ -144,7 +152,11 @@ impl<'a> Fields<'a> {
     /// `int()` of the derived dimensions does.
     pub fn bytes(&mut self, key: &str, default: u64) -> u64 {
         match self.raw(key) {
-            Some(Value::Float(f)) if f.is_finite() && *f >= 0.0 => *f as u64,
+            Some(Value::Float(f)) if f.is_finite() && *f >= 0.0 && *f < 9.2e18 => *f as u64,
+            Some(v @ Value::Float(f)) if f.is_finite() && *f >= 0.0 => {
+                self.fail(key, v, "too large a number of bytes");
+                default
+            }
             Some(v @ Value::Float(_)) => {
                 self.fail(key, v, "expected a number of bytes, at least 0");
                 default

@@ -200,12 +200,9 @@ impl<'a> RowGroupReader<'a> {
     /// Reads and parses the footer of `key`, as opening a `ParquetFile` does; returns the bytes
     /// fetched.
     fn open(&mut self, storage: &dyn Storage, key: &str, buf: &mut ReadBuffer) -> Result<u64> {
-        let size = storage.size(key).map_err(|e| {
-            Error::run(format!(
-                "cannot read data file {}: {e}",
-                storage.describe(key)
-            ))
-        })?;
+        let size = storage
+            .size(key)
+            .map_err(|e| Error::on_object("cannot read data file", storage.describe(key), e))?;
         if size < 12 {
             return Err(corrupt(
                 storage,
@@ -357,10 +354,8 @@ impl<'a> RowGroupReader<'a> {
             return Err(error);
         }
         read.map_err(|e| {
-            Error::run(format!(
-                "cannot read data file {}: row group {g}: {e}",
-                storage.describe(key)
-            ))
+            let object = format!("{} (row group {g})", storage.describe(key));
+            Error::on_object("cannot read data file", object, e)
         })?;
         Ok(fetched)
     }

@@ -53,6 +53,8 @@ const CASES: &[Case] = &[
     Case { id: "word-function", run: "$BIN config workload=default '++workload.reader.batch_size=int(3)'", code: 2, says: &["function int"] },
     Case { id: "word-tilde-unquoted", run: "$BIN config workload=default ++workload.model.name=~", code: 2, says: &["'~' cannot be written unquoted"] },
     Case { id: "word-big-integer", run: "$BIN config workload=default ++workload.dataset.num_files_train=99999999999999999999", code: 2, says: &["99999999999999999999 is too large an integer"] },
+    Case { id: "word-nested-deep", run: "$BIN config workload=default \"++workload.x=$(printf '%*s' 50000 '' | tr ' ' '[')$(printf '%*s' 50000 '' | tr ' ' ']')\"", code: 2, says: &["nested deeper than 64"] },
+    Case { id: "word-no-is-a-string", run: "$BIN config workload=default ++workload.workflow.evaluation=no", code: 2, says: &["workflow.evaluation", "True or False"] },
     Case { id: "word-octal-is-a-string", run: "$BIN config workload=default ++workload.reader.batch_size=017", code: 2, says: &["batch_size", "017"] },
     Case { id: "word-hydra-subdir-escapes", run: "$BIN run -q $SYN ++hydra.run.dir=$WORK/out/subdir ++hydra.output_subdir=../x", code: 2, says: &["inside the run folder"] },
     Case { id: "word-config-name", run: "$BENCH --config-name=foo $SYN", code: 2, says: &["--config-name=foo", "'config'"] },

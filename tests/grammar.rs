@@ -420,6 +420,15 @@ fn random_override_values_are_read_as_hydra_reads_them() {
 }
 
 #[test]
+fn a_deeply_nested_word_value_is_refused_not_a_stack_overflow() {
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let refused = dlio_rs::config::word_value::parse(&deep).unwrap_err();
+    assert!(refused.contains("nested deeper than 64"), "{refused}");
+    let fine = format!("{}1{}", "[".repeat(64), "]".repeat(64));
+    assert!(dlio_rs::config::word_value::parse(&fine).is_ok());
+}
+
+#[test]
 fn hostile_yaml_is_refused_quickly_with_the_reason() {
     let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n\
                 b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\

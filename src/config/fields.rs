@@ -94,7 +94,12 @@ impl<'a> Fields<'a> {
             Some(Value::Str(s)) if s.eq_ignore_ascii_case("true") => true,
             Some(Value::Str(s)) if s.eq_ignore_ascii_case("false") => false,
             Some(v) => {
-                self.fail(key, v, "expected a boolean (True/False, on/off, yes/no)");
+                self.fail(
+                    key,
+                    v,
+                    "expected a boolean: True or False (in a workload file also yes/no, on/off; \
+                     in a word those are strings, as Hydra reads them)",
+                );
                 default
             }
         }

@@ -48,7 +48,11 @@ pub fn parse(text: &str) -> Result<Value, String> {
         return Ok(Value::Str(String::new()));
     }
     let tokens = lex(text)?;
-    let mut parser = Parser { tokens, at: 0 };
+    let mut parser = Parser {
+        tokens,
+        at: 0,
+        depth: 0,
+    };
     let value = parser.element()?;
     match parser.peek() {
         None => Ok(value),
@@ -270,7 +274,12 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, String> {
 struct Parser<'a> {
     tokens: Vec<Token<'a>>,
     at: usize,
+    /// Lists and dictionaries open around the element being read.
+    depth: usize,
 }
+
+/// How deep lists and dictionaries may nest in one value (as in a workload file).
+const MAX_DEPTH: usize = 64;
 
 /// Tokens a primitive (a value) is made of; a dictionary key takes the same but colons,
 /// quotes and interpolations.
@@ -314,9 +323,12 @@ impl<'a> Parser<'a> {
         let Some(token) = self.peek() else {
             return Err("a value is missing".into());
         };
+        if matches!(token.kind, Kind::BracketOpen | Kind::BraceOpen) && self.depth >= MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
         match token.kind {
-            Kind::BracketOpen => self.list(),
-            Kind::BraceOpen => self.dict(),
+            Kind::BracketOpen => self.nested(Self::list),
+            Kind::BraceOpen => self.nested(Self::dict),
             Kind::Quoted => {
                 self.at += 1;
                 Ok(Value::Str(unquote(token.text)))
@@ -365,6 +377,13 @@ impl<'a> Parser<'a> {
                 })
                 .collect(),
         ))
+    }
+
+    fn nested(&mut self, read: fn(&mut Self) -> Result<Value, String>) -> Result<Value, String> {
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
     }
 
     fn list(&mut self) -> Result<Value, String> {

@@ -14,6 +14,9 @@
 //! demand): the whole file is read for each sample. The structure is checked (the header's
 //! columns, the sample's row present, labelled with its number, with as many fields, and the file
 //! ending with a line end); with `verify`, every value of the row is also parsed as a number.
+//! Files without a header and an index column, as DLIO's later generator writes them
+//! (`to_csv(index=False, header=False)`, read back with `header=None`), are read too: their rows
+//! are checked against the first one's fields.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore};
@@ -135,15 +138,13 @@ impl SampleReader for Csv {
         let fetched = read_whole(storage, key, buf)?;
         let file = buf.bytes.as_slice();
         let bad = |why: String| corrupt(storage, key, why);
-        let header_end =
-            find_line_end(file).ok_or_else(|| bad("the header line is truncated".into()))?;
-        let columns = count_fields(&file[..header_end]);
-        if !file.starts_with(b",") || columns < 2 {
-            return Err(bad(
-                "the header is not pandas' (an unnamed index column, then the columns)".into(),
-            ));
-        }
-        let mut start = header_end + 1;
+        let first_end =
+            find_line_end(file).ok_or_else(|| bad("the first line is truncated".into()))?;
+        let columns = count_fields(&file[..first_end]);
+        // pandas' header (an unnamed index column, then the columns) and an index in every row;
+        // or neither, as DLIO's later generator writes.
+        let headed = file.starts_with(b",");
+        let mut start = if headed { first_end + 1 } else { 0 };
         for row in 0..sample {
             let end = find_line_end(&file[start..]).ok_or_else(|| {
                 bad(format!(
@@ -162,18 +163,25 @@ impl SampleReader for Csv {
         let line = &file[start..start + end];
         let fields = count_fields(line);
         if fields != columns {
+            let against = if headed {
+                "the header"
+            } else {
+                "the first row"
+            };
             return Err(bad(format!(
-                "row {sample} has {fields} fields, the header {columns}"
+                "row {sample} has {fields} fields, {against} {columns}"
             )));
         }
         let mut values = line.split(|&b| b == b',');
-        let label = values.next().unwrap_or_default();
-        let mut number = itoa::Buffer::new();
-        if label != number.format(sample).as_bytes() {
-            return Err(bad(format!(
-                "row {sample} is labelled {:?}",
-                String::from_utf8_lossy(label)
-            )));
+        if headed {
+            let label = values.next().unwrap_or_default();
+            let mut number = itoa::Buffer::new();
+            if label != number.format(sample).as_bytes() {
+                return Err(bad(format!(
+                    "row {sample} is labelled {:?}",
+                    String::from_utf8_lossy(label)
+                )));
+            }
         }
         if self.verify {
             for (column, value) in values.enumerate() {
@@ -348,8 +356,24 @@ mod tests {
         assert!(read(&relabelled, false, 1)
             .unwrap_err()
             .contains("row 1 is labelled \"9\""));
-        let error = read(&file[1..], false, 0).unwrap_err();
-        assert!(error.contains("header"), "{error}");
+        // DLIO's later layout: no header, no index column; rows checked against the first.
+        let headerless: String = text
+            .lines()
+            .skip(1)
+            .map(|row| format!("{}\n", row.split_once(',').unwrap().1))
+            .collect();
+        for sample in 0..3 {
+            assert!(
+                read(headerless.as_bytes(), true, sample).is_ok(),
+                "{sample}"
+            );
+        }
+        let long = headerless.replacen("\n", "\n9,", 1);
+        let error = read(long.as_bytes(), false, 1).unwrap_err();
+        assert!(
+            error.contains("row 1 has 7 fields, the first row 6"),
+            "{error}"
+        );
         let not_a_number = text.replacen("\n0,", "\n0,x", 1).into_bytes();
         assert!(read(&not_a_number, false, 0).is_ok());
         let error = read(&not_a_number, true, 0).unwrap_err();

@@ -20,7 +20,8 @@ fn is_records(name: &[u8]) -> bool {
     name == b"records" || name.starts_with(b"records_")
 }
 
-/// The root group's links to records datasets, `records` first, then `records_N` by N.
+/// The root group's links to records datasets, `records` first, then `records_N` by N; a dataset
+/// linked under two names once.
 pub(super) fn records_links(io: &mut Io, root: u64) -> Result<Vec<Link>> {
     let namer = io.namer();
     let sizes = io.sizes;
@@ -69,7 +70,16 @@ pub(super) fn records_links(io: &mut Io, root: u64) -> Result<Vec<Link>> {
         return Err(namer.corrupt("no `records` or `records_*` dataset in the root group"));
     }
     links.sort_by(|a, b| (a.name.len(), &a.name).cmp(&(b.name.len(), &b.name)));
-    Ok(links)
+    // One dataset under two names (dlio-rs links `records_0` as `records` too, for DLIO 2.0) is
+    // read once, under its later name.
+    let mut seen = std::collections::HashSet::new();
+    let mut unique: Vec<Link> = links
+        .into_iter()
+        .rev()
+        .filter(|link| seen.insert(link.address))
+        .collect();
+    unique.reverse();
+    Ok(unique)
 }
 
 /// A link message: the link when it is a hard link to a records dataset.

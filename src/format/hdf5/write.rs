@@ -35,6 +35,7 @@ const LINK: u8 = 0x06;
 const LAYOUT: u8 = 0x08;
 const GROUP_INFO: u8 = 0x0a;
 const FILTER_PIPELINE: u8 = 0x0b;
+const REFERENCE_COUNT: u8 = 0x16;
 /// Message flag: the message never changes (h5py sets it on datatypes, fill values and filters).
 const CONSTANT: u8 = 0x01;
 
@@ -305,8 +306,12 @@ fn root_header(names: &[String], at: &Addresses) -> Vec<u8> {
     link_info.extend_from_slice(&UNDEFINED.to_le_bytes()); // no name index
                                                            // Beyond 8 links the library would move them to dense storage; saying that this group keeps
                                                            // them compact up to their number makes the file consistent with its own settings.
-    let group_info = if names.len() > 8 {
-        let most = names.len().min(u16::MAX as usize) as u16;
+                                                           // One records dataset is also linked as `records`, the name DLIO 2.0 (its PyPI release) reads;
+                                                           // DLIO's later releases read `records_0`. Two names of one object: no byte is stored twice.
+    let alias = (at.records.len() == 1).then(|| ("records".to_string(), at.records[0]));
+    let links = names.len() + usize::from(alias.is_some());
+    let group_info = if links > 8 {
+        let most = links.min(u16::MAX as usize) as u16;
         let mut body = vec![0, 1];
         body.extend_from_slice(&most.to_le_bytes());
         body.extend_from_slice(&6u16.to_le_bytes());
@@ -315,8 +320,8 @@ fn root_header(names: &[String], at: &Addresses) -> Vec<u8> {
         vec![0, 0]
     };
     let mut messages = vec![(LINK_INFO, 0, link_info), (GROUP_INFO, 0, group_info)];
-    let targets = at.records.iter().chain([&at.labels]);
-    for (name, address) in names.iter().zip(targets) {
+    let targets = at.records.iter().copied().chain([at.labels]);
+    for (name, address) in names.iter().cloned().zip(targets).chain(alias) {
         // Version 1, a hard link, a one-byte name length.
         let mut body = vec![1, 0, name.len() as u8];
         body.extend_from_slice(name.as_bytes());
@@ -384,6 +389,12 @@ fn records_header(
         (DATASPACE, 0, dataspace(plan.shape)),
         (DATATYPE, CONSTANT, datatype(plan.element)),
     ];
+    if plan.records == 1 {
+        // Linked twice (`records_0` and `records`): its reference count says so, version 0.
+        let mut count = vec![0];
+        count.extend_from_slice(&2u32.to_le_bytes());
+        messages.push((REFERENCE_COUNT, 0, count));
+    }
     let layout = match chunking {
         None => {
             // Fill value v3: allocated late, filled if set (h5py's defaults for contiguous data).

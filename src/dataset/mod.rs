@@ -24,6 +24,10 @@ use crate::config::{Config, ElementType, Format};
 use crate::plan::{mix64, Phase};
 pub use listing::FileList;
 
+/// The index files beside each data file of the indexed binary formats: one u64 per sample, its
+/// offset and its size, as DLIO writes them (`<file>.off.idx`, `<file>.sz.idx`).
+pub const INDEX_SUFFIXES: [&str; 2] = [".off.idx", ".sz.idx"];
+
 /// DLIO seeds its size draws with 10.
 const SIZE_SEED: u64 = 10;
 
@@ -166,6 +170,14 @@ impl Dataset {
             }
         }
         folders
+    }
+
+    /// The files beside each data file that a reader needs (the indexes of indexed binary).
+    pub fn side_suffixes(&self) -> &'static [&'static str] {
+        match self.format {
+            Format::IndexedBinary | Format::MmapIndexedBinary => &INDEX_SUFFIXES,
+            _ => &[],
+        }
     }
 
     /// The split and index of a file in generation order.

@@ -109,6 +109,25 @@ pub fn find_files(
             }
         }
         counter.finish_quietly();
+        // The checked files' indexes too: a reader cannot read a sample without them.
+        if missing.is_none() {
+            for index in sampled_indices(split.files, rules.validation_interval) {
+                let key = dataset.file_key(split, index);
+                for suffix in dataset.side_suffixes() {
+                    let side = format!("{key}{suffix}");
+                    let present = storage.exists(&side).map_err(|e| {
+                        Error::on_object("cannot look up index file", storage.describe(&side), e)
+                    })?;
+                    if !present {
+                        return Err(Error::usage(format!(
+                            "{} is missing: the index of data file {}, which a reader needs; {hint}",
+                            storage.describe(&side),
+                            storage.describe(&key)
+                        )));
+                    }
+                }
+            }
+        }
         let Some((index, key)) = missing else {
             found.push(SplitNames {
                 folder: split.folder.to_string(),

@@ -26,8 +26,8 @@ use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, Storage};
 
-const OFFSETS: &str = ".off.idx";
-const SIZES: &str = ".sz.idx";
+const OFFSETS: &str = crate::dataset::INDEX_SUFFIXES[0];
+const SIZES: &str = crate::dataset::INDEX_SUFFIXES[1];
 const ENTRY: u64 = 8;
 /// The unit in which index entries are fetched: a page holds 512 of them.
 const INDEX_PAGE: u64 = IoBuffer::ALIGNMENT as u64;

@@ -913,7 +913,12 @@ fn keep_what_all_completed(
     }
     Ok(Interruption {
         signal,
-        epochs_planned: config.train.epochs,
+        // A checkpoint-only run plans no epoch.
+        epochs_planned: if config.workflow.train {
+            config.train.epochs
+        } else {
+            0
+        },
     })
 }
 

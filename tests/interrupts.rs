@@ -143,6 +143,59 @@ fn a_run_stopped_before_any_epoch_completed_reports_nothing_but_the_interruption
 }
 
 #[test]
+fn a_checkpoint_only_run_stopped_reports_the_checkpoints_every_rank_completed() {
+    let tmp = Scratch::new("interrupt-checkpoints");
+    let out = tmp.join("out");
+    let mut words = strings(&[
+        "run",
+        "-n",
+        "2",
+        "workload=default",
+        "++workload.workflow.train=False",
+        "++workload.workflow.checkpoint=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.model.model_size_bytes=4096",
+        "++workload.checkpoint.num_checkpoints_write=4",
+        "++workload.checkpoint.num_checkpoints_read=0",
+        "++workload.checkpoint.time_between_checkpoints=1",
+    ]);
+    words.push(format!(
+        "++workload.checkpoint.checkpoint_folder={}",
+        tmp.s("ckpt")
+    ));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    let mut run = Live::dlio_rs(&tmp.path, &words);
+    // The second save has begun, so every rank completed the first (a barrier comes between);
+    // the fourth is two pauses of a second away.
+    let second = tmp.join("ckpt/global_epoch1_step2");
+    let deadline = Instant::now() + LIVE_BOUND;
+    while !second.exists() {
+        assert!(
+            run.try_wait().is_none(),
+            "the run ended before its second save"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no second save in {LIVE_BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    run.signal(libc::SIGINT);
+    let (ran, took) = run.finish();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(at(&report, "/status"), "interrupted", "{}", ran.context());
+    let completed = int(&report, "/interrupted/checkpoints_completed") as usize;
+    assert!((1..=3).contains(&completed), "{completed}");
+    assert_eq!(
+        at(&report, "/checkpoints/list").as_array().unwrap().len(),
+        completed
+    );
+    assert_eq!(int(&report, "/interrupted/epochs_planned"), 0);
+}
+
+#[test]
 fn a_second_signal_ends_the_process_at_once() {
     let tmp = Scratch::new("interrupt-twice");
     let out = tmp.join("out");

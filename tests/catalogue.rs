@@ -90,6 +90,7 @@ const CASES: &[Case] = &[
     Case { id: "value-output-folder-empty", run: "$BIN config workload=default ++workload.output.folder=", code: 2, says: &["output.folder"] },
     Case { id: "value-parquet-column-size", run: "$BIN config workload=default ++workload.dataset.format=parquet '++workload.dataset.parquet.columns=[{name: a, dtype: float64, size: 9223372036854775807}]'", code: 2, says: &["bad size", "2^32"] },
     Case { id: "value-metric-window-empty", run: "$BIN run $SYN ++workload.output.metric.exclude_start_steps=3 ++workload.output.metric.exclude_end_steps=1 ++hydra.run.dir=$WORK/out/window", code: 0, says: &["exclude_start_steps = 3", "keeps none of the 4 steps", "no verdict"] },
+    Case { id: "value-parquet-nothing-read", run: "$BIN config workload=default ++workload.dataset.format=parquet '++workload.dataset.parquet.columns=[{name: a, dtype: float32, read: false}]'", code: 2, says: &["at least one must be read"] },
     Case { id: "value-drop-timeout", run: "DLIO_DROP_CACHES_TIMEOUT=1e300 $BIN run -q $SYN ++workload.reader.page_cache=drop_before_epoch ++hydra.run.dir=$WORK/out/dct", code: 2, says: &["DLIO_DROP_CACHES_TIMEOUT"] },
     // --- Data -----------------------------------------------------------------------------------
     Case { id: "data-folder-missing", run: "$BIN run -q $T ++workload.dataset.format=npy ++workload.dataset.data_folder=$WORK/nothing ++hydra.run.dir=$WORK/out/dm", code: 2, says: &["does not exist", "generate the dataset with"] },

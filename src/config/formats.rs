@@ -95,6 +95,16 @@ pub(super) fn parquet(f: &mut Fields) -> ParquetConfig {
             "expected a list of columns, e.g. [{name: x, dtype: float32, size: 1024}]",
         ),
     }
+    // Reading none, a run would measure nothing while reporting the nominal rate.
+    if !columns.is_empty() && columns.iter().all(|c| !c.read) {
+        if let Some(value) = f.raw(key).cloned() {
+            f.fail(
+                key,
+                &value,
+                "every column has read: False; at least one must be read",
+            );
+        }
+    }
     ParquetConfig {
         columns,
         row_group_size: f.count("dataset.parquet.row_group_size", 1024, 1),

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::lock::{Access, FolderLock};
 
-pub use crate::lock::LOCK_FILE;
 
 /// An output folder this run holds; the lock goes with it (or with the process).
 #[derive(Debug)]
@@ -117,6 +116,7 @@ pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::LOCK_FILE;
 
     #[test]
     fn runs_started_in_the_same_second_get_folders_of_their_own() {

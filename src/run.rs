@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::checkpoint::{self, Checkpointing, Geometry, Schedule};
+use crate::checkpoint::{Checkpointing, Geometry, Schedule};
 use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source};
 use crate::dataset::listing::FileList;
@@ -27,7 +27,7 @@ use crate::report::{
     RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
-use crate::storage::{Accounting, LocalFs, LocalOptions, Storage};
+use crate::storage::{self, Accounting, Storage};
 use crate::trainer::{self, RunContext};
 
 #[derive(Debug, Clone)]
@@ -77,7 +77,7 @@ struct Setup {
     config: Config,
     dataset: Dataset,
     format: Box<dyn FileFormat>,
-    storage: LocalFs,
+    storage: Box<dyn Storage>,
     /// How long a page-cache drop may take, when the run drops it (`drop_before_epoch`).
     drop_timeout: Option<Duration>,
     /// The run's checkpoints, when it saves or loads any.
@@ -88,7 +88,7 @@ struct Setup {
 struct CheckpointSetup {
     geometry: Geometry,
     schedule: Schedule,
-    storage: LocalFs,
+    storage: Box<dyn Storage>,
 }
 
 /// The run as one process of `comm` performs it. Process 0 leads: it writes the run's shared
@@ -110,7 +110,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     let checkpointing = checkpoints.as_ref().map(|c| Checkpointing {
         geometry: &c.geometry,
         schedule: c.schedule,
-        storage: &c.storage,
+        storage: c.storage.as_ref(),
         fsync: config.checkpoint.fsync,
         randomize: config.checkpoint.randomize_tensor,
     });
@@ -151,7 +151,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 &config,
                 source,
                 &mut dataset,
-                &storage,
+                storage.as_ref(),
                 display,
                 &mut data_lock,
             )?;
@@ -164,7 +164,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 comm,
                 &dataset,
                 format.as_ref(),
-                &storage,
+                storage.as_ref(),
                 &log,
                 display,
                 &mut data_lock,
@@ -192,7 +192,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 &config,
                 source,
                 &mut dataset,
-                &storage,
+                storage.as_ref(),
                 display,
                 &mut data_lock,
             )?;
@@ -229,7 +229,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             config: &config,
             dataset: &dataset,
             format: format.as_ref(),
-            storage: &storage,
+            storage: storage.as_ref(),
             comm,
             clock: &clock,
             run_entropy,
@@ -297,7 +297,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             let share = share_of(comm);
             agree(
                 comm,
-                delete_dataset(&dataset, format.as_ref(), &storage, &share),
+                delete_dataset(&dataset, format.as_ref(), storage.as_ref(), &share),
             )?;
         }
         log.check()?;
@@ -340,13 +340,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         };
     let dataset = Dataset::from_config(&config);
     let format = format::for_config(&config, options.verify)?;
-    let storage = LocalFs::with_options(
-        config.data_folder(),
-        LocalOptions {
-            odirect: config.reader.odirect,
-            evict_after_read: config.reader.page_cache == PageCache::EvictAfterRead,
-        },
-    );
+    let storage = storage::for_data(&config);
     // Bad input is reported before anything is written.
     if config.workflow.train {
         check_steps(&config, world)?;
@@ -357,14 +351,16 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         schedule => Some(CheckpointSetup {
             geometry: Geometry::new(&config, world)?,
             schedule,
-            storage: checkpoint::storage_for(&config),
+            storage: storage::for_checkpoints(&config),
         }),
     };
     if let Some(c) = &checkpoints {
         if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
             c.geometry.check_readable()?;
         }
-        check_room_for_a_checkpoint(&c.geometry, c.storage.root(), options.accelerators as u64)?;
+        if let Some(folder) = c.storage.local_root() {
+            check_room_for_a_checkpoint(&c.geometry, folder, options.accelerators as u64)?;
+        }
     }
     Ok(Setup {
         config,
@@ -436,7 +432,7 @@ fn generate_together(
     comm: &dyn Comm,
     dataset: &Dataset,
     format: &dyn FileFormat,
-    storage: &LocalFs,
+    storage: &dyn Storage,
     log: &DlioLog,
     display: Display,
     data_lock: &mut Option<FolderLock>,
@@ -446,8 +442,12 @@ fn generate_together(
     agree(
         comm,
         if lead {
-            take_data_folder(storage.root(), Access::Exclusive)
-                .map(|lock| *data_lock = Some(lock))
+            // A local folder is held while the dataset is written (object stores have no lock).
+            let held = match storage.local_root() {
+                Some(root) => take_data_folder(root, Access::Exclusive).map(Some),
+                None => Ok(None),
+            };
+            held.map(|lock| *data_lock = lock)
                 .and_then(|()| generate::begin(dataset, storage))
         } else {
             Ok(())
@@ -501,7 +501,7 @@ fn find_dataset_once(
     config: &Config,
     source: &Source,
     dataset: &mut Dataset,
-    storage: &LocalFs,
+    storage: &dyn Storage,
     display: Display,
     data_lock: &mut Option<FolderLock>,
 ) -> Result<Vec<SplitNames>> {
@@ -521,11 +521,11 @@ fn find_dataset_once(
     let found = broadcast_value(comm, found)?;
     dataset.train.listed = found.train.map(Arc::new);
     dataset.eval.listed = found.eval.map(Arc::new);
-    if config.reader.odirect && dataset.train.files > 0 {
+    if dataset.train.files > 0 {
         // A file system that refuses O_DIRECT is found before training, not in its first read.
         agree(
             comm,
-            storage.check_direct_io(&dataset.file_key(&dataset.train, 0)),
+            storage.check_reads(&dataset.file_key(&dataset.train, 0)),
         )?;
     }
     Ok(found.names)
@@ -668,31 +668,15 @@ fn find_dataset(
     config: &Config,
     source: &Source,
     dataset: &mut Dataset,
-    storage: &LocalFs,
+    storage: &dyn Storage,
     display: Display,
     data_lock: &mut Option<FolderLock>,
 ) -> Result<Vec<SplitNames>> {
-    let root = storage.root();
-    match std::fs::metadata(root) {
-        Ok(found) if found.is_dir() => {}
-        Ok(_) => {
-            return Err(Error::usage(format!(
-                "the data folder {} is not a folder; {}",
-                root.display(),
-                generate_hint(config, source)
-            )))
+    if let Some(root) = storage.local_root() {
+        check_data_folder(root, config, source)?;
+        if data_lock.is_none() {
+            *data_lock = Some(take_data_folder(root, Access::Shared)?);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::usage(format!(
-                "the data folder {} does not exist; {}",
-                root.display(),
-                generate_hint(config, source)
-            )))
-        }
-        Err(e) => return Err(Error::io("cannot look up data folder", root, e)),
-    }
-    if data_lock.is_none() {
-        *data_lock = Some(take_data_folder(root, Access::Shared)?);
     }
     let marker = storage.describe(generate::INCOMPLETE_MARKER);
     if storage
@@ -702,7 +686,7 @@ fn find_dataset(
         return Err(Error::usage(format!(
             "the dataset in {} is incomplete: its generation did not finish ({marker} is still \
              there); {}",
-            root.display(),
+            storage.describe(""),
             generate_hint(config, source)
         )));
     }
@@ -717,6 +701,25 @@ fn find_dataset(
     let hint = generate_hint(config, source);
     let found = names::find_files(dataset, &phases, storage, rules, display, &hint)?;
     Ok(found)
+}
+
+/// The local data folder is a folder: a usage error with the command that generates the data
+/// where it is missing or a file.
+fn check_data_folder(root: &Path, config: &Config, source: &Source) -> Result<()> {
+    match std::fs::metadata(root) {
+        Ok(found) if found.is_dir() => Ok(()),
+        Ok(_) => Err(Error::usage(format!(
+            "the data folder {} is not a folder; {}",
+            root.display(),
+            generate_hint(config, source)
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::usage(format!(
+            "the data folder {} does not exist; {}",
+            root.display(),
+            generate_hint(config, source)
+        ))),
+        Err(e) => Err(Error::io("cannot look up data folder", root, e)),
+    }
 }
 
 /// Takes the data folder (made if missing) for a generation (`Exclusive`) or a training run's
@@ -750,14 +753,14 @@ fn take_data_folder(root: &Path, access: Access) -> Result<FolderLock> {
 fn delete_dataset(
     dataset: &Dataset,
     format: &dyn FileFormat,
-    storage: &LocalFs,
+    storage: &dyn Storage,
     share: &Share,
 ) -> Result<()> {
     let delete = |key: &str| {
         storage
             .delete(key)
             .map(|_| ())
-            .map_err(|e| Error::io("cannot delete", &storage.path(key), e))
+            .map_err(|e| Error::on_object("cannot delete", storage.describe(key), e))
     };
     for split in [&dataset.train, &dataset.eval] {
         for index in 0..split.files {

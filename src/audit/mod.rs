@@ -39,7 +39,6 @@ use crate::dataset::listing::list_split;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
-use crate::storage::{LocalFs, Storage};
 use crate::trainer::eval_due;
 
 use bitset::BitSet;
@@ -222,14 +221,14 @@ fn locate_first_reads(
 /// Lists the data folder's splits that the run listed, as it did: their names are not the
 /// scheme's, so the plan's file indices are positions in that listing.
 fn relist(dataset: &mut Dataset, config: &Config, listed: &[String]) -> Result<()> {
-    let storage = LocalFs::new(config.data_folder());
+    let storage = crate::storage::for_data(config);
     for phase in [Phase::Train, Phase::Eval] {
         let split = dataset.split(phase);
         if !listed.iter().any(|folder| folder == split.folder) {
             continue;
         }
-        let mut list =
-            list_split(&storage, split.folder, dataset.format, &mut |_| {}).map_err(|e| {
+        let mut list = list_split(storage.as_ref(), split.folder, dataset.format, &mut |_| {})
+            .map_err(|e| {
                 Error::run(format!(
                     "the run listed {}, and listing it again failed: {e}",
                     storage.describe(split.folder)

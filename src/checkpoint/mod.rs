@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use crate::config::Config;
 use crate::error::Result;
 use crate::stats::{CheckpointOp, CheckpointRecord, Clock};
-use crate::storage::{LocalFs, LocalOptions, Storage};
+use crate::storage::Storage;
 
 pub use geometry::{Geometry, ShardFile};
 pub use schedule::Schedule;
@@ -37,23 +37,6 @@ pub struct Checkpointing<'a> {
 /// relative, as DLIO resolves it.
 pub fn folder(config: &Config) -> PathBuf {
     config.resolve_against_storage_root(&config.checkpoint.folder)
-}
-
-/// The storage checkpoints go to: the checkpoint folder, with O_DIRECT writes and reads when
-/// `checkpoint.odirect`.
-pub fn storage_for(config: &Config) -> LocalFs {
-    let storage = LocalFs::with_options(
-        folder(config),
-        LocalOptions {
-            odirect: config.checkpoint.odirect,
-            evict_after_read: false,
-        },
-    );
-    if config.checkpoint.odirect {
-        storage.writing_direct()
-    } else {
-        storage
-    }
 }
 
 /// Where a save or load goes: `global_epoch{epoch}_step{step}`, DLIO's `{op}_ckpt{index}`.

@@ -197,7 +197,9 @@ impl Counting<'static> {
 impl Drop for Counting<'_> {
     fn drop(&mut self) {
         if let Inner::Owned(storage) = &self.inner {
-            let _ = std::fs::remove_dir_all(storage.root());
+            if let Some(root) = storage.local_root() {
+                let _ = std::fs::remove_dir_all(root);
+            }
         }
     }
 }

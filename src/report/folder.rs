@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::lock::{Access, FolderLock};
 
-
 /// An output folder this run holds; the lock goes with it (or with the process).
 #[derive(Debug)]
 pub struct OutputFolder {

@@ -106,10 +106,6 @@ impl LocalFs {
         self
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     pub fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
     }
@@ -942,6 +938,18 @@ impl Storage for LocalFs {
 
     fn release_all(&self) {
         HELD.with(|held| held.borrow_mut().retain(|h| h.storage != self.id));
+    }
+
+    fn local_root(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+
+    fn check_reads(&self, key: &str) -> Result<()> {
+        if self.options.odirect {
+            self.check_direct_io(key)
+        } else {
+            Ok(())
+        }
     }
 
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {

@@ -15,6 +15,36 @@ pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
 
+/// The storage a configuration's dataset lives in: the data folder, read with O_DIRECT or with
+/// pages evicted as the configuration asks (`storage.storage_type: local_fs` and
+/// `parallel_fs`; object storage is refused by `Config::check_supported` until it exists).
+pub fn for_data(config: &crate::config::Config) -> Box<dyn Storage> {
+    Box::new(LocalFs::with_options(
+        config.data_folder(),
+        LocalOptions {
+            odirect: config.reader.odirect,
+            evict_after_read: config.reader.page_cache == crate::config::PageCache::EvictAfterRead,
+        },
+    ))
+}
+
+/// The storage a configuration's checkpoints go to: the checkpoint folder, with O_DIRECT writes
+/// and reads when `checkpoint.odirect`.
+pub fn for_checkpoints(config: &crate::config::Config) -> Box<dyn Storage> {
+    let storage = LocalFs::with_options(
+        crate::checkpoint::folder(config),
+        LocalOptions {
+            odirect: config.checkpoint.odirect,
+            evict_after_read: false,
+        },
+    );
+    Box::new(if config.checkpoint.odirect {
+        storage.writing_direct()
+    } else {
+        storage
+    })
+}
+
 /// Files a reader thread keeps open at most ([`Storage::hold`]), and whose format metadata its
 /// reader keeps: a reader moving from file to file sample by sample (random sampling over a
 /// shard's files) opens each of its last few once, as a dataset that keeps its file handles
@@ -80,6 +110,18 @@ pub trait Storage: Send + Sync {
 
     /// The calling thread's phase is over: every object it holds is closed.
     fn release_all(&self) {}
+
+    /// The local folder the keys live in, for what only a folder has (a lock, free space, its
+    /// own kind); `None` where the storage is not a local folder.
+    fn local_root(&self) -> Option<&std::path::Path> {
+        None
+    }
+
+    /// Checks, before any epoch, that reads of `key` can be made the way the storage makes them
+    /// (O_DIRECT where the file system may refuse it); a refusal is a usage error.
+    fn check_reads(&self, _key: &str) -> crate::error::Result<()> {
+        Ok(())
+    }
 
     /// The object's size in bytes: a metadata look-up (fstat), no data read, as a reader that
     /// starts from the end of a file (parquet's footer) makes on opening it.

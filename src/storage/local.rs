@@ -1105,6 +1105,25 @@ impl Storage for LocalFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passes_the_conformance_suite_buffered_direct_and_evicting() {
+        for (name, options) in [
+            ("buffered", LocalOptions::default()),
+            ("O_DIRECT", DIRECT),
+            (
+                "evicting",
+                LocalOptions {
+                    odirect: false,
+                    evict_after_read: true,
+                },
+            ),
+        ] {
+            let dir = scratch_dir(&format!("conformance-{}", name.to_lowercase()));
+            super::super::conformance::run(name, &LocalFs::with_options(&dir, options));
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
     use crate::storage::scratch_dir;
 
     /// Bytes that differ from block to block, so that a misplaced block shows.

@@ -3,6 +3,8 @@
 //! the backend's root (for local files: the data folder).
 
 mod buffer;
+#[cfg(test)]
+mod conformance;
 mod fs_type;
 mod local;
 mod mapped;

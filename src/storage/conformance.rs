@@ -1,0 +1,165 @@
+//! What every [`Storage`] backend must do, as one suite each backend's tests run against it (as
+//! object_store's integration tests do): the bytes written are the bytes read, whole, in ranges
+//! and in pieces; ranges past the end come back short, never wrong; absent objects say so; a
+//! listing names what was written; deletes delete. Backends differ in how they move the bytes
+//! (O_DIRECT blocks, evictions), never in what a caller gets.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::ops::ControlFlow;
+
+use super::{EntryKind, IoBuffer, Storage, Window};
+
+/// Bytes that differ from offset to offset, so a range read from the wrong place shows.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed)
+        .collect()
+}
+
+/// Runs every check against `storage`, which must start empty; `name` says which backend
+/// failed. Leaves the objects it wrote deleted.
+pub(crate) fn run(name: &str, storage: &dyn Storage) {
+    let small = pattern(1000, 1);
+    let large = pattern(3 * 4096 + 123, 2);
+    storage.put("a/small.bin", &small).unwrap();
+    // Written in pieces of uneven sizes, through the streaming writer.
+    let mut writer = storage.create("a/b/large.bin").unwrap();
+    for piece in large.chunks(5000) {
+        writer.write(piece).unwrap();
+    }
+    writer.finish().unwrap();
+    storage.put("empty.bin", &[]).unwrap();
+
+    let mut buf = IoBuffer::new();
+    for (key, bytes) in [
+        ("a/small.bin", &small),
+        ("a/b/large.bin", &large),
+        ("empty.bin", &Vec::new()),
+    ] {
+        let read = storage.read_all(key, &mut buf).unwrap();
+        assert_eq!(read.bytes(&buf), &bytes[..], "{name}: read_all {key}");
+        assert!(read.fetched >= bytes.len() as u64, "{name}: {key} fetched");
+        assert_eq!(
+            storage.size(key).unwrap(),
+            bytes.len() as u64,
+            "{name}: size {key}"
+        );
+        assert!(storage.exists(key).unwrap(), "{name}: exists {key}");
+    }
+
+    // Ranges: inside, across block edges, ending past the end, starting past it, empty.
+    let len = large.len() as u64;
+    for (offset, want) in [
+        (0, 10),
+        (4090, 20),
+        (4096, 4096),
+        (len - 5, 100),
+        (len, 10),
+        (len + 7, 10),
+        (17, 0),
+    ] {
+        let read = storage
+            .read_range("a/b/large.bin", offset, want, &mut buf)
+            .unwrap();
+        let start = (offset as usize).min(large.len());
+        let end = (start + want).min(large.len());
+        assert_eq!(
+            read.bytes(&buf),
+            &large[start..end],
+            "{name}: range {offset}+{want}"
+        );
+    }
+
+    // Several ranges together, handed over in order, whatever the window.
+    let ranges: Vec<(u64, usize)> = (0..13).map(|i| (i * 997 % len, 700)).collect();
+    for window in [
+        Window { reads: 1, bytes: 0 },
+        Window {
+            reads: 4,
+            bytes: 3000,
+        },
+        Window {
+            reads: 16,
+            bytes: 1 << 20,
+        },
+    ] {
+        let mut seen = Vec::new();
+        storage
+            .read_ranges(
+                "a/b/large.bin",
+                &ranges,
+                window,
+                &mut buf,
+                &mut |i, bytes, _| {
+                    let (offset, want) = ranges[i];
+                    let start = offset as usize;
+                    let end = (start + want).min(large.len());
+                    assert_eq!(bytes, &large[start..end], "{name}: ranges[{i}] {window:?}");
+                    seen.push(i);
+                    ControlFlow::Continue(())
+                },
+            )
+            .unwrap();
+        assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>(), "{name}: order");
+    }
+
+    // Read whole, in order, in pieces of the caller's size.
+    let mut reader = storage.open_sequential("a/b/large.bin").unwrap();
+    assert_eq!(reader.size(), len, "{name}: sequential size");
+    let mut whole = Vec::new();
+    loop {
+        let n = reader.read_next(&mut buf, 4096).unwrap();
+        if n == 0 {
+            break;
+        }
+        whole.extend_from_slice(&buf.as_slice()[..n]);
+    }
+    assert_eq!(whole, large, "{name}: sequential bytes");
+
+    // What is absent says so.
+    let missing = storage.read_all("a/none.bin", &mut buf).unwrap_err();
+    assert_eq!(
+        missing.kind(),
+        io::ErrorKind::NotFound,
+        "{name}: read absent"
+    );
+    assert!(
+        !storage.exists("a/none.bin").unwrap(),
+        "{name}: exists absent"
+    );
+    assert_eq!(
+        storage.size("a/none.bin").unwrap_err().kind(),
+        io::ErrorKind::NotFound,
+        "{name}: size absent"
+    );
+
+    // Listings name what is directly below a folder.
+    storage.make_folder("c/empty").unwrap();
+    let mut listed = BTreeMap::new();
+    storage
+        .list_dir("a", &mut |entry, kind| {
+            listed.insert(entry.to_string(), kind);
+        })
+        .unwrap();
+    assert_eq!(
+        listed,
+        BTreeMap::from([
+            ("small.bin".to_string(), EntryKind::File),
+            ("b".to_string(), EntryKind::Folder),
+        ]),
+        "{name}: list a"
+    );
+
+    // Replacing an object replaces all of it; evicting one leaves its bytes.
+    storage.put("a/small.bin", &small[..10]).unwrap();
+    storage.evict("a/small.bin").unwrap();
+    let read = storage.read_all("a/small.bin", &mut buf).unwrap();
+    assert_eq!(read.bytes(&buf), &small[..10], "{name}: replaced");
+
+    for key in ["a/small.bin", "a/b/large.bin", "empty.bin"] {
+        assert!(storage.delete(key).unwrap(), "{name}: delete {key}");
+        assert!(!storage.exists(key).unwrap(), "{name}: deleted {key}");
+        assert!(!storage.delete(key).unwrap(), "{name}: delete again {key}");
+    }
+}

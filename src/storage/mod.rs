@@ -1,6 +1,9 @@
-//! Bytes in and out of the storage under test. One trait; one file per backend. Readers and
-//! writers of formats never know which backend they use. Keys are `/`-separated paths relative to
-//! the backend's root (for local files: the data folder).
+//! Bytes in and out of the storage under test. One trait; one file per backend; one conformance
+//! suite every backend passes (`conformance.rs`); one place that picks the backend a
+//! configuration names ([`for_data`], [`for_checkpoints`]). Readers and writers of formats never
+//! know which backend they use. Keys are `/`-separated paths relative to the backend's root (for
+//! local files: the data folder); what only a local folder has (a lock, free space) is asked
+//! through [`Storage::local_root`].
 
 mod buffer;
 #[cfg(test)]

@@ -270,6 +270,16 @@ fn soup(count: usize, seed: u64) -> Vec<String> {
 }
 
 #[test]
+fn every_shipped_workload_is_read_as_omegaconf_reads_it() {
+    let texts: Vec<&str> = dlio_rs::config::workloads::SHIPPED
+        .iter()
+        .map(|(_, text)| *text)
+        .collect();
+    assert!(texts.len() >= 28);
+    compare("omegaconf_yaml.py", &texts, Value::from_yaml);
+}
+
+#[test]
 fn random_yaml_scalars_and_collections_are_read_as_omegaconf_reads_them() {
     let texts: Vec<String> = soup(1500, 1)
         .into_iter()

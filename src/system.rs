@@ -183,12 +183,11 @@ pub fn thread_limit() -> (u64, &'static str) {
 /// that exists; `None` where that cannot be known.
 pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
-    let existing = path.ancestors().find(|p| p.exists())?;
-    let existing = if existing.as_os_str().is_empty() {
-        std::path::Path::new(".")
-    } else {
-        existing
-    };
+    // A relative path none of whose folders exists yet is below the working folder.
+    let existing = path
+        .ancestors()
+        .find(|p| !p.as_os_str().is_empty() && p.exists())
+        .unwrap_or(std::path::Path::new("."));
     let c_path = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
     let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: statvfs reads the NUL-terminated path and writes one statvfs into the pointer.

@@ -142,21 +142,8 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     };
     // Whatever fails from here on is told in the log and report.json, in this run's folder.
     let outcome = (|| -> Result<Outcome> {
-        let mut file_names = Vec::new();
         // Process 0 holds the data folder while the run generates or reads it (crate::lock).
         let mut data_lock = None;
-        if config.workflow.train && !config.workflow.generate_data && needs_data {
-            file_names = find_dataset_once(
-                comm,
-                &config,
-                source,
-                &mut dataset,
-                storage.as_ref(),
-                display,
-                &mut data_lock,
-            )?;
-        }
-
         // Start-up is timed from the start of the process, or from the end of generation.
         let mut startup_origin = crate::system::process_start();
         let generated = if config.workflow.generate_data && needs_data {
@@ -186,8 +173,9 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             });
         }
 
-        if trains && config.workflow.generate_data && needs_data {
-            file_names = find_dataset_once(
+        // After the generation, if any: the files it made are found as any others.
+        let file_names = if trains && needs_data {
+            find_dataset_once(
                 comm,
                 &config,
                 source,
@@ -195,8 +183,10 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 storage.as_ref(),
                 display,
                 &mut data_lock,
-            )?;
-        }
+            )?
+        } else {
+            Vec::new()
+        };
         for found in &file_names {
             log.output(&found.describe());
         }

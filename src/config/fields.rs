@@ -139,6 +139,12 @@ impl<'a> Fields<'a> {
         self.int_at_least(key, default as i64, min as i64) as u64
     }
 
+    /// A count of at least `min` and at most `max` ([`Fields::at_most`]).
+    pub fn count_up_to(&mut self, key: &str, default: u64, min: u64, max: u64, what: &str) -> u64 {
+        let n = self.count(key, default, min);
+        self.at_most(key, n, max, what)
+    }
+
     /// `value` of `key`, refused beyond `max`: `what` says what a larger value would be, so that
     /// a typo (`1e18` epochs) is an error, not days of a run or all the memory.
     pub fn at_most(&mut self, key: &str, value: u64, max: u64, what: &str) -> u64 {

@@ -535,15 +535,10 @@ fn sample_bytes(f: &mut Fields, key: &str, default: u64) -> u64 {
     f.at_most(key, bytes, MAX_SAMPLE_BYTES, "1 TiB for one sample")
 }
 
-fn files(f: &mut Fields, key: &str, default: u64) -> u64 {
-    let n = f.count(key, default, 0);
-    f.at_most(key, n, MAX_FILES, "files in one split")
-}
-
-fn subfolders(f: &mut Fields, key: &str) -> u64 {
-    let n = f.count(key, 0, 0);
-    f.at_most(key, n, MAX_SUBFOLDERS, "folders, each made even when empty")
-}
+/// What a value beyond each bound would be, in the error.
+const FILES: &str = "files in one split";
+const SUBFOLDERS: &str = "folders, each made even when empty";
+const BATCH: &str = "samples in one batch";
 
 fn transfer_size(f: &mut Fields) -> u64 {
     let key = "reader.transfer_size";
@@ -632,20 +627,30 @@ impl Config {
                 "dataset.record_length_bytes_resize",
                 0,
             ),
-            num_files_train: files(&mut f, "dataset.num_files_train", 8),
-            num_files_eval: files(&mut f, "dataset.num_files_eval", 0),
-            num_samples_per_file: {
-                let n = f.count("dataset.num_samples_per_file", 1, 1);
-                f.at_most(
-                    "dataset.num_samples_per_file",
-                    n,
-                    MAX_IN_ONE,
-                    "samples in one file",
-                )
-            },
+            num_files_train: f.count_up_to("dataset.num_files_train", 8, 0, MAX_FILES, FILES),
+            num_files_eval: f.count_up_to("dataset.num_files_eval", 0, 0, MAX_FILES, FILES),
+            num_samples_per_file: f.count_up_to(
+                "dataset.num_samples_per_file",
+                1,
+                1,
+                MAX_IN_ONE,
+                "samples in one file",
+            ),
             data_folder: f.string("dataset.data_folder", "./data/"),
-            num_subfolders_train: subfolders(&mut f, "dataset.num_subfolders_train"),
-            num_subfolders_eval: subfolders(&mut f, "dataset.num_subfolders_eval"),
+            num_subfolders_train: f.count_up_to(
+                "dataset.num_subfolders_train",
+                0,
+                0,
+                MAX_SUBFOLDERS,
+                SUBFOLDERS,
+            ),
+            num_subfolders_eval: f.count_up_to(
+                "dataset.num_subfolders_eval",
+                0,
+                0,
+                MAX_SUBFOLDERS,
+                SUBFOLDERS,
+            ),
             file_prefix: f.file_name("dataset.file_prefix", "img"),
             format: f.choice("dataset.format", Format::Tfrecord),
             compression: f.choice("dataset.compression", Compression::None),
@@ -660,19 +665,8 @@ impl Config {
         };
         let reader = ReaderConfig {
             data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
-            batch_size: {
-                let n = f.count("reader.batch_size", 1, 1);
-                f.at_most("reader.batch_size", n, MAX_IN_ONE, "samples in one batch")
-            },
-            batch_size_eval: {
-                let n = f.count("reader.batch_size_eval", 1, 1);
-                f.at_most(
-                    "reader.batch_size_eval",
-                    n,
-                    MAX_IN_ONE,
-                    "samples in one batch",
-                )
-            },
+            batch_size: f.count_up_to("reader.batch_size", 1, 1, MAX_IN_ONE, BATCH),
+            batch_size_eval: f.count_up_to("reader.batch_size_eval", 1, 1, MAX_IN_ONE, BATCH),
             read_threads: f.count("reader.read_threads", 1, 0),
             computation_threads: f.count("reader.computation_threads", 1, 1),
             prefetch_size: f.count("reader.prefetch_size", 2, 0),
@@ -689,15 +683,13 @@ impl Config {
             transfer_size: transfer_size(&mut f),
         };
         let train = TrainConfig {
-            epochs: {
-                let n = f.count("train.epochs", 1, 1);
-                f.at_most(
-                    "train.epochs",
-                    n,
-                    MAX_EPOCHS,
-                    "a run of more epochs keeps a record of each",
-                )
-            },
+            epochs: f.count_up_to(
+                "train.epochs",
+                1,
+                1,
+                MAX_EPOCHS,
+                "a run of more epochs keeps a record of each",
+            ),
             computation_time: time_spec(&mut f, "train.computation_time"),
             total_training_steps: f.int("train.total_training_steps", -1),
             seed_change_epoch: f.bool("train.seed_change_epoch", true),

@@ -21,9 +21,13 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// The run's log; only process 0 of a run writes one (the others hold [`DlioLog::none`]).
 pub struct DlioLog {
     path: PathBuf,
-    file: Option<Mutex<File>>,
+    file: Option<Mutex<LogFile>>,
+}
+
+struct LogFile {
+    file: File,
     /// The first write that failed: said once, and the run then fails ([`DlioLog::check`]).
-    failed: Mutex<Option<std::io::Error>>,
+    failed: Option<std::io::Error>,
 }
 
 impl DlioLog {
@@ -32,8 +36,7 @@ impl DlioLog {
         let file = File::create(path).map_err(|e| Error::io("cannot create", path, e))?;
         Ok(DlioLog {
             path: path.to_path_buf(),
-            file: Some(Mutex::new(file)),
-            failed: Mutex::new(None),
+            file: Some(Mutex::new(LogFile { file, failed: None })),
         })
     }
 
@@ -42,32 +45,33 @@ impl DlioLog {
         DlioLog {
             path: PathBuf::new(),
             file: None,
-            failed: Mutex::new(None),
         }
     }
 
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, LogFile>> {
+        let file = self.file.as_ref()?;
+        Some(file.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     fn write(&self, text: &str) {
-        let Some(file) = &self.file else {
+        let Some(mut log) = self.lock() else {
             return;
         };
-        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-        if failed.is_some() {
+        if log.failed.is_some() {
             return;
         }
-        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = file.write_all(text.as_bytes()) {
+        if let Err(e) = log.file.write_all(text.as_bytes()) {
             crate::report::terminal::tell(format_args!(
                 "warning: cannot write {}: {e}; the run goes on, and fails at its end",
                 self.path.display()
             ));
-            *failed = Some(e);
+            log.failed = Some(e);
         }
     }
 
     /// Fails if a line could not be written: a run whose log is incomplete did not complete.
     pub fn check(&self) -> Result<()> {
-        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-        match failed.take() {
+        match self.lock().and_then(|mut log| log.failed.take()) {
             Some(e) => Err(Error::io("cannot write", &self.path, e)),
             None => Ok(()),
         }

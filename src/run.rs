@@ -715,7 +715,7 @@ fn check_data_folder(root: &Path, config: &Config, source: &Source) -> Result<()
 /// Takes the data folder (made if missing) for a generation (`Exclusive`) or a training run's
 /// reads (`Shared`), or fails at once naming who holds it.
 fn take_data_folder(root: &Path, access: Access) -> Result<FolderLock> {
-    std::fs::create_dir_all(root).map_err(|e| Error::io("cannot create data folder", root, e))?;
+    folder::make_folder(root, "data folder")?;
     FolderLock::on_folder(root, access)?.map_err(|_busy| {
         // A generation holds it alone, and its marker says who it is; readers share it.
         let holder = generate::holder(root).map_or_else(

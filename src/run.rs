@@ -27,7 +27,7 @@ use crate::report::{
     RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
-use crate::storage::{self, Accounting, Storage};
+use crate::storage::{self, Accounting, RequestCounts, Storage};
 use crate::trainer::{self, RunContext};
 
 #[derive(Debug, Clone)]
@@ -259,6 +259,10 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
             &ProcessRecord {
                 host: hosts.host_of_process[comm.process()],
                 ranks,
+                data_requests: storage.request_counts(),
+                checkpoint_requests: checkpointing
+                    .as_ref()
+                    .and_then(|c| c.storage.request_counts()),
             },
         )?;
         let reported = gathered.map(|processes| {
@@ -330,7 +334,11 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         };
     let dataset = Dataset::from_config(&config);
     let format = format::for_config(&config, options.verify)?;
-    let storage = storage::for_data(&config);
+    let local_ranks = options.accelerators;
+    let storage = storage::for_data(&config, local_ranks * config.reader.read_threads as usize)?;
+    if config.workflow.generate_data || config.workflow.train {
+        storage.check_access(config.workflow.generate_data)?;
+    }
     // Bad input is reported before anything is written.
     if config.workflow.train {
         check_steps(&config, world)?;
@@ -341,10 +349,12 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         schedule => Some(CheckpointSetup {
             geometry: Geometry::new(&config, world)?,
             schedule,
-            storage: storage::for_checkpoints(&config),
+            storage: storage::for_checkpoints(&config, local_ranks)?,
         }),
     };
     if let Some(c) = &checkpoints {
+        c.storage
+            .check_access(!matches!(c.schedule, Schedule::Only { writes: 0, .. }))?;
         if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
             c.geometry.check_readable()?;
         }
@@ -963,12 +973,38 @@ fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Re
     Ok(())
 }
 
+/// The requests of every process's object storage, summed: for the data, then the checkpoints
+/// (none where the storage is a file system).
+fn requests_of_all(processes: &[ProcessRecord]) -> Vec<(&'static str, RequestCounts)> {
+    let mut sums = Vec::new();
+    for (what, of) in [
+        (
+            "data",
+            (|p: &ProcessRecord| p.data_requests.clone()) as fn(&ProcessRecord) -> _,
+        ),
+        ("checkpoints", |p| p.checkpoint_requests.clone()),
+    ] {
+        let mut sum: Option<RequestCounts> = None;
+        for counts in processes.iter().filter_map(of) {
+            sum.get_or_insert_with(RequestCounts::default)
+                .merge(&counts);
+        }
+        if let Some(sum) = sum.filter(RequestCounts::any) {
+            sums.push((what, sum));
+        }
+    }
+    sums
+}
+
 /// One process's part of the results, sent to process 0.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ProcessRecord {
     /// The process's host, as an index into [`Hosts::hosts`].
     host: usize,
     ranks: Vec<RankRecord>,
+    /// The requests the process's object storage made, for its data and its checkpoints.
+    data_requests: Option<RequestCounts>,
+    checkpoint_requests: Option<RequestCounts>,
 }
 
 /// What process 0 needs to write the run's reports.
@@ -1006,6 +1042,7 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
         inputs.hosts.total_memory_bytes(),
     );
     results.checkpoint_bytes = inputs.checkpoint_bytes;
+    results.requests = requests_of_all(&inputs.processes);
     results.interrupted = inputs.interrupted;
     let finished = FinishedRun {
         config,

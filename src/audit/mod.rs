@@ -221,7 +221,7 @@ fn locate_first_reads(
 /// Lists the data folder's splits that the run listed, as it did: their names are not the
 /// scheme's, so the plan's file indices are positions in that listing.
 fn relist(dataset: &mut Dataset, config: &Config, listed: &[String]) -> Result<()> {
-    let storage = crate::storage::for_data(config);
+    let storage = crate::storage::for_data(config, 1)?;
     for phase in [Phase::Train, Phase::Eval] {
         let split = dataset.split(phase);
         if !listed.iter().any(|folder| folder == split.folder) {

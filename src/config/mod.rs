@@ -210,8 +210,46 @@ pub struct Workflow {
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
     pub storage_type: StorageType,
+    /// A folder for files; the bucket for `s3`.
     pub storage_root: String,
+    /// `storage.storage_options`: how to reach an object store (unused by file systems).
+    pub options: ObjectStoreOptions,
 }
+
+/// `storage.storage_options`, as written: DLIO's keys (`endpoint_url`, `region`, credentials,
+/// `s3_force_path_style`, `s3_max_attempts`) and dlio-rs's own (`profile`, `max_in_flight`,
+/// `request_timeout`, `part_size`). What is not set here comes from the standard `AWS_*`
+/// variables and profile files when the storage is set up (`storage::s3`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectStoreOptions {
+    pub endpoint_url: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    /// The profile of `~/.aws/credentials` and `~/.aws/config` to read.
+    pub profile: Option<String>,
+    /// `None`: path style where the endpoint's host cannot carry the bucket's name (an IP
+    /// address, localhost), virtual-host style otherwise.
+    pub force_path_style: Option<bool>,
+    /// Attempts per request, the first included (DLIO's `s3_max_attempts`, 5).
+    pub max_attempts: u32,
+    /// Requests in flight in this process at most; 0: as many as its threads make (reader
+    /// threads × ranks while training).
+    pub max_in_flight: u64,
+    /// Seconds a request may wait for the server to accept or send bytes before it is retried.
+    pub request_timeout: f64,
+    /// Bytes per part of a multipart upload; objects up to this size are one PUT.
+    pub part_size: u64,
+}
+
+/// Why `storage_type: s3` is refused by a build without object storage.
+pub const NO_OBJECT_STORE: &str = "workload.storage.storage_type = s3 needs dlio-rs built with \
+     object storage: cargo build --release --features s3";
+
+/// Bounds of [`ObjectStoreOptions`]: S3 allows 10,000 parts of 5 MiB to 5 GiB.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+pub const MAX_PART_SIZE: u64 = 5 << 30;
 
 #[derive(Debug, Clone)]
 pub struct DatasetConfig {
@@ -464,6 +502,95 @@ fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
 /// byte total and plan position far from overflow.
 const MAX_COUNT: u64 = 1 << 48;
 
+/// `storage.storage_options`. DLIO passes its values to its S3 client as strings ("False",
+/// "5"), so numbers and booleans are taken written either way.
+fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
+    const KEY: &str = "storage.storage_options";
+    let number = |f: &mut Fields<'_>, key: &str, default: f64, min: f64, max: f64, what: &str| {
+        let key = format!("{KEY}.{key}");
+        let value = match f.raw(&key) {
+            None => return default,
+            Some(Value::Int(i)) => Some(*i as f64),
+            Some(Value::Float(x)) => Some(*x),
+            Some(Value::Str(s)) => s.trim().parse::<f64>().ok(),
+            Some(_) => None,
+        };
+        match value {
+            Some(v) if v.is_finite() && (min..=max).contains(&v) => v,
+            _ => {
+                let shown = f.raw(&key).cloned().unwrap_or(Value::Null);
+                f.fail(
+                    &key,
+                    &shown,
+                    &format!("expected {what} from {min} to {max}"),
+                );
+                default
+            }
+        }
+    };
+    let whole = |v: f64| v.fract() == 0.0;
+    let max_attempts = number(
+        f,
+        "s3_max_attempts",
+        5.0,
+        1.0,
+        100.0,
+        "a whole number of attempts",
+    );
+    let max_in_flight = number(
+        f,
+        "max_in_flight",
+        0.0,
+        0.0,
+        65536.0,
+        "a whole number of requests",
+    );
+    let part_size = number(
+        f,
+        "part_size",
+        (16u64 << 20) as f64,
+        MIN_PART_SIZE as f64,
+        MAX_PART_SIZE as f64,
+        "a number of bytes",
+    );
+    for (key, value) in [
+        ("s3_max_attempts", max_attempts),
+        ("max_in_flight", max_in_flight),
+        ("part_size", part_size),
+    ] {
+        if !whole(value) {
+            f.fail(
+                &format!("{KEY}.{key}"),
+                &Value::Float(value),
+                "expected a whole number",
+            );
+        }
+    }
+    ObjectStoreOptions {
+        endpoint_url: f.opt_string(&format!("{KEY}.endpoint_url")),
+        region: f.opt_string(&format!("{KEY}.region")),
+        access_key_id: f.opt_string(&format!("{KEY}.access_key_id")),
+        secret_access_key: f.opt_string(&format!("{KEY}.secret_access_key")),
+        session_token: f.opt_string(&format!("{KEY}.session_token")),
+        profile: f.opt_string(&format!("{KEY}.profile")),
+        force_path_style: f
+            .raw(&format!("{KEY}.s3_force_path_style"))
+            .is_some()
+            .then(|| f.bool(&format!("{KEY}.s3_force_path_style"), false)),
+        max_attempts: max_attempts as u32,
+        max_in_flight: max_in_flight as u64,
+        request_timeout: number(
+            f,
+            "request_timeout",
+            30.0,
+            0.001,
+            crate::compute::MAX_SECONDS,
+            "a number of seconds",
+        ),
+        part_size: part_size as u64,
+    }
+}
+
 fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
     for (files, key) in [
         (d.num_files_train, "num_files_train"),
@@ -618,6 +745,7 @@ impl Config {
         let storage = StorageConfig {
             storage_type: f.choice("storage.storage_type", StorageType::LocalFs),
             storage_root: f.string("storage.storage_root", "./"),
+            options: object_store_options(&mut f),
         };
         let dataset = DatasetConfig {
             record_length_bytes: sample_bytes(&mut f, "dataset.record_length_bytes", 65536),
@@ -797,17 +925,24 @@ impl Config {
                 env!("CARGO_PKG_VERSION")
             )))
         };
-        if !matches!(
-            self.storage.storage_type,
-            StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs
-        ) {
-            return not_yet(
-                format!(
-                    "workload.storage.storage_type = {}",
-                    self.storage.storage_type
-                ),
-                "supported storage types are local_fs, parallel_fs, direct_fs",
-            );
+        match self.storage.storage_type {
+            StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs => {}
+            StorageType::S3 if cfg!(feature = "s3") => {
+                if self.dataset.format == Format::MmapIndexedBinary {
+                    return Err(Error::usage(
+                        "workload.dataset.format = mmap_indexed_binary reads by mapping files \
+                         into memory, and objects in a bucket cannot be mapped: use \
+                         indexed_binary (the same data, read with ranged GETs)",
+                    ));
+                }
+            }
+            StorageType::S3 => return Err(Error::usage(NO_OBJECT_STORE)),
+            other => {
+                return not_yet(
+                    format!("workload.storage.storage_type = {other}"),
+                    "supported storage types are local_fs, parallel_fs, direct_fs, s3",
+                )
+            }
         }
         if matches!(
             self.reader.data_loader,
@@ -841,10 +976,10 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn resolve(words: &[&str]) -> Result<Config> {
+    pub(crate) fn resolve(words: &[&str]) -> Result<Config> {
         Source {
             overrides: Overrides::parse(words)?,
             config_dir: None,
@@ -1025,9 +1160,66 @@ mod tests {
 
     #[test]
     fn not_supported_yet_is_clear() {
-        let c = resolve(&["workload=default", "++workload.storage.storage_type=s3"]).unwrap();
+        let c = resolve(&[
+            "workload=default",
+            "++workload.storage.storage_type=aistore",
+        ])
+        .unwrap();
         let err = c.check_supported().unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("not supported yet"), "{err}");
+        let s3 = resolve(&["workload=default", "++workload.storage.storage_type=s3"]).unwrap();
+        let built_in = s3.check_supported().map_err(|e| e.to_string());
+        if cfg!(feature = "s3") {
+            assert_eq!(built_in, Ok(()));
+        } else {
+            assert!(built_in.unwrap_err().contains("--features s3"));
+        }
+        let mapped = resolve(&[
+            "workload=default",
+            "++workload.storage.storage_type=s3",
+            "++workload.dataset.format=mmap_indexed_binary",
+        ])
+        .unwrap();
+        let err = mapped.check_supported().unwrap_err().to_string();
+        assert!(
+            err.contains("mmap_indexed_binary") || err.contains("--features s3"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn object_store_options_take_dlio_s_strings_and_refuse_what_cannot_work() {
+        let c = resolve(&[
+            "workload=default",
+            "++workload.storage.storage_options.s3_force_path_style=False",
+            "++workload.storage.storage_options.s3_max_attempts='7'",
+            "++workload.storage.storage_options.endpoint_url=http://127.0.0.1:9000",
+            "++workload.storage.storage_options.part_size=8388608",
+        ])
+        .unwrap();
+        let o = &c.storage.options;
+        assert_eq!(o.force_path_style, Some(false));
+        assert_eq!(o.max_attempts, 7);
+        assert_eq!(o.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(o.part_size, 8 << 20);
+        assert_eq!(o.request_timeout, 30.0);
+        for (word, fragment) in [
+            ("s3_max_attempts=0", "from 1 to 100"),
+            ("part_size=1024", "from 5242880"),
+            ("request_timeout=-1", "a number of seconds"),
+            ("max_in_flight=2.5", "whole number"),
+        ] {
+            let err = resolve(&[
+                "workload=default",
+                &format!("++workload.storage.storage_options.{word}"),
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains(fragment) && err.contains("storage_options"),
+                "{word}: {err}"
+            );
+        }
     }
 }

@@ -110,6 +110,8 @@ pub struct Results {
     pub checkpoint_bytes: Option<u64>,
     /// Set when a signal stopped the run: the results are then of what every rank completed.
     pub interrupted: Option<Interruption>,
+    /// The requests of an object storage, all processes: for `data`, for `checkpoints`.
+    pub requests: Vec<(&'static str, crate::storage::RequestCounts)>,
 }
 
 /// A run a signal stopped ([`crate::interrupt`]): its results are of the epochs, and the
@@ -258,6 +260,7 @@ impl Results {
             checkpoints: checkpoints::from_ranks(ranks),
             checkpoint_bytes: None,
             interrupted: None,
+            requests: Vec::new(),
         };
         results.warnings = validity::warnings(config, &results);
         results

@@ -149,6 +149,40 @@ fn checkpoints(run: &FinishedRun) -> Value {
     })
 }
 
+/// The requests of an object storage, per use (`data`, `checkpoints`) and kind: counts, retries,
+/// failures, bytes, latency percentiles in µs; `null` for file systems.
+fn storage_requests(results: &super::Results) -> Value {
+    if results.requests.is_empty() {
+        return Value::Null;
+    }
+    let mut uses = serde_json::Map::new();
+    for (what, counts) in &results.requests {
+        let mut kinds = serde_json::Map::new();
+        for kind in crate::storage::RequestKind::ALL {
+            let c = counts.of(kind);
+            if c.requests + c.failures == 0 {
+                continue;
+            }
+            let q = |q: f64| c.latency.quantile_us(q);
+            kinds.insert(
+                kind.name().to_string(),
+                json!({
+                    "requests": c.requests,
+                    "retries": c.retries,
+                    "failures": c.failures,
+                    "bytes": c.bytes,
+                    "latency_us": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999)},
+                }),
+            );
+        }
+        uses.insert(
+            what.to_string(),
+            json!({"kinds": kinds, "peak_in_flight_per_process": counts.peak_in_flight}),
+        );
+    }
+    Value::Object(uses)
+}
+
 pub fn report(run: &FinishedRun) -> Value {
     let FinishedRun {
         config,
@@ -212,6 +246,7 @@ pub fn report(run: &FinishedRun) -> Value {
             })).collect::<Vec<_>>(),
         },
         "checkpoints": checkpoints(run),
+        "storage_requests": storage_requests(results),
         "hosts": hosts(run),
         "traced": config.output.trace,
         "warnings": results.warnings,

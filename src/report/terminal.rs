@@ -47,6 +47,35 @@ pub fn print_out(text: &str) -> Result<()> {
     }
 }
 
+/// One line per use of an object storage: its requests by kind, retries, failures, latency.
+fn request_lines(out: &mut String, results: &Results) {
+    for (what, counts) in &results.requests {
+        let kinds: Vec<String> = crate::storage::RequestKind::ALL
+            .iter()
+            .map(|&kind| (kind, counts.of(kind)))
+            .filter(|(_, c)| c.requests + c.failures > 0)
+            .map(|(kind, c)| {
+                let ms = |q: f64| c.latency.quantile_us(q).map_or(0.0, |us| us / 1000.0);
+                let mut line = format!(
+                    "{} {} (p50 {:.1} ms, p99 {:.1} ms",
+                    kind.name(),
+                    c.requests,
+                    ms(0.5),
+                    ms(0.99)
+                );
+                if c.retries > 0 {
+                    line += &format!(", {} retried", c.retries);
+                }
+                if c.failures > 0 {
+                    line += &format!(", {} failed", c.failures);
+                }
+                line + ")"
+            })
+            .collect();
+        let _ = writeln!(out, "S3 requests for {what}: {}", kinds.join("; "));
+    }
+}
+
 pub fn render(
     config: &Config,
     results: &Results,
@@ -64,6 +93,7 @@ pub fn render(
             config.workload_name, results.world
         );
         checkpoint_rows(&mut out, results);
+        request_lines(&mut out, results);
         let _ = writeln!(out, "Outputs: {}", output_folder.display());
         return out;
     }
@@ -183,6 +213,7 @@ pub fn render(
             names.join("; ")
         );
     }
+    request_lines(&mut out, results);
     let _ = writeln!(out, "Outputs: {}", output_folder.display());
     out
 }

@@ -19,6 +19,11 @@ pub fn accounting_method(accounting: &Accounting) -> (&'static str, String) {
             "exact",
             "O_DIRECT: every byte read comes from the storage device".into(),
         ),
+        Accounting::Requests => (
+            "request_bodies",
+            "object storage: the bytes of the GET bodies received; nothing is cached on the client"
+                .into(),
+        ),
         Accounting::KernelCounters => (
             "kernel_read_bytes",
             "the reader threads' read_bytes in /proc/thread-self/io: bytes the kernel fetched from \
@@ -41,7 +46,7 @@ pub fn bytes_from_storage(
     kernel_count: Option<u64>,
 ) -> Option<u64> {
     match accounting {
-        Accounting::Exact => Some(bytes_read),
+        Accounting::Exact | Accounting::Requests => Some(bytes_read),
         Accounting::KernelCounters => kernel_count,
         Accounting::InMemory => Some(0),
         Accounting::Unaccounted(_) => None,
@@ -57,7 +62,9 @@ pub fn cache_served_fraction(bytes_read: u64, bytes_from_storage: Option<u64>) -
 
 /// The option that keeps the page cache out of the measurement, if one is on.
 pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
-    if config.reader.odirect {
+    if config.storage.storage_type == crate::config::StorageType::S3 {
+        Some("storage.storage_type=s3")
+    } else if config.reader.odirect {
         Some("reader.odirect")
     } else {
         match config.reader.page_cache {

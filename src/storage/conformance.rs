@@ -71,6 +71,22 @@ pub(crate) fn run(name: &str, storage: &dyn Storage) {
         );
     }
 
+    // The tail, and the size with it: shorter than the object, longer, of an empty one.
+    for (key, bytes) in [("a/b/large.bin", &large), ("a/small.bin", &small)] {
+        for want in [1, 100, 5000] {
+            let (read, size) = storage.read_tail(key, want, &mut buf).unwrap();
+            assert_eq!(size, bytes.len() as u64, "{name}: tail size {key}");
+            let from = bytes.len() - want.min(bytes.len());
+            assert_eq!(
+                read.bytes(&buf),
+                &bytes[from..],
+                "{name}: tail {want} of {key}"
+            );
+        }
+    }
+    let (read, size) = storage.read_tail("empty.bin", 8, &mut buf).unwrap();
+    assert_eq!((read.len, size), (0, 0), "{name}: tail of an empty object");
+
     // Several ranges together, handed over in order, whatever the window.
     let ranges: Vec<(u64, usize)> = (0..13).map(|i| (i * 997 % len, 700)).collect();
     for window in [

@@ -11,6 +11,9 @@ mod conformance;
 mod fs_type;
 mod local;
 mod mapped;
+pub mod requests;
+#[cfg(feature = "s3")]
+mod s3;
 mod uring;
 
 use std::io;
@@ -19,23 +22,38 @@ use std::ops::ControlFlow;
 pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
+pub use requests::{RequestCounts, RequestKind};
+#[cfg(feature = "s3")]
+pub use s3::S3Storage;
 
 /// The storage a configuration's dataset lives in: the data folder, read with O_DIRECT or with
-/// pages evicted as the configuration asks (`storage.storage_type: local_fs` and
-/// `parallel_fs`; object storage is refused by `Config::check_supported` until it exists).
-pub fn for_data(config: &crate::config::Config) -> Box<dyn Storage> {
-    Box::new(LocalFs::with_options(
+/// pages evicted as the configuration asks (`storage.storage_type: local_fs`, `parallel_fs`,
+/// `direct_fs`), or a bucket (`s3`), for about `concurrency` threads reading at once.
+pub fn for_data(
+    config: &crate::config::Config,
+    concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    if config.storage.storage_type == crate::config::StorageType::S3 {
+        return object_store(config, &config.dataset.data_folder, concurrency);
+    }
+    Ok(Box::new(LocalFs::with_options(
         config.data_folder(),
         LocalOptions {
             odirect: config.reader.odirect,
             evict_after_read: config.reader.page_cache == crate::config::PageCache::EvictAfterRead,
         },
-    ))
+    )))
 }
 
 /// The storage a configuration's checkpoints go to: the checkpoint folder, with O_DIRECT writes
-/// and reads when `checkpoint.odirect`.
-pub fn for_checkpoints(config: &crate::config::Config) -> Box<dyn Storage> {
+/// and reads when `checkpoint.odirect`, or a bucket for `s3`.
+pub fn for_checkpoints(
+    config: &crate::config::Config,
+    concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    if config.storage.storage_type == crate::config::StorageType::S3 {
+        return object_store(config, &config.checkpoint.folder, concurrency);
+    }
     let storage = LocalFs::with_options(
         crate::checkpoint::folder(config),
         LocalOptions {
@@ -43,11 +61,36 @@ pub fn for_checkpoints(config: &crate::config::Config) -> Box<dyn Storage> {
             evict_after_read: false,
         },
     );
-    Box::new(if config.checkpoint.odirect {
+    Ok(Box::new(if config.checkpoint.odirect {
         storage.writing_direct()
     } else {
         storage
-    })
+    }))
+}
+
+#[cfg(feature = "s3")]
+fn object_store(
+    config: &crate::config::Config,
+    folder: &str,
+    concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    Ok(Box::new(S3Storage::for_folder(
+        config,
+        folder,
+        concurrency,
+    )?))
+}
+
+/// Without the `s3` feature, `Config::check_supported` refuses `s3` before any storage is made.
+#[cfg(not(feature = "s3"))]
+fn object_store(
+    _config: &crate::config::Config,
+    _folder: &str,
+    _concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    Err(crate::error::Error::usage(
+        crate::config::NO_OBJECT_STORE.to_string(),
+    ))
 }
 
 /// Files a reader thread keeps open at most ([`Storage::hold`]), and whose format metadata its
@@ -116,6 +159,20 @@ pub trait Storage: Send + Sync {
     /// The calling thread's phase is over: every object it holds is closed.
     fn release_all(&self) {}
 
+    /// Checks, before anything is read or written, that the storage answers and lets this run in
+    /// (an object store: the endpoint, the credentials, the bucket); with `create`, makes what
+    /// holds the keys if it is missing (a bucket), as a generation makes its data folder. Refused
+    /// credentials or a missing bucket are usage errors.
+    fn check_access(&self, _create: bool) -> crate::error::Result<()> {
+        Ok(())
+    }
+
+    /// What requests the storage made so far, per kind, where it makes requests (an object
+    /// store); `None` for file systems, whose reads the kernel counts.
+    fn request_counts(&self) -> Option<RequestCounts> {
+        None
+    }
+
     /// The local folder the keys live in, for what only a folder has (a lock, free space, its
     /// own kind); `None` where the storage is not a local folder.
     fn local_root(&self) -> Option<&std::path::Path> {
@@ -131,6 +188,17 @@ pub trait Storage: Send + Sync {
     /// The object's size in bytes: a metadata look-up (fstat), no data read, as a reader that
     /// starts from the end of a file (parquet's footer) makes on opening it.
     fn size(&self, key: &str) -> io::Result<u64>;
+
+    /// Reads the object's last `len` bytes (all of it where it is shorter) into `buf`, and
+    /// returns them with the object's size, as a reader that starts from the end of a file
+    /// (parquet's footer) does. A file system looks the size up and reads the range; an object
+    /// store asks for the suffix in one request, whose answer carries the size.
+    fn read_tail(&self, key: &str, len: usize, buf: &mut IoBuffer) -> io::Result<(RangeRead, u64)> {
+        let size = self.size(key)?;
+        let tail = size.min(len as u64);
+        let read = self.read_range(key, size - tail, tail as usize, buf)?;
+        Ok((read, size))
+    }
 
     /// Starts the object at `key`, replacing any, creating its folders as needed; its bytes are
     /// then written in order, so that an object need never be whole in memory. A writer that
@@ -244,9 +312,12 @@ pub enum EntryKind {
 /// How the bytes a read takes from storage (rather than from a cache) can be known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Accounting {
-    /// Every byte read comes from the storage device (O_DIRECT; later object storage): bytes from
+    /// Every byte read comes from the storage device (O_DIRECT): bytes from
     /// storage = bytes read.
     Exact,
+    /// Every byte read is the body of a request to the storage (object storage): bytes from
+    /// storage = bytes read, nothing cached on the client.
+    Requests,
     /// The kernel counts block-device reads per thread (/proc/thread-self/io read_bytes).
     KernelCounters,
     /// The files live in memory (tmpfs, ramfs): nothing is read from a device.

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod fault_proxy;
+pub mod seaweed;
+
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");
 

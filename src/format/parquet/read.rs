@@ -200,8 +200,8 @@ impl<'a> RowGroupReader<'a> {
     /// Reads and parses the footer of `key`, as opening a `ParquetFile` does; returns the bytes
     /// fetched.
     fn open(&mut self, storage: &dyn Storage, key: &str, buf: &mut ReadBuffer) -> Result<u64> {
-        let size = storage
-            .size(key)
+        let (read, size) = storage
+            .read_tail(key, FOOTER_READ as usize, &mut buf.bytes)
             .map_err(|e| Error::on_object("cannot read data file", storage.describe(key), e))?;
         if size < 12 {
             return Err(corrupt(
@@ -211,7 +211,16 @@ impl<'a> RowGroupReader<'a> {
             ));
         }
         let tail = size.min(FOOTER_READ);
-        let read = read_exact_range(storage, key, size - tail, tail as usize, buf)?;
+        if (read.len as u64) < tail {
+            return Err(corrupt(
+                storage,
+                key,
+                format!(
+                    "truncated: its last {tail} bytes were asked for, {} came",
+                    read.len
+                ),
+            ));
+        }
         let mut fetched = read.fetched;
         let (footer_len, magic) = {
             let end = &read.bytes(&buf.bytes)[tail as usize - 8..];

@@ -1,0 +1,109 @@
+//! What requests an object storage made, per kind: how many succeeded, were retried or failed,
+//! the bytes they moved and their latency. Defined for every build, so that the report reads the
+//! same whether or not an object store is built in (`Storage::request_counts`).
+
+use crate::stats::histogram::Histogram;
+
+/// What a request does, for its counts in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    /// A whole object.
+    Get,
+    /// Part of an object (`Range: bytes=`).
+    RangedGet,
+    /// A whole object written in one request.
+    Put,
+    /// One part of a multipart upload.
+    PartUpload,
+    /// Starting, completing or aborting a multipart upload.
+    Multipart,
+    /// An object's or the bucket's size or existence.
+    Head,
+    List,
+    Delete,
+    CreateBucket,
+}
+
+impl RequestKind {
+    pub const ALL: [RequestKind; 9] = [
+        RequestKind::Get,
+        RequestKind::RangedGet,
+        RequestKind::Put,
+        RequestKind::PartUpload,
+        RequestKind::Multipart,
+        RequestKind::Head,
+        RequestKind::List,
+        RequestKind::Delete,
+        RequestKind::CreateBucket,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Get => "GET",
+            RequestKind::RangedGet => "ranged GET",
+            RequestKind::Put => "PUT",
+            RequestKind::PartUpload => "part upload",
+            RequestKind::Multipart => "multipart start/complete/abort",
+            RequestKind::Head => "HEAD",
+            RequestKind::List => "LIST",
+            RequestKind::Delete => "DELETE",
+            RequestKind::CreateBucket => "create bucket",
+        }
+    }
+}
+
+/// The counts of one kind of request.
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct KindCounts {
+    /// Requests that succeeded.
+    pub requests: u64,
+    /// Attempts made again after a failure that another attempt could mend.
+    pub retries: u64,
+    /// Requests that failed for good.
+    pub failures: u64,
+    /// Bytes in the bodies received (GETs) or sent (PUTs, parts).
+    pub bytes: u64,
+    /// From the request's first attempt to its body's last byte, retries included.
+    pub latency: Histogram,
+}
+
+/// Every kind's counts, in [`RequestKind::ALL`]'s order, and the most requests seen in flight.
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RequestCounts {
+    pub kinds: [KindCounts; 9],
+    pub peak_in_flight: u64,
+}
+
+impl RequestCounts {
+    pub fn of(&self, kind: RequestKind) -> &KindCounts {
+        &self.kinds[kind as usize]
+    }
+
+    /// Whether any request was made.
+    pub fn any(&self) -> bool {
+        self.kinds.iter().any(|k| k.requests + k.failures > 0)
+    }
+
+    pub fn merge(&mut self, other: &RequestCounts) {
+        for (mine, theirs) in self.kinds.iter_mut().zip(&other.kinds) {
+            mine.requests += theirs.requests;
+            mine.retries += theirs.retries;
+            mine.failures += theirs.failures;
+            mine.bytes += theirs.bytes;
+            mine.latency.merge(&theirs.latency);
+        }
+        self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
+    }
+}
+
+/// The counts without their latency histograms (which have no `Debug`).
+impl std::fmt::Debug for RequestCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for kind in RequestKind::ALL {
+            let c = self.of(kind);
+            map.entry(&kind.name(), &(c.requests, c.retries, c.failures, c.bytes));
+        }
+        map.finish()
+    }
+}

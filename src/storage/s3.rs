@@ -1,0 +1,807 @@
+//! S3-compatible object storage (`storage.storage_type: s3`): a bucket, with the configured
+//! folder as the prefix of every key.
+//!
+//! How each [`Storage`] call maps to requests (docs/object-storage.md has the per-format
+//! table):
+//! - a whole object is one GET; a part is one ranged GET (`Range: bytes=a-b`), several parts
+//!   of one object (parquet's pre-buffered ranges) are that many ranged GETs in flight at once;
+//!   nothing asks for an object's size first where the layout gives it (no HEAD per object);
+//! - an object is written by one PUT up to `part_size` bytes, beyond that by a multipart upload
+//!   of `part_size` parts, each checked, then completed and its size checked with a HEAD — or
+//!   aborted, never left looking whole;
+//! - a folder's listing is one paginated LIST with the `/` delimiter; folders do not exist;
+//! - nothing is cached and nothing can be mapped: the bytes of every read are the bytes of GET
+//!   bodies, counted exactly ([`Accounting::Requests`]).
+//!
+//! Requests are made by [`client::Client`] (signing, timeouts, retries, counts); where the
+//! bucket is and who asks comes from [`settings`].
+
+mod client;
+mod settings;
+
+use std::io::{self, Read};
+use std::sync::Arc;
+
+use rusty_s3::actions::ListObjectsV2;
+use rusty_s3::{Method, S3Action};
+
+use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME};
+use super::requests::{RequestCounts, RequestKind};
+use super::{
+    Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange, RangeRead,
+    Storage, Window,
+};
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+pub use settings::bucket_and_prefix;
+
+pub struct S3Storage {
+    client: Arc<Client>,
+    /// Every key's start: the configured folder, ending in `/`, or empty.
+    prefix: String,
+    part_size: usize,
+}
+
+impl S3Storage {
+    /// The bucket and folder `folder` of the configuration (a path below the bucket
+    /// `storage.storage_root`, or `s3://bucket/path`), for about `concurrency` threads making
+    /// requests at once.
+    pub fn for_folder(config: &Config, folder: &str, concurrency: usize) -> Result<S3Storage> {
+        let (bucket, prefix) = bucket_and_prefix(config, folder)?;
+        let settings = settings::Settings::resolve(&config.storage.options, &bucket)?;
+        let part_size = settings.part_size;
+        Ok(S3Storage {
+            client: Arc::new(Client::new(settings, concurrency)),
+            prefix,
+            part_size,
+        })
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{}", self.prefix, key.trim_start_matches('/'))
+    }
+
+    /// GETs `span` of the object at the full key `key` into `buf`; a range that starts past the
+    /// end gives no bytes. Returns them, and the object's size where the answer tells it.
+    fn fetch(
+        &self,
+        key: &str,
+        span: Span,
+        buf: &mut IoBuffer,
+    ) -> io::Result<(RangeRead, Option<u64>)> {
+        if let Span::Range(_, 0) | Span::Suffix(0) = span {
+            buf.resize_for_writing(0)?;
+            return Ok((RangeRead::default(), None));
+        }
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .get_object(client.credentials.as_ref(), key)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let range = match span {
+            Span::Whole => None,
+            Span::Range(offset, len) => Some(format!("bytes={offset}-{}", offset + len as u64 - 1)),
+            Span::Suffix(len) => Some(format!("bytes=-{len}")),
+        };
+        let request = Request {
+            kind: if range.is_some() {
+                RequestKind::RangedGet
+            } else {
+                RequestKind::Get
+            },
+            key,
+            method: Method::Get,
+            url: &url,
+            headers: range.map(|r| ("range", r)).into_iter().collect(),
+            body: None,
+            // A range that starts past the end.
+            also_accept: &[416],
+        };
+        let mut take = |response: &mut client::Response| -> io::Result<(usize, Option<u64>)> {
+            let content_range = response.header("content-range").map(ContentRange::parse);
+            match (response.status, span) {
+                (416, _) => {
+                    buf.resize_for_writing(0)?;
+                    Ok((0, content_range.and_then(|r| r.total)))
+                }
+                (206, Span::Range(..) | Span::Suffix(_)) => {
+                    let range = content_range.unwrap_or_default();
+                    let expected = match span {
+                        Span::Range(offset, _) => Some(offset),
+                        Span::Suffix(len) => range.total.map(|t| t - (len as u64).min(t)),
+                        Span::Whole => None,
+                    };
+                    if range.first.is_none() || range.first != expected {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "asked for {span:?}, the answer's Content-Range is {:?}",
+                                response.header("content-range")
+                            ),
+                        ));
+                    }
+                    Ok((read_body(response, buf)?, range.total))
+                }
+                // Whole: asked so, or a server that ignores ranges.
+                (_, Span::Whole) => {
+                    let len = read_body(response, buf)?;
+                    Ok((len, Some(len as u64)))
+                }
+                (_, part) => {
+                    let whole = read_body(response, buf)?;
+                    let (start, len) = match part {
+                        Span::Range(offset, len) => ((offset as usize).min(whole), len),
+                        Span::Suffix(len) => (whole - len.min(whole), whole),
+                        Span::Whole => (0, whole),
+                    };
+                    let end = start.saturating_add(len).min(whole);
+                    let kept = buf.as_slice()[start..end].to_vec();
+                    buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
+                    Ok((kept.len(), Some(whole as u64)))
+                }
+            }
+        };
+        let (len, size) = client.send(&request, &mut take, |&(n, _)| n as u64)?;
+        let read = RangeRead {
+            start: 0,
+            len,
+            fetched: len as u64,
+        };
+        Ok((read, size))
+    }
+
+    /// The object's size from a HEAD; `None` where there is none.
+    fn head(&self, key: &str) -> io::Result<Option<u64>> {
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .head_object(client.credentials.as_ref(), key)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let request = Request {
+            kind: RequestKind::Head,
+            key,
+            method: Method::Head,
+            url: &url,
+            headers: Vec::new(),
+            body: None,
+            also_accept: &[404],
+        };
+        let mut take = |response: &mut client::Response| {
+            Ok((response.status != 404).then(|| response.content_length().unwrap_or(0)))
+        };
+        client.send(&request, &mut take, |_| 0)
+    }
+
+    /// Makes a request whose answer is short text (XML), returning it.
+    fn exchange(
+        &self,
+        kind: RequestKind,
+        key: &str,
+        method: Method,
+        url: &dyn Fn() -> url::Url,
+        body: Option<&[u8]>,
+    ) -> io::Result<String> {
+        let request = Request {
+            kind,
+            key,
+            method,
+            url,
+            headers: Vec::new(),
+            body,
+            also_accept: &[],
+        };
+        let mut take = |response: &mut client::Response| response.text();
+        self.client
+            .send(&request, &mut take, |_| body.map_or(0, |b| b.len() as u64))
+    }
+
+    fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .put_object(client.credentials.as_ref(), key)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        self.exchange(RequestKind::Put, key, Method::Put, &url, Some(data))
+            .map(drop)
+    }
+}
+
+/// What a GET asks for.
+#[derive(Debug, Clone, Copy)]
+enum Span {
+    Whole,
+    /// `len` bytes from `offset`.
+    Range(u64, usize),
+    /// The last `len` bytes.
+    Suffix(usize),
+}
+
+/// A `Content-Range: bytes first-last/total` header (`bytes */total` for a refused range).
+#[derive(Debug, Default, Clone, Copy)]
+struct ContentRange {
+    first: Option<u64>,
+    total: Option<u64>,
+}
+
+impl ContentRange {
+    fn parse(header: &str) -> ContentRange {
+        let Some((range, total)) = header
+            .strip_prefix("bytes ")
+            .and_then(|r| r.split_once('/'))
+        else {
+            return ContentRange::default();
+        };
+        ContentRange {
+            first: range.split_once('-').and_then(|(f, _)| f.parse().ok()),
+            total: total.parse().ok(),
+        }
+    }
+}
+
+/// Reads the answer's body into `buf`, checking it has as many bytes as it announced.
+fn read_body(response: &mut client::Response, buf: &mut IoBuffer) -> io::Result<usize> {
+    match response.content_length() {
+        Some(len) => {
+            let len = usize::try_from(len).map_err(|_| io::Error::other("body too large"))?;
+            let target = buf.resize_for_writing(len)?;
+            let mut body = response.body();
+            body.read_exact(target)?;
+            let mut more = [0u8; 1];
+            if body.read(&mut more)? != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the body is longer than its Content-Length {len}"),
+                ));
+            }
+            Ok(len)
+        }
+        None => {
+            let mut whole = Vec::new();
+            response.body().read_to_end(&mut whole)?;
+            buf.resize_for_writing(whole.len())?.copy_from_slice(&whole);
+            Ok(whole.len())
+        }
+    }
+}
+
+impl Storage for S3Storage {
+    fn describe(&self, key: &str) -> String {
+        self.client.object(&self.key(key))
+    }
+
+    fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
+        self.fetch(&self.key(key), Span::Whole, buf)
+            .map(|(read, _)| read)
+    }
+
+    fn read_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: usize,
+        buf: &mut IoBuffer,
+    ) -> io::Result<RangeRead> {
+        self.fetch(&self.key(key), Span::Range(offset, len), buf)
+            .map(|(read, _)| read)
+    }
+
+    /// Up to `window.reads` ranges (and `window.bytes`) are fetched at once, each by its own
+    /// ranged GET on its own thread, as Arrow's pre-buffering issues them; they are handed over
+    /// in order, a window at a time.
+    fn read_ranges(
+        &self,
+        key: &str,
+        ranges: &[(u64, usize)],
+        window: Window,
+        buf: &mut IoBuffer,
+        each: &mut OnRange<'_>,
+    ) -> io::Result<()> {
+        let full = self.key(key);
+        let mut next = 0;
+        while next < ranges.len() {
+            let mut end = next + 1;
+            let mut bytes = ranges[next].1;
+            while end < ranges.len()
+                && end - next < window.reads.max(1)
+                && bytes + ranges[end].1 <= window.bytes
+            {
+                bytes += ranges[end].1;
+                end += 1;
+            }
+            let batch = &ranges[next..end];
+            if batch.len() == 1 {
+                let (offset, len) = batch[0];
+                let (read, _) = self.fetch(&full, Span::Range(offset, len), buf)?;
+                if each(next, read.bytes(buf), read.fetched).is_break() {
+                    return Ok(());
+                }
+            } else {
+                let results: Vec<io::Result<(IoBuffer, RangeRead)>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = batch
+                        .iter()
+                        .map(|&range| {
+                            let full = &full;
+                            s.spawn(move || {
+                                let mut own = IoBuffer::new();
+                                let (offset, len) = range;
+                                self.fetch(full, Span::Range(offset, len), &mut own)
+                                    .map(|(read, _)| (own, read))
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))
+                        })
+                        .collect()
+                });
+                for (i, result) in results.into_iter().enumerate() {
+                    let (own, read) = result?;
+                    if each(next + i, read.bytes(&own), read.fetched).is_break() {
+                        return Ok(());
+                    }
+                }
+            }
+            next = end;
+        }
+        Ok(())
+    }
+
+    fn map_range(&self, key: &str, _offset: u64, _len: usize) -> io::Result<Mapped> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{} cannot be mapped into memory: it is an object, not a file",
+                self.describe(key)
+            ),
+        ))
+    }
+
+    fn check_access(&self, create: bool) -> Result<()> {
+        let client = &self.client;
+        let prefix = self.prefix.clone();
+        let url = || {
+            let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
+            list.with_prefix(prefix.as_str());
+            list.with_max_keys(1);
+            list.sign(SIGNATURE_LIFETIME)
+        };
+        let Err(error) = self.exchange(RequestKind::List, &self.prefix, Method::Get, &url, None)
+        else {
+            return Ok(());
+        };
+        let bucket = client.bucket.name().to_string();
+        let endpoint = client.bucket.base_url().to_string();
+        let failure = error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<RequestError>());
+        match failure.map(|f| (f.status, f.code.as_str())) {
+            Some((Some(404), "NoSuchBucket")) if create => {
+                let url = || {
+                    client
+                        .bucket
+                        .create_bucket(client.credentials.as_ref().unwrap_or(&EMPTY_CREDENTIALS))
+                        .sign(SIGNATURE_LIFETIME)
+                };
+                self.exchange(RequestKind::CreateBucket, "", Method::Put, &url, Some(b""))
+                    .map(drop)
+                    .map_err(|e| Error::on_object("cannot create bucket", &bucket, e))
+            }
+            Some((Some(404), "NoSuchBucket")) => Err(Error::usage(format!(
+                "bucket '{bucket}' does not exist at {endpoint}: generate the dataset first \
+                 (++workload.workflow.generate_data=True makes the bucket), or name another \
+                 (workload.storage.storage_root)"
+            ))),
+            Some((Some(400 | 401 | 403), code)) => Err(Error::usage(format!(
+                "the S3 endpoint {endpoint} refused these credentials for bucket '{bucket}' \
+                 ({code}): {error}; set workload.storage.storage_options.access_key_id and \
+                 secret_access_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile"
+            ))),
+            _ => Err(Error::on_object(
+                "cannot reach bucket",
+                format!("{bucket} at {endpoint}"),
+                error,
+            )),
+        }
+    }
+
+    fn request_counts(&self) -> Option<RequestCounts> {
+        Some(self.client.counts())
+    }
+
+    /// One GET of the suffix (`Range: bytes=-len`): its Content-Range carries the size, so no
+    /// HEAD is made first.
+    fn read_tail(&self, key: &str, len: usize, buf: &mut IoBuffer) -> io::Result<(RangeRead, u64)> {
+        let full = self.key(key);
+        match self.fetch(&full, Span::Suffix(len), buf)? {
+            (read, Some(size)) => Ok((read, size)),
+            // An empty object (416 without a size): nothing to read.
+            (read, None) => Ok((read, self.size(key)?)),
+        }
+    }
+
+    fn size(&self, key: &str) -> io::Result<u64> {
+        let full = self.key(key);
+        self.head(&full)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} does not exist", self.client.object(&full)),
+            )
+        })
+    }
+
+    fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
+        Ok(Box::new(Upload {
+            storage: self,
+            key: self.key(key),
+            pending: Vec::new(),
+            multipart: None,
+            written: 0,
+        }))
+    }
+
+    fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        if data.len() <= self.part_size {
+            return self.put_whole(&self.key(key), data);
+        }
+        let mut object = self.create(key)?;
+        object.write(data)?;
+        object.finish()
+    }
+
+    fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
+        let full = self.key(key);
+        let size = self.head(&full)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} does not exist", self.client.object(&full)),
+            )
+        })?;
+        Ok(Box::new(Pieces {
+            storage: self,
+            key: full,
+            size,
+            offset: 0,
+        }))
+    }
+
+    fn evict(&self, _key: &str) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn exists(&self, key: &str) -> io::Result<bool> {
+        Ok(self.head(&self.key(key))?.is_some())
+    }
+
+    fn make_folder(&self, _key: &str) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> io::Result<bool> {
+        let full = self.key(key);
+        if self.head(&full)?.is_none() {
+            return Ok(false);
+        }
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .delete_object(client.credentials.as_ref(), &full)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        self.exchange(RequestKind::Delete, &full, Method::Delete, &url, None)?;
+        Ok(true)
+    }
+
+    fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
+        let mut folder = self.key(prefix);
+        if !folder.is_empty() && !folder.ends_with('/') {
+            folder.push('/');
+        }
+        let client = &self.client;
+        let mut token: Option<String> = None;
+        loop {
+            let url = || {
+                let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
+                list.with_prefix(folder.as_str());
+                list.with_delimiter("/");
+                if let Some(token) = &token {
+                    list.with_continuation_token(token.as_str());
+                }
+                list.sign(SIGNATURE_LIFETIME)
+            };
+            let text = self.exchange(RequestKind::List, &folder, Method::Get, &url, None)?;
+            let page = ListObjectsV2::parse_response(&text).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("an unreadable LIST answer for {folder}: {e}"),
+                )
+            })?;
+            for object in &page.contents {
+                if let Some(name) = object.key.strip_prefix(folder.as_str()) {
+                    if !name.is_empty() {
+                        each(name, EntryKind::File);
+                    }
+                }
+            }
+            for common in &page.common_prefixes {
+                if let Some(name) = common.prefix.strip_prefix(folder.as_str()) {
+                    each(name.trim_end_matches('/'), EntryKind::Folder);
+                }
+            }
+            match page.next_continuation_token {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn accounting(&self) -> Accounting {
+        Accounting::Requests
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Requests to create a bucket are signed: an anonymous client signs nothing, and is refused.
+static EMPTY_CREDENTIALS: std::sync::LazyLock<rusty_s3::Credentials> =
+    std::sync::LazyLock::new(|| rusty_s3::Credentials::new("", ""));
+
+/// An object being written: bytes wait in `pending` until a part is full; the first full part
+/// starts a multipart upload. [`ObjectWriter::finish`] sends what is left as one PUT, or as the
+/// last part and completes the upload; dropped unfinished, the upload is aborted.
+struct Upload<'s> {
+    storage: &'s S3Storage,
+    key: String,
+    pending: Vec<u8>,
+    multipart: Option<Multipart>,
+    written: u64,
+}
+
+struct Multipart {
+    upload_id: String,
+    /// Each sent part's ETag, in order.
+    etags: Vec<String>,
+    completed: bool,
+}
+
+impl Upload<'_> {
+    fn start_multipart(&mut self) -> io::Result<()> {
+        let client = &self.storage.client;
+        let key = self.key.as_str();
+        let url = || {
+            client
+                .bucket
+                .create_multipart_upload(client.credentials.as_ref(), key)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let text = self
+            .storage
+            .exchange(RequestKind::Multipart, key, Method::Post, &url, None)?;
+        let upload_id = xml_field(&text, "UploadId")
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("starting a multipart upload of {key} gave no UploadId: {text}"),
+                )
+            })?;
+        self.multipart = Some(Multipart {
+            upload_id: upload_id.to_string(),
+            etags: Vec::new(),
+            completed: false,
+        });
+        Ok(())
+    }
+
+    /// Sends `pending[..len]` as the next part and checks that the server took it (an ETag).
+    fn send_part(&mut self, len: usize) -> io::Result<()> {
+        if self.multipart.is_none() {
+            self.start_multipart()?;
+        }
+        let multipart = self.multipart.as_mut().expect("started above");
+        let number = multipart.etags.len() + 1;
+        let part_number = u16::try_from(number)
+            .ok()
+            .filter(|&n| n <= 10_000)
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "{} needs more than 10,000 parts: raise \
+                     workload.storage.storage_options.part_size",
+                    self.key
+                ))
+            })?;
+        let client = &self.storage.client;
+        let (key, upload_id) = (self.key.as_str(), multipart.upload_id.as_str());
+        let url = || {
+            client
+                .bucket
+                .upload_part(client.credentials.as_ref(), key, part_number, upload_id)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let body = &self.pending[..len];
+        let request = Request {
+            kind: RequestKind::PartUpload,
+            key,
+            method: Method::Put,
+            url: &url,
+            headers: Vec::new(),
+            body: Some(body),
+            also_accept: &[],
+        };
+        let mut take = |response: &mut client::Response| {
+            response
+                .header("etag")
+                .filter(|etag| !etag.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("part {part_number} of {key} was answered without an ETag"),
+                    )
+                })
+        };
+        let etag = client.send(&request, &mut take, |_| len as u64)?;
+        multipart.etags.push(etag);
+        self.pending.drain(..len);
+        Ok(())
+    }
+
+    /// Completes the upload and checks the object the server made: all the bytes written.
+    fn complete(&mut self) -> io::Result<()> {
+        let multipart = self.multipart.as_mut().expect("a multipart upload");
+        let client = &self.storage.client;
+        let key = self.key.as_str();
+        let (upload_id, etags) = (multipart.upload_id.as_str(), &multipart.etags);
+        let action = || {
+            client.bucket.complete_multipart_upload(
+                client.credentials.as_ref(),
+                key,
+                upload_id,
+                etags.iter().map(String::as_str),
+            )
+        };
+        let body = action().body();
+        let url = || action().sign(SIGNATURE_LIFETIME);
+        let text = self.storage.exchange(
+            RequestKind::Multipart,
+            key,
+            Method::Post,
+            &url,
+            Some(body.as_bytes()),
+        )?;
+        // S3 may answer 200 and still fail: the error is then in the body.
+        if let Some(code) = xml_field(&text, "Code") {
+            return Err(io::Error::other(format!(
+                "completing the upload of {} failed: {code} {}",
+                client.object(key),
+                xml_field(&text, "Message").unwrap_or("")
+            )));
+        }
+        multipart.completed = true;
+        let size = self.storage.head(key)?;
+        if size != Some(self.written) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {size:?} bytes after its upload of {} bytes",
+                    client.object(key),
+                    self.written
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ObjectWriter for Upload<'_> {
+    fn write(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let part = self.storage.part_size;
+        self.written += bytes.len() as u64;
+        while !bytes.is_empty() {
+            let room = part - self.pending.len();
+            let (now, later) = bytes.split_at(room.min(bytes.len()));
+            self.pending.extend_from_slice(now);
+            bytes = later;
+            // A full part is sent once more bytes come: the last part is sent by `finish`.
+            if self.pending.len() == part && !bytes.is_empty() {
+                self.send_part(part)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        if self.multipart.is_none() {
+            let pending = std::mem::take(&mut self.pending);
+            return self.storage.put_whole(&self.key, &pending);
+        }
+        let len = self.pending.len();
+        if len > 0 {
+            self.send_part(len)?;
+        }
+        self.complete()
+    }
+
+    /// An object store's answer to a PUT or a completed upload means the object is stored.
+    fn finish_durably(self: Box<Self>) -> io::Result<()> {
+        self.finish()
+    }
+}
+
+impl Drop for Upload<'_> {
+    fn drop(&mut self) {
+        let Some(multipart) = &self.multipart else {
+            return;
+        };
+        if multipart.completed {
+            return;
+        }
+        let client = &self.storage.client;
+        let (key, upload_id) = (self.key.as_str(), multipart.upload_id.as_str());
+        let url = || {
+            client
+                .bucket
+                .abort_multipart_upload(client.credentials.as_ref(), key, upload_id)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        // Best effort: the upload failed already, and that failure is what is reported; an
+        // upload left behind is invisible as an object and expires by the bucket's policy.
+        let _ = self
+            .storage
+            .exchange(RequestKind::Multipart, key, Method::Delete, &url, None);
+    }
+}
+
+/// An object read whole in order, a ranged GET per piece.
+struct Pieces<'s> {
+    storage: &'s S3Storage,
+    key: String,
+    size: u64,
+    offset: u64,
+}
+
+impl ObjectReader for Pieces<'_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
+        let left = self.size - self.offset;
+        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        if len == 0 {
+            buf.resize_for_writing(0)?;
+            return Ok(0);
+        }
+        let (read, _) = self
+            .storage
+            .fetch(&self.key, Span::Range(self.offset, len), buf)?;
+        if read.len != len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{} ended at {} bytes, its size was {}",
+                    self.storage.client.object(&self.key),
+                    self.offset + read.len as u64,
+                    self.size
+                ),
+            ));
+        }
+        self.offset += len as u64;
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests;

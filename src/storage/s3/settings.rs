@@ -1,0 +1,343 @@
+//! Where the bucket is and who asks: the endpoint, region, credentials and URL style, taken from
+//! `storage.storage_options` first, then from the standard `AWS_*` environment variables, then
+//! from the AWS profile files (`~/.aws/credentials`, `~/.aws/config`), as the AWS tools and
+//! DLIO's S3 clients take them. A value a user wrote that cannot work is a usage error naming it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusty_s3::{Bucket, Credentials, UrlStyle};
+
+use crate::config::{Config, ObjectStoreOptions};
+use crate::error::{Error, Result};
+
+/// What a connection to one bucket needs.
+#[derive(Debug)]
+pub struct Settings {
+    pub bucket: Bucket,
+    /// `None`: requests go unsigned (a public bucket).
+    pub credentials: Option<Credentials>,
+    pub max_attempts: u32,
+    pub max_in_flight: usize,
+    pub request_timeout: Duration,
+    pub part_size: usize,
+}
+
+/// The bucket and the key prefix of a configured folder: `s3://bucket/prefix` (DLIO's
+/// `data_folder: s3://bucket`), or a path below the bucket `storage.storage_root`.
+pub fn bucket_and_prefix(config: &Config, folder: &str) -> Result<(String, String)> {
+    let (bucket, path) = match folder.strip_prefix("s3://") {
+        Some(rest) => {
+            let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+            (bucket.to_string(), path)
+        }
+        None => {
+            let root = config.storage.storage_root.trim_end_matches('/');
+            if root.is_empty() || root == "." {
+                return Err(Error::usage(
+                    "workload.storage.storage_root must name the bucket with \
+                     storage_type = s3 (e.g. ++workload.storage.storage_root=my-bucket)",
+                ));
+            }
+            (root.to_string(), folder)
+        }
+    };
+    if !valid_bucket_name(&bucket) {
+        return Err(Error::usage(format!(
+            "'{bucket}' is not a bucket name (3 to 63 characters of a-z, 0-9, '.', '-', '_'); \
+             it comes from {}",
+            if folder.starts_with("s3://") {
+                format!("the folder '{folder}'")
+            } else {
+                "workload.storage.storage_root".to_string()
+            }
+        )));
+    }
+    let mut prefix = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if part == ".." {
+            return Err(Error::usage(format!(
+                "the folder '{folder}' has '..': object keys have no parent folder"
+            )));
+        }
+        prefix.push_str(part);
+        prefix.push('/');
+    }
+    Ok((bucket, prefix))
+}
+
+fn valid_bucket_name(name: &str) -> bool {
+    (3..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-._".contains(&b))
+}
+
+impl Settings {
+    /// The settings of `bucket` from the configuration's options, the environment and the
+    /// profile files.
+    pub fn resolve(options: &ObjectStoreOptions, bucket: &str) -> Result<Settings> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let profile_name = options
+            .profile
+            .clone()
+            .or_else(|| env("AWS_PROFILE"))
+            .unwrap_or_else(|| "default".to_string());
+        let profile = Profile::read(&profile_name)?;
+        let pick = |option: &Option<String>, vars: &[&str], profile_key: &str| {
+            option
+                .clone()
+                .or_else(|| vars.iter().find_map(|v| env(v)))
+                .or_else(|| profile.get(profile_key))
+        };
+        let region = pick(
+            &options.region,
+            &["AWS_REGION", "AWS_DEFAULT_REGION"],
+            "region",
+        )
+        .unwrap_or_else(|| "us-east-1".to_string());
+        let endpoint = pick(
+            &options.endpoint_url,
+            &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+            "endpoint_url",
+        )
+        .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
+        let endpoint_url: url::Url = endpoint.parse().map_err(|e| {
+            Error::usage(format!(
+                "workload.storage.storage_options.endpoint_url = '{endpoint}': not a URL ({e}); \
+                 e.g. http://127.0.0.1:9000"
+            ))
+        })?;
+        let host_is_name = match endpoint_url.host() {
+            Some(url::Host::Domain(d)) => d != "localhost",
+            _ => false,
+        };
+        let path_style = options
+            .force_path_style
+            .unwrap_or(!host_is_name || bucket.contains('.'));
+        let style = if path_style {
+            UrlStyle::Path
+        } else {
+            UrlStyle::VirtualHost
+        };
+        let bucket_url = Bucket::new(endpoint_url, style, bucket.to_string(), region.clone())
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot address bucket '{bucket}' at '{endpoint}' ({e:?}); the endpoint must be \
+                     http:// or https:// with a host, and virtual-host style \
+                     (s3_force_path_style = False) needs a host name, not an address"
+                ))
+            })?;
+        Ok(Settings {
+            bucket: bucket_url,
+            credentials: credentials(options, &env, &profile)?,
+            max_attempts: options.max_attempts,
+            max_in_flight: options.max_in_flight as usize,
+            request_timeout: Duration::from_secs_f64(options.request_timeout),
+            part_size: options.part_size as usize,
+        })
+    }
+}
+
+/// The access key and secret: both from the options, or both from the environment, or both from
+/// the profile; one without the other is a usage error.
+fn credentials(
+    options: &ObjectStoreOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: &Profile,
+) -> Result<Option<Credentials>> {
+    let sources = [
+        (
+            "workload.storage.storage_options.access_key_id / secret_access_key",
+            options.access_key_id.clone(),
+            options.secret_access_key.clone(),
+            options.session_token.clone(),
+        ),
+        (
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+            env("AWS_ACCESS_KEY_ID"),
+            env("AWS_SECRET_ACCESS_KEY"),
+            env("AWS_SESSION_TOKEN"),
+        ),
+        (
+            "aws_access_key_id / aws_secret_access_key of the AWS profile",
+            profile.get("aws_access_key_id"),
+            profile.get("aws_secret_access_key"),
+            profile.get("aws_session_token"),
+        ),
+    ];
+    for (names, key, secret, token) in sources {
+        match (key, secret) {
+            (None, None) => continue,
+            (Some(key), Some(secret)) => {
+                return Ok(Some(match token {
+                    Some(token) => Credentials::new_with_token(key, secret, token),
+                    None => Credentials::new(key, secret),
+                }))
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "S3 credentials need both the access key and the secret: only one of \
+                     {names} is set"
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// One profile's keys from the AWS files: the credentials file's `[name]` section, then the
+/// config file's `[profile name]` (`[default]`). Their format is a few lines of INI, read here
+/// rather than through a crate: only sections and `key = value` lines matter.
+#[derive(Debug, Default)]
+struct Profile {
+    values: HashMap<String, String>,
+}
+
+impl Profile {
+    fn read(name: &str) -> Result<Profile> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let file = |var: &str, default: &str| {
+            std::env::var_os(var)
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(default)))
+        };
+        let mut profile = Profile::default();
+        let config_section = if name == "default" {
+            "default".to_string()
+        } else {
+            format!("profile {name}")
+        };
+        for (path, section) in [
+            (
+                file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"),
+                name.to_string(),
+            ),
+            (file("AWS_CONFIG_FILE", ".aws/config"), config_section),
+        ] {
+            let Some(path) = path else { continue };
+            profile.take_section(&path, &section)?;
+        }
+        Ok(profile)
+    }
+
+    /// Adds the keys of `[section]` in the file at `path` that are not set yet; a missing file
+    /// has none.
+    fn take_section(&mut self, path: &Path, section: &str) -> Result<()> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(Error::on_object(
+                    "cannot read AWS profile file",
+                    path.display().to_string(),
+                    e,
+                ))
+            }
+        };
+        let mut inside = false;
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with(['#', ';']) {
+                continue;
+            }
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                inside = name.trim() == section;
+            } else if let (true, Some((key, value))) = (inside, line.split_once('=')) {
+                self.values
+                    .entry(key.trim().to_ascii_lowercase())
+                    .or_insert_with(|| value.trim().to_string());
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        self.values.get(key).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_and_prefixes_come_from_the_folder_or_the_root() {
+        let mut config = crate::config::tests::resolve(&[
+            "workload=default",
+            "++workload.storage.storage_type=s3",
+            "++workload.storage.storage_root=train-bucket",
+        ])
+        .unwrap();
+        assert_eq!(
+            bucket_and_prefix(&config, "./data/unet3d/").unwrap(),
+            ("train-bucket".to_string(), "data/unet3d/".to_string())
+        );
+        assert_eq!(
+            bucket_and_prefix(&config, "s3://other/x//y").unwrap(),
+            ("other".to_string(), "x/y/".to_string())
+        );
+        assert_eq!(
+            bucket_and_prefix(&config, "s3://other").unwrap(),
+            ("other".to_string(), String::new())
+        );
+        let up = bucket_and_prefix(&config, "a/../b")
+            .unwrap_err()
+            .to_string();
+        assert!(up.contains("'..'"), "{up}");
+        let bad = bucket_and_prefix(&config, "s3://Bad_Name!").unwrap_err();
+        assert!(bad.to_string().contains("'Bad_Name!'"), "{bad}");
+        config.storage.storage_root = "./".to_string();
+        let none = bucket_and_prefix(&config, "data").unwrap_err().to_string();
+        assert!(none.contains("storage_root must name the bucket"), "{none}");
+    }
+
+    #[test]
+    fn a_profile_section_is_read_and_earlier_files_win() {
+        let dir = crate::storage::scratch_dir("aws-profile");
+        std::fs::create_dir_all(&dir).unwrap();
+        let credentials = dir.join("credentials");
+        std::fs::write(
+            &credentials,
+            "[default]\naws_access_key_id = A\n\n[bench]\n# a comment\naws_access_key_id=B\n\
+             aws_secret_access_key = S = T\n",
+        )
+        .unwrap();
+        let config = dir.join("config");
+        std::fs::write(
+            &config,
+            "[profile bench]\nregion = eu-west-3\naws_access_key_id = C\n",
+        )
+        .unwrap();
+        let mut profile = Profile::default();
+        profile.take_section(&credentials, "bench").unwrap();
+        profile.take_section(&config, "profile bench").unwrap();
+        profile.take_section(&dir.join("absent"), "bench").unwrap();
+        assert_eq!(profile.get("aws_access_key_id").as_deref(), Some("B"));
+        assert_eq!(
+            profile.get("aws_secret_access_key").as_deref(),
+            Some("S = T")
+        );
+        assert_eq!(profile.get("region").as_deref(), Some("eu-west-3"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn credentials_come_in_pairs_and_options_win() {
+        let no_env = |_: &str| None;
+        let mut options = ObjectStoreOptions {
+            access_key_id: Some("K".into()),
+            ..ObjectStoreOptions::default()
+        };
+        let half = credentials(&options, &no_env, &Profile::default()).unwrap_err();
+        assert!(half.to_string().contains("only one of"), "{half}");
+        options.secret_access_key = Some("S".into());
+        let env = |name: &str| (name == "AWS_ACCESS_KEY_ID").then(|| "E".to_string());
+        let picked = credentials(&options, &env, &Profile::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!((picked.key(), picked.secret()), ("K", "S"));
+        let anonymous = credentials(&ObjectStoreOptions::default(), &no_env, &Profile::default());
+        assert!(anonymous.unwrap().is_none());
+    }
+}

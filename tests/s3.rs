@@ -1,0 +1,259 @@
+//! End-to-end runs against a real S3 server (SeaweedFS, started per test on free ports with its
+//! own folder and enforced credentials): every format generated into a bucket, trained from it
+//! and audited; checkpoints saved and loaded; faults injected by a proxy and retried; a server
+//! that stops answering or dies; refused credentials.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod common;
+use common::fault_proxy::{Fault, FaultPlan, FaultProxy};
+use common::seaweed::{self, SeaweedFs};
+use common::*;
+
+fn start(tmp: &Scratch) -> SeaweedFs {
+    SeaweedFs::start(&tmp.path).unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"))
+}
+
+/// The words that put a run's data in `bucket` at `endpoint`, with the server's credentials.
+fn s3_words(endpoint: &str, bucket: &str) -> Vec<String> {
+    vec![
+        "++workload.storage.storage_type=s3".to_string(),
+        format!("++workload.storage.storage_root={bucket}"),
+        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+        format!(
+            "++workload.storage.storage_options.access_key_id={}",
+            seaweed::ACCESS_KEY
+        ),
+        format!(
+            "++workload.storage.storage_options.secret_access_key={}",
+            seaweed::SECRET_KEY
+        ),
+    ]
+}
+
+/// A small traced run of `format` that generates 8 files of 2 samples into `folder` of the
+/// bucket and trains 2 epochs on 2 accelerators.
+fn format_words(tmp: &Scratch, endpoint: &str, format: &str) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.train=True",
+        "++workload.workflow.checkpoint=False",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.num_files_train=8",
+        "++workload.dataset.num_samples_per_file=2",
+        "++workload.dataset.record_length_bytes=8192",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.reader.batch_size=2",
+        "++workload.reader.read_threads=2",
+        "++workload.train.epochs=2",
+        "++workload.train.computation_time=0",
+        "++workload.output.trace=True",
+    ]);
+    words.push(format!("++workload.dataset.format={format}"));
+    words.push(format!("++workload.dataset.data_folder=datasets/{format}"));
+    words.push(format!(
+        "++hydra.run.dir={}",
+        tmp.s(&format!("out-{format}"))
+    ));
+    words.extend(s3_words(endpoint, "formats"));
+    words
+}
+
+/// The bytes of GET and ranged GET bodies the run's data storage received.
+fn data_get_bytes(report: &Value) -> u64 {
+    ["GET", "ranged GET"]
+        .iter()
+        .map(|kind| {
+            report
+                .pointer(&format!("/storage_requests/data/kinds/{kind}/bytes"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn every_format_is_generated_into_trained_from_and_audited_in_a_bucket() {
+    let tmp = Scratch::new("s3-formats");
+    let server = start(&tmp);
+    for format in FORMATS.iter().filter(|f| **f != "mmap_indexed_binary") {
+        let out = tmp.join(format!("out-{format}"));
+        run_quiet(
+            &tmp.path,
+            2,
+            &format_words(&tmp, &server.endpoint(), format),
+        )
+        .ok();
+        let report = read_json(&out.join("report.json"));
+        let mut from_storage = 0;
+        for epoch in 0..2 {
+            let e = at(&report, &format!("/epochs/{epoch}"));
+            assert_eq!(int(e, "/samples_read"), 16, "{format}: {e}");
+            // Everything read came from the bucket: bytes from storage = bytes read, exactly.
+            assert_eq!(
+                int(e, "/bytes_from_storage"),
+                int(e, "/bytes_read"),
+                "{format}: {e}"
+            );
+            from_storage += int(e, "/bytes_from_storage");
+        }
+        // ... and they are the bytes of the GET bodies, every one of them.
+        assert_eq!(data_get_bytes(&report), from_storage, "{format}: {report}");
+        let puts = int(&report, "/storage_requests/data/kinds/PUT/requests");
+        // 8 data files, and the generation's marker (written, then removed).
+        assert!(puts >= 8, "{format}: {puts} PUTs");
+        let (code, audit, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{format}: {audit}\n{}", ran.context());
+    }
+    let mut mapped = format_words(&tmp, &server.endpoint(), "mmap_indexed_binary");
+    mapped.push("++workload.workflow.generate_data=False".to_string());
+    run_quiet(&tmp.path, 1, &mapped)
+        .fails(2)
+        .says(&["mmap_indexed_binary", "use indexed_binary"]);
+}
+
+#[test]
+fn checkpoints_are_saved_to_and_loaded_from_a_bucket_in_checked_parts() {
+    let tmp = Scratch::new("s3-checkpoints");
+    let server = start(&tmp);
+    let mut words = strings(&[
+        "workload=llama3_8b",
+        "++workload.model.num_layers=2",
+        "++workload.model.transformer.hidden_size=1024",
+        "++workload.model.transformer.ffn_hidden_size=2048",
+        "++workload.model.transformer.vocab_size=8000",
+        "++workload.checkpoint.time_between_checkpoints=0",
+        "++workload.checkpoint.num_checkpoints_write=2",
+        "++workload.checkpoint.num_checkpoints_read=1",
+        "++workload.checkpoint.checkpoint_folder=s3://checkpoints/llama",
+        "++workload.storage.storage_options.part_size=5242880",
+    ]);
+    words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    words.extend(s3_words(&server.endpoint(), "checkpoints"));
+    run_quiet(&tmp.path, 2, &words).ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    let one = int(&report, "/checkpoints/size_bytes");
+    let kinds = at(&report, "/storage_requests/checkpoints/kinds");
+    let sent = kinds
+        .pointer("/PUT/bytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        + int(kinds, "/part upload/bytes");
+    assert_eq!(sent, 2 * one, "two saves, every byte sent once: {kinds}");
+    assert!(int(kinds, "/part upload/requests") >= 4, "{kinds}");
+    assert_eq!(int(kinds, "/ranged GET/bytes"), one, "one load: {kinds}");
+    for kind in ["PUT", "part upload", "ranged GET"] {
+        if let Some(retries) = kinds.pointer(&format!("/{kind}/failures")) {
+            assert_eq!(retries.as_u64(), Some(0), "{kinds}");
+        }
+    }
+}
+
+#[test]
+fn injected_503s_and_resets_are_retried_and_counted() {
+    let tmp = Scratch::new("s3-proxy");
+    let server = start(&tmp);
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::every(4, Fault::ServiceUnavailable).and_every(7, Fault::Reset),
+    )
+    .unwrap();
+    let words = format_words(&tmp, &proxy.endpoint(), "npz");
+    run_quiet(&tmp.path, 2, &words).ok();
+    let report = read_json(&tmp.join("out-npz/report.json"));
+    let retries: u64 = at(&report, "/storage_requests/data/kinds")
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|k| k["retries"].as_u64().unwrap())
+        .sum();
+    assert!(proxy.faults() > 10, "{} faults", proxy.faults());
+    assert_eq!(retries as usize, proxy.faults(), "{report}");
+    assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+}
+
+/// A run whose server stops (paused: it keeps its connections and never answers; or killed)
+/// fails with exit 1 within its timeout, naming the object it could not read.
+#[test]
+fn a_server_that_stops_answering_or_dies_fails_the_run_with_the_key() {
+    for kill in [false, true] {
+        let tmp = Scratch::new(if kill { "s3-killed" } else { "s3-paused" });
+        let mut server = start(&tmp);
+        let mut words = format_words(&tmp, &server.endpoint(), "npz");
+        run_quiet(&tmp.path, 1, &words).ok();
+        words = with(
+            &words,
+            &[
+                "++workload.workflow.generate_data=False",
+                "++workload.train.epochs=1000",
+                "++workload.train.computation_time=0.01",
+                "++workload.storage.storage_options.request_timeout=1",
+                "++workload.storage.storage_options.s3_max_attempts=2",
+            ],
+        );
+        let mut args = strings(&["run", "--accelerators", "1"]);
+        args.extend(words);
+        let mut live = Live::dlio_rs(&tmp.path, &args);
+        live.wait_for("epoch 2/");
+        if kill {
+            server.kill();
+        } else {
+            server.pause();
+        }
+        let (ran, took) = live.finish();
+        if !kill {
+            server.resume();
+        }
+        assert_eq!(ran.code, Some(1), "{}", ran.context());
+        assert!(
+            ran.stderr
+                .contains("cannot read data file s3://formats/datasets/npz/train/"),
+            "{}",
+            ran.context()
+        );
+        // Two attempts of at most 1 s, their backoff, the run's end.
+        assert!(took < Duration::from_secs(20), "{took:?}");
+    }
+}
+
+#[test]
+fn refused_credentials_are_a_usage_error_naming_the_problem() {
+    let tmp = Scratch::new("s3-credentials");
+    let server = start(&tmp);
+    let words = format_words(&tmp, &server.endpoint(), "npy");
+    run_quiet(&tmp.path, 1, &words).ok();
+    for (word, code) in [
+        (
+            "++workload.storage.storage_options.secret_access_key=not-the-secret",
+            "SignatureDoesNotMatch",
+        ),
+        (
+            "++workload.storage.storage_options.access_key_id=nobody",
+            "InvalidAccessKeyId",
+        ),
+    ] {
+        run_quiet(
+            &tmp.path,
+            1,
+            &with(&words, &["++workload.workflow.generate_data=False", word]),
+        )
+        .fails(2)
+        .says(&[code, "refused these credentials", "'formats'"]);
+    }
+    run_quiet(
+        &tmp.path,
+        1,
+        &with(
+            &words,
+            &[
+                "++workload.workflow.generate_data=False",
+                "++workload.storage.storage_root=no-such-bucket",
+            ],
+        ),
+    )
+    .fails(2)
+    .says(&["bucket 'no-such-bucket' does not exist"]);
+}

@@ -453,7 +453,10 @@ fn generate_together(
             Ok(())
         },
     )?;
-    let threads = crate::system::cpu_count().max(comm.local_ranks().len());
+    let threads = storage
+        .writers()
+        .unwrap_or_else(crate::system::cpu_count)
+        .max(comm.local_ranks().len());
     let mine = agree(
         comm,
         generate::write_share(dataset, format, storage, &share_of(comm), threads, display),

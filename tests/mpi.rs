@@ -76,6 +76,80 @@ mod with_mpi {
         )
     }
 
+    /// mlpstorage's object runs: `mpirun -n 4 dlio_benchmark` with the bucket in the words and the
+    /// connection in `AWS_*` (mlpstorage passes them with `-x`); generation split across the
+    /// processes, training that reads what one process of 4 thread ranks reads, the audit of the
+    /// object keys, and the request counts of all processes summed in the report.
+    #[cfg(feature = "s3")]
+    #[test]
+    fn mpi_processes_generate_and_train_through_a_bucket() {
+        let tmp = Scratch::new("mpi-s3");
+        let server = common::seaweed::SeaweedFs::start(&tmp.path)
+            .unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"));
+        let endpoint = server.endpoint();
+        let env = [
+            ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", common::seaweed::ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", common::seaweed::SECRET_KEY),
+        ];
+        let bucket = [
+            "++workload.storage.storage_type=s3",
+            "++workload.storage.storage_root=mpi-bucket",
+        ];
+        let words = |out: &str| {
+            let mut w = shuffled_words(&tmp, out, "seed");
+            w.retain(|w| !w.starts_with("++workload.dataset.data_folder="));
+            w.push("++workload.dataset.data_folder=s3://mpi-bucket/data".to_string());
+            w.extend(strings(&bucket));
+            w
+        };
+        let generate = with(
+            &words("generation"),
+            &[
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+            ],
+        );
+        let launcher = ["--bind-to", "none"];
+        mpirun_with(&tmp.path, &launcher, &env, 4, DLIO_BENCHMARK, &generate)
+            .0
+            .ok();
+        mpirun_with(
+            &tmp.path,
+            &launcher,
+            &env,
+            4,
+            DLIO_BENCHMARK,
+            &words("procs4"),
+        )
+        .0
+        .ok();
+        passes_audit(&tmp, "procs4");
+        let mut threads = strings(&["run", "-q", "-n", "4"]);
+        threads.extend(words("threads4"));
+        launch(DLIO_RS, &tmp.path, &threads, &env).ok();
+        assert_eq!(
+            batches(&tmp.join("procs4"), 4),
+            batches(&tmp.join("threads4"), 4)
+        );
+
+        let report = read_json(&tmp.join("procs4/report.json"));
+        let kinds = at(&report, "/storage_requests/data/kinds");
+        let (mut from_storage, mut samples) = (0, 0);
+        for epoch in at(&report, "/epochs").as_array().unwrap() {
+            for phase in [epoch, at(epoch, "/eval")] {
+                assert_eq!(int(phase, "/bytes_from_storage"), int(phase, "/bytes_read"));
+                from_storage += int(phase, "/bytes_from_storage");
+                samples += int(phase, "/samples_read");
+            }
+        }
+        // npz: one whole-object GET per sample (training and evaluation), in all four processes
+        // together.
+        assert!(samples >= 2 * 24 * 3, "{samples}");
+        assert_eq!(int(kinds, "/GET/bytes"), from_storage, "{kinds}");
+        assert_eq!(int(kinds, "/GET/requests"), samples, "{kinds}");
+    }
+
     fn passes_audit(tmp: &Scratch, out: &str) {
         let (code, report, ran) = audit(&tmp.path, &tmp.join(out));
         assert_eq!(

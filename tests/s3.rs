@@ -256,4 +256,26 @@ fn refused_credentials_are_a_usage_error_naming_the_problem() {
     )
     .fails(2)
     .says(&["bucket 'no-such-bucket' does not exist"]);
+    let elsewhere = |endpoint: &str| {
+        with(
+            &words,
+            &[
+                "++workload.workflow.generate_data=False",
+                &format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+            ],
+        )
+    };
+    run_quiet(&tmp.path, 1, &elsewhere("ftp://127.0.0.1:1"))
+        .fails(2)
+        .says(&["cannot address bucket 'formats'", "http:// or https://"]);
+    run_quiet(&tmp.path, 1, &elsewhere("not a url"))
+        .fails(2)
+        .says(&["endpoint_url = 'not a url': not a URL"]);
+    // Nothing listens there: the run fails (exit 1) after its attempts, naming the endpoint.
+    run_quiet(&tmp.path, 1, &elsewhere("http://127.0.0.1:1"))
+        .fails(1)
+        .says(&[
+            "cannot reach bucket formats at http://127.0.0.1:1",
+            "after 5 attempts",
+        ]);
 }

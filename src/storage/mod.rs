@@ -167,6 +167,13 @@ pub trait Storage: Send + Sync {
         Ok(())
     }
 
+    /// How many writers a generation should run on this storage, where one per CPU is too few:
+    /// an object store's PUTs wait on the network, not on the CPU, so more must be in flight to
+    /// keep it busy. `None`: one per CPU (a file system).
+    fn writers(&self) -> Option<usize> {
+        None
+    }
+
     /// What requests the storage made so far, per kind, where it makes requests (an object
     /// store); `None` for file systems, whose reads the kernel counts.
     fn request_counts(&self) -> Option<RequestCounts> {

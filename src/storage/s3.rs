@@ -36,11 +36,18 @@ use crate::error::{Error, Result};
 
 pub use settings::bucket_and_prefix;
 
+/// Writers of a generation where `max_in_flight` does not say ([`Storage::writers`]): enough
+/// PUTs in flight to cover a remote store's latency (benches/s3.rs, O3, compares it with s3dlio
+/// at the same concurrency).
+const DEFAULT_WRITERS: usize = 16;
+
 pub struct S3Storage {
     client: Arc<Client>,
     /// Every key's start: the configured folder, ending in `/`, or empty.
     prefix: String,
     part_size: usize,
+    /// Writers a generation runs ([`Storage::writers`]).
+    writers: usize,
 }
 
 impl S3Storage {
@@ -51,10 +58,15 @@ impl S3Storage {
         let (bucket, prefix) = bucket_and_prefix(config, folder)?;
         let settings = settings::Settings::resolve(&config.storage.options, &bucket)?;
         let part_size = settings.part_size;
+        let writers = match settings.max_in_flight {
+            0 => DEFAULT_WRITERS,
+            cap => cap,
+        };
         Ok(S3Storage {
-            client: Arc::new(Client::new(settings, concurrency)),
+            client: Arc::new(Client::new(settings, concurrency.max(writers))),
             prefix,
             part_size,
+            writers,
         })
     }
 
@@ -211,6 +223,12 @@ impl S3Storage {
         self.exchange(RequestKind::Put, key, Method::Put, &url, Some(data))
             .map(drop)
     }
+}
+
+/// S3's error code of a failed request.
+fn request_code(error: &io::Error) -> Option<&str> {
+    let failure = error.get_ref()?.downcast_ref::<RequestError>()?;
+    Some(failure.code.as_str())
 }
 
 /// What a GET asks for.
@@ -392,9 +410,12 @@ impl Storage for S3Storage {
                         .create_bucket(client.credentials.as_ref().unwrap_or(&EMPTY_CREDENTIALS))
                         .sign(SIGNATURE_LIFETIME)
                 };
-                self.exchange(RequestKind::CreateBucket, "", Method::Put, &url, Some(b""))
-                    .map(drop)
-                    .map_err(|e| Error::on_object("cannot create bucket", &bucket, e))
+                match self.exchange(RequestKind::CreateBucket, "", Method::Put, &url, Some(b"")) {
+                    Ok(_) => Ok(()),
+                    // Another process of the run made it first.
+                    Err(e) if request_code(&e) == Some("BucketAlreadyOwnedByYou") => Ok(()),
+                    Err(e) => Err(Error::on_object("cannot create bucket", &bucket, e)),
+                }
             }
             Some((Some(404), "NoSuchBucket")) => Err(Error::usage(format!(
                 "bucket '{bucket}' does not exist at {endpoint}: generate the dataset first \
@@ -412,6 +433,11 @@ impl Storage for S3Storage {
                 error,
             )),
         }
+    }
+
+    /// `max_in_flight` if set, else [`DEFAULT_WRITERS`].
+    fn writers(&self) -> Option<usize> {
+        Some(self.writers)
     }
 
     fn request_counts(&self) -> Option<RequestCounts> {

@@ -44,23 +44,6 @@ fn server(dir: &Path) -> &'static seaweed::SeaweedFs {
     })
 }
 
-/// The words that point dlio-rs at the server's bucket.
-fn s3_words(endpoint: &str) -> Vec<String> {
-    vec![
-        "++workload.storage.storage_type=s3".to_string(),
-        format!("++workload.storage.storage_root={BUCKET}"),
-        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
-        format!(
-            "++workload.storage.storage_options.access_key_id={}",
-            seaweed::ACCESS_KEY
-        ),
-        format!(
-            "++workload.storage.storage_options.secret_access_key={}",
-            seaweed::SECRET_KEY
-        ),
-    ]
-}
-
 /// A dataset of `files` npy objects of `bytes` each under `folder` of the bucket.
 fn dataset_words(endpoint: &str, folder: &str, files: u64, bytes: u64) -> Vec<String> {
     let mut w = words(&[
@@ -76,7 +59,7 @@ fn dataset_words(endpoint: &str, folder: &str, files: u64, bytes: u64) -> Vec<St
     w.push(format!("++workload.dataset.num_files_train={files}"));
     w.push(format!("++workload.dataset.record_length_bytes={bytes}"));
     w.push(format!("++workload.dataset.data_folder={folder}"));
-    w.extend(s3_words(endpoint));
+    w.extend(seaweed::storage_words(endpoint, BUCKET));
     w
 }
 

@@ -9,7 +9,7 @@ objects, same concurrency) and prints ONE JSON line on stdout:
 
 Usage:
   s3dlio_reference.py get --bucket B --keys-file F [--threads T] [--max-in-flight M]
-                          [--ranges-file R] [--expect-size BYTES]
+                          [--expect-size BYTES]
   s3dlio_reference.py put --bucket B --prefix P --count N --size BYTES [--max-in-flight M]
 
 Connection settings come from the environment, as s3dlio reads them:
@@ -38,9 +38,6 @@ against SeaweedFS, see the notes at the end):
     MultipartUploadWriter instead (as DLIO's s3dlio storage does above 32 MiB),
     --multipart-parts-in-flight parts per object (default 1, keeping <= M
     requests in flight; DLIO uses 8).
-  * ranged get (--ranges-file, lines "key offset length"): s3dlio has no
-    batched ranged GET, so M Python threads each call s3dlio.get_range() from a
-    shared work list (at most M ranges in flight, no HEAD requests).
   --strategy get_many / threads / put_many / multipart force one method.
 
 s3dlio environment this script sets before importing s3dlio:
@@ -154,22 +151,6 @@ def read_keys(path):
     return keys, expect
 
 
-def read_ranges(path):
-    out = []
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            for ln, line in enumerate(f, 1):
-                parts = line.split()
-                if not parts:
-                    continue
-                if len(parts) != 3:
-                    die(f"{path}:{ln}: expected 'key offset length', got {line.strip()!r}")
-                out.append((parts[0], int(parts[1]), int(parts[2])))
-    except (OSError, ValueError) as e:
-        die(f"cannot read ranges file {path}: {e}")
-    return out
-
-
 def uri_of(bucket, key):
     return f"s3://{bucket}/{key.lstrip('/')}"
 
@@ -212,8 +193,6 @@ def run_threads(n_threads, items, fn):
 
 def cmd_get(args):
     m = args.max_in_flight or max(1, args.threads)
-    if args.ranges_file:
-        return cmd_get_ranges(args, m)
     keys, expect = read_keys(args.keys_file)
     if not keys:
         die(f"keys file {args.keys_file} is empty")
@@ -297,107 +276,6 @@ def cmd_get(args):
           "env": env_info()})
 
 
-def cmd_get_ranges(args, m):
-    ranges = read_ranges(args.ranges_file)
-    if not ranges:
-        die(f"ranges file {args.ranges_file} is empty")
-    items = [(uri_of(args.bucket, k), off, ln) for k, off, ln in ranges]
-    s3dlio, client = import_s3dlio(args)
-    try:
-        s3dlio.get_range(items[0][0], 0, 1)
-    except Exception as e:
-        die(f"warm-up GET of {items[0][0]} failed: {e}")
-
-    def one(it):
-        u, off, ln = it
-        return len(s3dlio.get_range(u, off, ln))
-
-    c0 = cpu_now()
-    t0 = time.perf_counter()
-    try:
-        lens = run_threads(m, items, one)
-    except Exception as e:
-        die(f"ranged GET failed (missing object or transport error): {e}")
-    seconds = time.perf_counter() - t0
-    cpu = cpu_now() - c0
-    bad = [(items[i], lens[i]) for i in range(len(items)) if lens[i] != items[i][2]]
-    if bad:
-        (u, off, ln), got = bad[0]
-        die(f"{len(bad)} range(s) short, e.g. {u} @{off}+{ln}: got {got} bytes")
-    emit("get", len(items), sum(lens), seconds, cpu, client,
-         {"max_in_flight": m, "strategy": "ranged_threads", "ranges": True,
-          "env": env_info()})
-
-
-# --------------------------------------------------------------------- put ---
-
-def cmd_put(args):
-    m = args.max_in_flight or 1
-    if args.count <= 0 or args.size < 0:
-        die("--count must be > 0 and --size >= 0")
-    prefix = args.prefix.strip("/")
-    uris = [uri_of(args.bucket, f"{prefix}/obj_{i:08d}" if prefix else f"obj_{i:08d}")
-            for i in range(args.count)]
-    s3dlio, client = import_s3dlio(args)
-    # One immutable buffer, generated once (outside the timed region) and
-    # shared by every object: exact `bytes` are never copied by s3dlio.
-    buf = os.urandom(args.size) if args.size else b""
-    try:
-        s3dlio.put_bytes(uri_of(args.bucket, f"{prefix}/.warmup" if prefix else ".warmup"), b"x")
-    except Exception as e:
-        die(f"warm-up PUT to bucket {args.bucket} failed (does the bucket exist?): {e}")
-
-    part = args.multipart_part_mib * MIB if args.multipart_part_mib else 0
-    strategy = args.strategy
-    if strategy == "auto":
-        strategy = "multipart" if part and args.size > part else "put_many"
-    if strategy == "multipart" and not part:
-        die("--strategy multipart needs --multipart-part-mib")
-    mv = memoryview(buf)
-
-    def put_mpu(u):
-        w = s3dlio.MultipartUploadWriter.from_uri(
-            u, part_size=part, max_in_flight=args.multipart_parts_in_flight,
-            abort_on_drop=True)
-        try:
-            for off in range(0, len(mv), part):
-                w.write(mv[off:off + part])
-            w.close()
-        except BaseException:
-            w.abort()
-            raise
-
-    batches = 0
-    c0 = cpu_now()
-    t0 = time.perf_counter()
-    try:
-        if strategy == "put_many":
-            # The item list is cheap (the payload is shared), so batches are
-            # large: only the last one drains the pipeline.
-            step = max(16 * m, args.max_batch)
-            for i in range(0, len(uris), step):
-                chunk = uris[i:i + step]
-                s3dlio.put_many([(u, buf) for u in chunk], max_in_flight=min(m, len(chunk)))
-                batches += 1
-        elif strategy == "threads":
-            run_threads(m, uris, lambda u: s3dlio.put_bytes(u, buf))
-        elif strategy == "multipart":
-            run_threads(m, uris, put_mpu)
-        else:
-            die(f"strategy {strategy} not supported for put")
-    except SystemExit:
-        raise
-    except Exception as e:
-        die(f"PUT failed: {e}")
-    seconds = time.perf_counter() - t0
-    cpu = cpu_now() - c0
-    extra = {"max_in_flight": m, "strategy": strategy, "batches": batches, "env": env_info()}
-    if strategy == "multipart":
-        extra["multipart_part_mib"] = args.multipart_part_mib
-        extra["multipart_parts_in_flight"] = args.multipart_parts_in_flight
-    emit("put", len(uris), len(uris) * args.size, seconds, cpu, client, extra)
-
-
 def main():
     p = argparse.ArgumentParser(
         description="s3dlio reference client for the dlio-rs S3 benchmark; "
@@ -428,12 +306,10 @@ def main():
 
     g = sub.add_parser("get", help="GET every key once, whole object")
     common(g)
-    g.add_argument("--keys-file", help="one object key per line (optional 2nd column: "
-                                       "expected size in bytes)")
+    g.add_argument("--keys-file", required=True,
+                   help="one object key per line (optional 2nd column: expected size in bytes)")
     g.add_argument("--threads", type=int, default=1,
                    help="reader threads; --max-in-flight defaults to this x 1")
-    g.add_argument("--ranges-file", default=None,
-                   help="ranged mode: lines 'key offset length' instead of --keys-file")
     g.add_argument("--expect-size", type=int, default=None,
                    help="expected size of every object (fail if any differs)")
     g.add_argument("--allow-empty", action="store_true",
@@ -455,8 +331,6 @@ def main():
     if args.max_in_flight is not None and args.max_in_flight < 1:
         die("--max-in-flight must be >= 1")
     if args.op == "get":
-        if not args.keys_file and not args.ranges_file:
-            die("get needs --keys-file (or --ranges-file)")
         if args.threads < 1:
             die("--threads must be >= 1")
         cmd_get(args)

@@ -16,23 +16,6 @@ fn start(tmp: &Scratch) -> SeaweedFs {
     SeaweedFs::start(&tmp.path).unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"))
 }
 
-/// The words that put a run's data in `bucket` at `endpoint`, with the server's credentials.
-fn s3_words(endpoint: &str, bucket: &str) -> Vec<String> {
-    vec![
-        "++workload.storage.storage_type=s3".to_string(),
-        format!("++workload.storage.storage_root={bucket}"),
-        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
-        format!(
-            "++workload.storage.storage_options.access_key_id={}",
-            seaweed::ACCESS_KEY
-        ),
-        format!(
-            "++workload.storage.storage_options.secret_access_key={}",
-            seaweed::SECRET_KEY
-        ),
-    ]
-}
-
 /// A small traced run of `format` that generates 8 files of 2 samples into `folder` of the
 /// bucket and trains 2 epochs on 2 accelerators.
 fn format_words(tmp: &Scratch, endpoint: &str, format: &str) -> Vec<String> {
@@ -58,7 +41,7 @@ fn format_words(tmp: &Scratch, endpoint: &str, format: &str) -> Vec<String> {
         "++hydra.run.dir={}",
         tmp.s(&format!("out-{format}"))
     ));
-    words.extend(s3_words(endpoint, "formats"));
+    words.extend(seaweed::storage_words(endpoint, "formats"));
     words
 }
 
@@ -132,7 +115,7 @@ fn checkpoints_are_saved_to_and_loaded_from_a_bucket_in_checked_parts() {
         "++workload.storage.storage_options.part_size=5242880",
     ]);
     words.push(format!("++hydra.run.dir={}", tmp.s("out")));
-    words.extend(s3_words(&server.endpoint(), "checkpoints"));
+    words.extend(seaweed::storage_words(&server.endpoint(), "checkpoints"));
     run_quiet(&tmp.path, 2, &words).ok();
     let report = read_json(&tmp.join("out/report.json"));
     let one = int(&report, "/checkpoints/size_bytes");
@@ -217,6 +200,41 @@ fn a_server_that_stops_answering_or_dies_fails_the_run_with_the_key() {
         // Two attempts of at most 1 s, their backoff, the run's end.
         assert!(took < Duration::from_secs(20), "{took:?}");
     }
+}
+
+/// Ctrl-C while the reader threads wait on a server that stopped answering: the requests in flight
+/// end at their timeout, none is retried, and the run stops as interrupted (130), with the epochs
+/// it completed.
+#[test]
+fn an_interrupt_stops_a_run_waiting_on_a_stalled_server() {
+    let tmp = Scratch::new("s3-interrupted");
+    let server = start(&tmp);
+    let words = format_words(&tmp, &server.endpoint(), "npz");
+    run_quiet(&tmp.path, 1, &words).ok();
+    let mut args = strings(&["run", "--accelerators", "1"]);
+    args.extend(with(
+        &words,
+        &[
+            "++workload.workflow.generate_data=False",
+            "++workload.train.epochs=1000",
+            "++workload.train.computation_time=0.01",
+            "++workload.storage.storage_options.request_timeout=2",
+        ],
+    ));
+    let mut live = Live::dlio_rs(&tmp.path, &args);
+    live.wait_for("epoch 2/");
+    server.pause();
+    live.signal(libc::SIGINT);
+    let (ran, took) = live.finish();
+    server.resume();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    assert!(
+        ran.stdout.contains("interrupted by SIGINT"),
+        "{}",
+        ran.context()
+    );
+    // At most one request timeout (2 s) and the run's end; without the signal, 5 attempts.
+    assert!(took < Duration::from_secs(8), "{took:?}");
 }
 
 #[test]

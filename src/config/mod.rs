@@ -229,8 +229,7 @@ pub struct ObjectStoreOptions {
     pub session_token: Option<String>,
     /// The profile of `~/.aws/credentials` and `~/.aws/config` to read.
     pub profile: Option<String>,
-    /// `None`: path style where the endpoint's host cannot carry the bucket's name (an IP
-    /// address, localhost), virtual-host style otherwise.
+    /// `None`: virtual-host style for AWS's endpoints, path style for any other.
     pub force_path_style: Option<bool>,
     /// Attempts per request, the first included (DLIO's `s3_max_attempts`, 5).
     pub max_attempts: u32,
@@ -528,6 +527,9 @@ fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
             }
         }
     };
+    // mlpstorage v3 names DLIO's Python I/O library; dlio-rs is the engine and needs none.
+    f.raw(&format!("{KEY}.storage_library"));
+    f.raw(&format!("{KEY}.uri_scheme"));
     let whole = |v: f64| v.fract() == 0.0;
     let max_attempts = number(
         f,

@@ -152,14 +152,14 @@ impl<'a> BatchSource<'a> {
             if state.file_in_hand != Some(sample.file) {
                 self.dataset
                     .write_file_key(&mut state.key, self.split, sample.file);
-                state.take_file(sample.file, self.storage)?;
+                state
+                    .take_file(sample.file, self.storage)
+                    .or_else(interrupted_first)?;
             }
-            let read = state.reader.read_sample(
-                self.storage,
-                &state.key,
-                sample.sample,
-                &mut state.buffer,
-            )?;
+            let read = state
+                .reader
+                .read_sample(self.storage, &state.key, sample.sample, &mut state.buffer)
+                .or_else(interrupted_first)?;
             let ended = Instant::now();
             let duration = ended - started;
             state.latency.record(duration.as_nanos() as u64);
@@ -194,6 +194,13 @@ impl<'a> BatchSource<'a> {
         }
         Ok(loaded)
     }
+}
+
+/// A read that failed after a signal arrived failed because of it (an object store stops
+/// retrying then): the run stops as interrupted, not as failed.
+fn interrupted_first<T>(error: Error) -> Result<T> {
+    crate::interrupt::check()?;
+    Err(error)
 }
 
 /// How a rank loads: its reader threads and how far ahead each may be.

@@ -32,6 +32,18 @@ pub const ACCESS_KEY: &str = "benchkey";
 /// 403 SignatureDoesNotMatch, an unknown key 403 InvalidAccessKeyId, an unsigned request 403.
 pub const SECRET_KEY: &str = "benchsecret0123456789";
 
+/// The configuration words that put a dlio-rs run's data in `bucket` at `endpoint` (the server's,
+/// or a proxy's before it), with the server's credentials.
+pub fn storage_words(endpoint: &str, bucket: &str) -> Vec<String> {
+    vec![
+        "++workload.storage.storage_type=s3".to_string(),
+        format!("++workload.storage.storage_root={bucket}"),
+        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+        format!("++workload.storage.storage_options.access_key_id={ACCESS_KEY}"),
+        format!("++workload.storage.storage_options.secret_access_key={SECRET_KEY}"),
+    ]
+}
+
 /// How long a start may take before it is given up (a normal start takes ~3 s).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Starts retried with fresh ports when the server dies early (another process took a port).

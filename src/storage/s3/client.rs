@@ -274,7 +274,18 @@ impl Client {
                 }
                 .into_io());
             }
-            std::thread::sleep(backoff(attempt));
+            // A signal ends the retries: the run is stopping.
+            if crate::interrupt::received().is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!(
+                        "{} {}: stopped retrying ({code}) as the run was interrupted",
+                        request.kind.name(),
+                        self.object(request.key)
+                    ),
+                ));
+            }
+            crate::interrupt::sleep_until(Instant::now() + backoff(attempt));
         }
     }
 

@@ -109,13 +109,16 @@ impl Settings {
                  e.g. http://127.0.0.1:9000"
             ))
         })?;
-        let host_is_name = match endpoint_url.host() {
-            Some(url::Host::Domain(d)) => d != "localhost",
+        // AWS serves buckets as host names; other S3 servers (MinIO, Ceph, SeaweedFS, appliances)
+        // answer on one host, with the bucket in the path, unless set up otherwise (as the AWS
+        // SDKs and boto3 address a custom endpoint).
+        let aws = match endpoint_url.host() {
+            Some(url::Host::Domain(d)) => d.ends_with(".amazonaws.com"),
             _ => false,
         };
         let path_style = options
             .force_path_style
-            .unwrap_or(!host_is_name || bucket.contains('.'));
+            .unwrap_or(!aws || bucket.contains('.'));
         let style = if path_style {
             UrlStyle::Path
         } else {
@@ -290,6 +293,54 @@ mod tests {
         config.storage.storage_root = "./".to_string();
         let none = bucket_and_prefix(&config, "data").unwrap_err().to_string();
         assert!(none.contains("storage_root must name the bucket"), "{none}");
+    }
+
+    #[test]
+    fn aws_gets_virtual_hosts_and_other_endpoints_paths() {
+        let url = |endpoint: &str, bucket: &str, force: Option<bool>| {
+            let options = ObjectStoreOptions {
+                endpoint_url: Some(endpoint.to_string()),
+                region: Some("eu-west-3".to_string()),
+                force_path_style: force,
+                ..ObjectStoreOptions::default()
+            };
+            let settings = Settings::resolve(&options, bucket).unwrap();
+            settings.bucket.base_url().to_string()
+        };
+        let aws = "https://s3.eu-west-3.amazonaws.com";
+        assert_eq!(
+            url(aws, "data", None),
+            "https://data.s3.eu-west-3.amazonaws.com/"
+        );
+        assert_eq!(
+            url(aws, "data.v2", None),
+            "https://s3.eu-west-3.amazonaws.com/data.v2/"
+        );
+        assert_eq!(
+            url(aws, "data", Some(true)),
+            "https://s3.eu-west-3.amazonaws.com/data/"
+        );
+        assert_eq!(
+            url("http://minio.lab:9000", "data", None),
+            "http://minio.lab:9000/data/"
+        );
+        assert_eq!(
+            url("http://minio.lab:9000", "data", Some(false)),
+            "http://data.minio.lab:9000/"
+        );
+        let address = Settings::resolve(
+            &ObjectStoreOptions {
+                endpoint_url: Some("http://10.0.0.5:9000".to_string()),
+                force_path_style: Some(false),
+                ..ObjectStoreOptions::default()
+            },
+            "data",
+        )
+        .unwrap_err();
+        assert!(
+            address.to_string().contains("needs a host name"),
+            "{address}"
+        );
     }
 
     #[test]

@@ -23,20 +23,8 @@ fn server(name: &str) -> SeaweedFs {
 
 /// A storage of `bucket` at `endpoint`, with the server's credentials and `extra` options.
 fn storage(endpoint: &str, bucket: &str, extra: &[&str]) -> S3Storage {
-    let mut words = vec![
-        "workload=default".to_string(),
-        "++workload.storage.storage_type=s3".to_string(),
-        format!("++workload.storage.storage_root={bucket}"),
-        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
-        format!(
-            "++workload.storage.storage_options.access_key_id={}",
-            seaweed::ACCESS_KEY
-        ),
-        format!(
-            "++workload.storage.storage_options.secret_access_key={}",
-            seaweed::SECRET_KEY
-        ),
-    ];
+    let mut words = vec!["workload=default".to_string()];
+    words.extend(seaweed::storage_words(endpoint, bucket));
     words.extend(
         extra
             .iter()

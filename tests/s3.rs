@@ -98,6 +98,51 @@ fn every_format_is_generated_into_trained_from_and_audited_in_a_bucket() {
         .says(&["mmap_indexed_binary", "use indexed_binary"]);
 }
 
+/// A dataset whose names are not the scheme's (6 files asked for, 8 made) is listed, once per
+/// split, page by page; the audit lists it again with the credentials of the environment (the
+/// report keeps none).
+#[test]
+fn a_dataset_off_the_naming_scheme_is_listed_and_audited() {
+    let tmp = Scratch::new("s3-listed");
+    let server = start(&tmp);
+    let words = format_words(&tmp, &server.endpoint(), "npz");
+    run_quiet(&tmp.path, 1, &words).ok();
+    let listed = with(
+        &words,
+        &[
+            "++workload.workflow.generate_data=False",
+            "++workload.dataset.num_files_train=6",
+        ],
+    );
+    run_quiet(&tmp.path, 2, &listed).ok();
+    let out = tmp.join("out-npz");
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(at(&report, "/startup/file_names/0/method"), "listed", "{report}");
+    assert_eq!(int(&report, "/epochs/0/samples_read"), 12);
+    // The bucket check, and one page for train/ (its 2 subfolders), one for each subfolder.
+    let lists = int(&report, "/storage_requests/data/kinds/LIST/requests");
+    assert!((3..=5).contains(&lists), "{lists} LISTs");
+    let configuration = at(&report, "/configuration/storage/storage_options").to_string();
+    assert!(
+        !configuration.contains(seaweed::SECRET_KEY) && !configuration.contains("access_key"),
+        "{configuration}"
+    );
+    let audit = |env: &[(&str, &str)]| {
+        launch(
+            DLIO_RS,
+            &tmp.path,
+            &["audit", &out.display().to_string(), "--json"],
+            env,
+        )
+    };
+    audit(&[]).fails(1).says(&["AccessDenied"]);
+    let ran = audit(&[
+        ("AWS_ACCESS_KEY_ID", seaweed::ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", seaweed::SECRET_KEY),
+    ]);
+    assert_eq!(ran.code, Some(0), "{}", ran.context());
+}
+
 #[test]
 fn checkpoints_are_saved_to_and_loaded_from_a_bucket_in_checked_parts() {
     let tmp = Scratch::new("s3-checkpoints");

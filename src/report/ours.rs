@@ -183,6 +183,18 @@ fn storage_requests(results: &super::Results) -> Value {
     Value::Object(uses)
 }
 
+/// The configuration without the object store's credentials: report.json is shared (MLPerf
+/// submissions publish their results), and an audit of an object-store run takes them from the
+/// environment or a profile again.
+fn without_credentials(mut configuration: Value) -> Value {
+    if let Some(Value::Object(options)) = configuration.pointer_mut("/storage/storage_options") {
+        for key in ["access_key_id", "secret_access_key", "session_token"] {
+            options.remove(key);
+        }
+    }
+    configuration
+}
+
 pub fn report(run: &FinishedRun) -> Value {
     let FinishedRun {
         config,
@@ -250,6 +262,6 @@ pub fn report(run: &FinishedRun) -> Value {
         "hosts": hosts(run),
         "traced": config.output.trace,
         "warnings": results.warnings,
-        "configuration": config.tree.to_json(),
+        "configuration": without_credentials(config.tree.to_json()),
     })
 }

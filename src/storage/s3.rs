@@ -48,6 +48,8 @@ pub struct S3Storage {
     part_size: usize,
     /// Writers a generation runs ([`Storage::writers`]).
     writers: usize,
+    /// Keys per LIST page: S3's most, 1,000 (tests make pages small).
+    list_page: usize,
 }
 
 impl S3Storage {
@@ -67,7 +69,15 @@ impl S3Storage {
             prefix,
             part_size,
             writers,
+            list_page: 1000,
         })
+    }
+
+    /// The same storage listing `keys` keys per page, so that a test sees pagination.
+    #[cfg(test)]
+    fn with_list_page(mut self, keys: usize) -> S3Storage {
+        self.list_page = keys;
+        self
     }
 
     fn key(&self, key: &str) -> String {
@@ -540,6 +550,7 @@ impl Storage for S3Storage {
                 let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
                 list.with_prefix(folder.as_str());
                 list.with_delimiter("/");
+                list.with_max_keys(self.list_page);
                 if let Some(token) = &token {
                     list.with_continuation_token(token.as_str());
                 }

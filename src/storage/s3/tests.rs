@@ -83,6 +83,33 @@ fn s3_passes_the_conformance_suite_and_uploads_in_checked_parts() {
 }
 
 #[test]
+fn s3_lists_a_folder_page_by_page() {
+    let server = server("s3-pages");
+    let s3 = storage(&server.endpoint(), "pages", &[]).with_list_page(7);
+    s3.check_access(true).unwrap();
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..20 {
+        let name = format!("f{i:02}.bin");
+        s3.put(&format!("split/{name}"), b"x").unwrap();
+        expected.insert(name, EntryKind::File);
+    }
+    for sub in ["0", "1", "2"] {
+        s3.put(&format!("split/{sub}/deeper.bin"), b"x").unwrap();
+        expected.insert(sub.to_string(), EntryKind::Folder);
+    }
+    let before = s3.request_counts().unwrap().of(RequestKind::List).requests;
+    let mut listed = std::collections::BTreeMap::new();
+    s3.list_dir("split", &mut |name, kind| {
+        assert!(listed.insert(name.to_string(), kind).is_none(), "{name} twice");
+    })
+    .unwrap();
+    assert_eq!(listed, expected);
+    let pages = s3.request_counts().unwrap().of(RequestKind::List).requests - before;
+    // 23 entries (20 keys and 3 common prefixes) at 7 a page.
+    assert_eq!(pages, 4);
+}
+
+#[test]
 fn s3_retries_503s_and_resets_and_counts_them() {
     let server = server("s3-faults");
     // Every 3rd request answered 503 SlowDown, every 5th reset (the 15th: a 503).

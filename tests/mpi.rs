@@ -92,41 +92,53 @@ mod with_mpi {
             ("AWS_ACCESS_KEY_ID", common::seaweed::ACCESS_KEY),
             ("AWS_SECRET_ACCESS_KEY", common::seaweed::SECRET_KEY),
         ];
+        // mlpstorage v3's words for object storage; the data folder below the bucket, or as a
+        // URI: the same keys.
         let bucket = [
             "++workload.storage.storage_type=s3",
             "++workload.storage.storage_root=mpi-bucket",
+            "++workload.storage.storage_options.storage_library=s3dlio",
+            "++workload.storage.storage_options.uri_scheme=s3",
+            "++workload.dataset.skip_listing=True",
+            "++workload.dataset.listing_validation_interval=1",
         ];
-        let words = |out: &str| {
+        let words = |out: &str, folder: &str| {
             let mut w = shuffled_words(&tmp, out, "seed");
             w.retain(|w| !w.starts_with("++workload.dataset.data_folder="));
-            w.push("++workload.dataset.data_folder=s3://mpi-bucket/data".to_string());
+            w.push(format!("++workload.dataset.data_folder={folder}"));
             w.extend(strings(&bucket));
             w
         };
         let generate = with(
-            &words("generation"),
+            &words("generation", "data"),
             &[
                 "++workload.workflow.generate_data=True",
                 "++workload.workflow.train=False",
             ],
         );
-        let launcher = ["--bind-to", "none"];
+        let launcher = [
+            "--bind-to",
+            "none",
+            "--mca",
+            "btl",
+            "vader,self",
+            "-x",
+            "AWS_ENDPOINT_URL",
+            "-x",
+            "AWS_ACCESS_KEY_ID",
+            "-x",
+            "AWS_SECRET_ACCESS_KEY",
+        ];
         mpirun_with(&tmp.path, &launcher, &env, 4, DLIO_BENCHMARK, &generate)
             .0
             .ok();
-        mpirun_with(
-            &tmp.path,
-            &launcher,
-            &env,
-            4,
-            DLIO_BENCHMARK,
-            &words("procs4"),
-        )
-        .0
-        .ok();
+        let train = words("procs4", "s3://mpi-bucket/data");
+        mpirun_with(&tmp.path, &launcher, &env, 4, DLIO_BENCHMARK, &train)
+            .0
+            .ok();
         passes_audit(&tmp, "procs4");
         let mut threads = strings(&["run", "-q", "-n", "4"]);
-        threads.extend(words("threads4"));
+        threads.extend(words("threads4", "data"));
         launch(DLIO_RS, &tmp.path, &threads, &env).ok();
         assert_eq!(
             batches(&tmp.join("procs4"), 4),

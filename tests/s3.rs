@@ -117,7 +117,11 @@ fn a_dataset_off_the_naming_scheme_is_listed_and_audited() {
     run_quiet(&tmp.path, 2, &listed).ok();
     let out = tmp.join("out-npz");
     let report = read_json(&out.join("report.json"));
-    assert_eq!(at(&report, "/startup/file_names/0/method"), "listed", "{report}");
+    assert_eq!(
+        at(&report, "/startup/file_names/0/method"),
+        "listed",
+        "{report}"
+    );
     assert_eq!(int(&report, "/epochs/0/samples_read"), 12);
     // The bucket check, and one page for train/ (its 2 subfolders), one for each subfolder.
     let lists = int(&report, "/storage_requests/data/kinds/LIST/requests");

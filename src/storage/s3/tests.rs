@@ -100,7 +100,10 @@ fn s3_lists_a_folder_page_by_page() {
     let before = s3.request_counts().unwrap().of(RequestKind::List).requests;
     let mut listed = std::collections::BTreeMap::new();
     s3.list_dir("split", &mut |name, kind| {
-        assert!(listed.insert(name.to_string(), kind).is_none(), "{name} twice");
+        assert!(
+            listed.insert(name.to_string(), kind).is_none(),
+            "{name} twice"
+        );
     })
     .unwrap();
     assert_eq!(listed, expected);

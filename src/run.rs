@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
 use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
-use crate::config::{Config, PageCache, Source};
+use crate::config::{Config, PageCache, Source, StorageType};
 use crate::dataset::listing::FileList;
 use crate::dataset::names::{self, ListingRules, SplitNames};
 use crate::dataset::Dataset;
@@ -320,18 +320,27 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         }
     }
     config.check_supported()?;
-    let drop_timeout =
-        if config.workflow.train && config.reader.page_cache == PageCache::DropBeforeEpoch {
-            crate::system::check_can_drop_page_cache().map_err(|why| {
-                Error::usage(format!(
-                    "workload.reader.page_cache = drop_before_epoch: {why}; \
+    let object_store = config.storage.storage_type == StorageType::S3;
+    if let (true, true, Some(keys)) = (lead, object_store, cache_keys_set(&config)) {
+        crate::report::terminal::tell(format_args!(
+            "warning: {keys} ignored with storage_type = s3: objects are read over the network, \
+             and nothing of them is cached on this host"
+        ));
+    }
+    let drop_timeout = if config.workflow.train
+        && !object_store
+        && config.reader.page_cache == PageCache::DropBeforeEpoch
+    {
+        crate::system::check_can_drop_page_cache().map_err(|why| {
+            Error::usage(format!(
+                "workload.reader.page_cache = drop_before_epoch: {why}; \
                  use evict_after_read, which needs no root"
-                ))
-            })?;
-            Some(crate::system::drop_cache_timeout().map_err(Error::usage)?)
-        } else {
-            None
-        };
+            ))
+        })?;
+        Some(crate::system::drop_cache_timeout().map_err(Error::usage)?)
+    } else {
+        None
+    };
     let dataset = Dataset::from_config(&config);
     let format = format::for_config(&config, options.verify)?;
     let local_ranks = options.accelerators;
@@ -370,6 +379,23 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
         drop_timeout,
         checkpoints,
     })
+}
+
+/// The page-cache and O_DIRECT settings of the configuration that are on, named; `None` if none
+/// is.
+fn cache_keys_set(config: &Config) -> Option<String> {
+    let set: Vec<&str> = [
+        (config.reader.odirect, "workload.reader.odirect"),
+        (
+            config.reader.page_cache != PageCache::Keep,
+            "workload.reader.page_cache",
+        ),
+        (config.checkpoint.odirect, "workload.checkpoint.odirect"),
+    ]
+    .into_iter()
+    .filter_map(|(on, key)| on.then_some(key))
+    .collect();
+    (!set.is_empty()).then(|| set.join(", "))
 }
 
 /// Refuses a checkpoint whose files from this process's ranks could not fit in the file system's

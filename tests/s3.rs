@@ -91,6 +91,21 @@ fn every_format_is_generated_into_trained_from_and_audited_in_a_bucket() {
         let (code, audit, ran) = audit(&tmp.path, &out);
         assert_eq!(code, Some(0), "{format}: {audit}\n{}", ran.context());
     }
+    // The local cache's keys have nothing to act on: said, and the run is the same.
+    let cached = with(
+        &format_words(&tmp, &server.endpoint(), "npy"),
+        &[
+            "++workload.workflow.generate_data=False",
+            "++workload.reader.odirect=True",
+            "++workload.reader.page_cache=drop_before_epoch",
+        ],
+    );
+    run_quiet(&tmp.path, 1, &cached).ok().says(&[
+        "workload.reader.odirect, workload.reader.page_cache ignored with storage_type = s3",
+    ]);
+    let report = read_json(&tmp.join("out-npy/report.json"));
+    assert_eq!(at(&report, "/storage_accounting/method"), "request_bodies");
+    assert_eq!(at(&report, "/cache_defeated_by"), "storage.storage_type=s3");
     let mut mapped = format_words(&tmp, &server.endpoint(), "mmap_indexed_binary");
     mapped.push("++workload.workflow.generate_data=False".to_string());
     run_quiet(&tmp.path, 1, &mapped)

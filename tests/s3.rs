@@ -301,6 +301,100 @@ fn an_interrupt_stops_a_run_waiting_on_a_stalled_server() {
     assert!(took < Duration::from_secs(8), "{took:?}");
 }
 
+/// A private certificate authority (made here with openssl) signs the server's certificate: with
+/// its PEM as `ca_bundle` (or AWS_CA_BUNDLE) the run speaks HTTPS to the server; without it, the
+/// certificate is refused at once, as a usage error that says how to name the authority.
+#[test]
+fn https_with_a_private_authority() {
+    let tmp = Scratch::new("s3-https");
+    let pki = tmp.join("pki");
+    std::fs::create_dir_all(&pki).unwrap();
+    let openssl = |args: &[&str]| {
+        let ran = std::process::Command::new("openssl")
+            .current_dir(&pki)
+            .args(args)
+            .output()
+            .expect("openssl runs (apt install openssl)");
+        assert!(ran.status.success(), "openssl {args:?}: {ran:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=dlio-rs test authority",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(pki.join("san"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san",
+    ]);
+    let tls = seaweed::Tls {
+        cert: pki.join("server.pem"),
+        key: pki.join("server.key"),
+    };
+    let server = SeaweedFs::start_with_tls(&tmp.path, &tls)
+        .unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"));
+    assert!(server.endpoint().starts_with("https://"));
+    let words = format_words(&tmp, &server.endpoint(), "npz");
+    let authority = format!(
+        "++workload.storage.storage_options.ca_bundle={}",
+        pki.join("ca.pem").display()
+    );
+    run_quiet(&tmp.path, 1, &with(&words, &[&authority])).ok();
+    let report = read_json(&tmp.join("out-npz/report.json"));
+    assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+    let trained = with(&words, &["++workload.workflow.generate_data=False"]);
+    let ca = pki.join("ca.pem").display().to_string();
+    let mut args = strings(&["run", "-q"]);
+    args.extend(trained.iter().cloned());
+    launch(DLIO_RS, &tmp.path, &args, &[("AWS_CA_BUNDLE", &ca)]).ok();
+    run_quiet(&tmp.path, 1, &trained).fails(2).says(&[
+        "cannot talk TLS with https://127.0.0.1",
+        "ca_bundle or AWS_CA_BUNDLE",
+    ]);
+    let not_pem = format!(
+        "++workload.storage.storage_options.ca_bundle={}",
+        pki.join("san").display()
+    );
+    run_quiet(&tmp.path, 1, &with(&trained, &[&not_pem]))
+        .fails(2)
+        .says(&["holds no certificate"]);
+}
+
 #[test]
 fn refused_credentials_are_a_usage_error_naming_the_problem() {
     let tmp = Scratch::new("s3-credentials");

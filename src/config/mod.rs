@@ -229,6 +229,9 @@ pub struct ObjectStoreOptions {
     pub session_token: Option<String>,
     /// The profile of `~/.aws/credentials` and `~/.aws/config` to read.
     pub profile: Option<String>,
+    /// A PEM file of the certificate authorities an `https` endpoint is checked against, in
+    /// place of the public ones (an object store with a private CA).
+    pub ca_bundle: Option<String>,
     /// `None`: virtual-host style for AWS's endpoints, path style for any other.
     pub force_path_style: Option<bool>,
     /// Attempts per request, the first included (DLIO's `s3_max_attempts`, 5).
@@ -575,6 +578,7 @@ fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
         secret_access_key: f.opt_string(&format!("{KEY}.secret_access_key")),
         session_token: f.opt_string(&format!("{KEY}.session_token")),
         profile: f.opt_string(&format!("{KEY}.profile")),
+        ca_bundle: f.opt_string(&format!("{KEY}.ca_bundle")),
         force_path_style: f
             .raw(&format!("{KEY}.s3_force_path_style"))
             .is_some()

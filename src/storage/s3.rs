@@ -25,7 +25,7 @@ use std::sync::Arc;
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Method, S3Action};
 
-use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME};
+use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME, TLS_REFUSED};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange, RangeRead,
@@ -431,6 +431,11 @@ impl Storage for S3Storage {
                 "bucket '{bucket}' does not exist at {endpoint}: generate the dataset first \
                  (++workload.workflow.generate_data=True makes the bucket), or name another \
                  (workload.storage.storage_root)"
+            ))),
+            Some((None, TLS_REFUSED)) => Err(Error::usage(format!(
+                "cannot talk TLS with {endpoint}: {error}; if its certificate comes from a private \
+                 authority, name that authority's PEM file with \
+                 workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE"
             ))),
             Some((Some(400 | 401 | 403), code)) => Err(Error::usage(format!(
                 "the S3 endpoint {endpoint} refused these credentials for bucket '{bucket}' \

@@ -88,6 +88,14 @@ pub struct SeaweedFs {
     stopped: bool,
     /// False while starting: a failed start keeps the folder (and its `weed.log`).
     remove_dir: bool,
+    /// The S3 port speaks HTTPS.
+    tls: bool,
+}
+
+/// A certificate and its key (PEM files) for the S3 port to serve HTTPS with.
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl SeaweedFs {
@@ -95,6 +103,15 @@ impl SeaweedFs {
     /// waits until its S3 port answers `/healthz`; on failure the error carries the tail of the
     /// server's log, and the folder (with `weed.log`) is kept for inspection.
     pub fn start(parent: &Path) -> Result<SeaweedFs, String> {
+        Self::start_with(parent, None)
+    }
+
+    /// [`SeaweedFs::start`], with the S3 port serving HTTPS with `tls`'s certificate.
+    pub fn start_with_tls(parent: &Path, tls: &Tls) -> Result<SeaweedFs, String> {
+        Self::start_with(parent, Some(tls))
+    }
+
+    fn start_with(parent: &Path, tls: Option<&Tls>) -> Result<SeaweedFs, String> {
         let weed = weed_binary();
         let dir = fresh_dir(parent)?;
         let config = dir.join("s3.json");
@@ -102,7 +119,7 @@ impl SeaweedFs {
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let mut failures = Vec::new();
         for attempt in 1..=START_ATTEMPTS {
-            match Self::try_start(&weed, &dir, &config) {
+            match Self::try_start(&weed, &dir, &config, tls) {
                 Ok(server) => return Ok(server),
                 Err(Failure::Retry(why)) => failures.push(format!("attempt {attempt}: {why}")),
                 Err(Failure::Fatal(why)) => {
@@ -119,7 +136,12 @@ impl SeaweedFs {
         ))
     }
 
-    fn try_start(weed: &Path, dir: &Path, config: &Path) -> Result<SeaweedFs, Failure> {
+    fn try_start(
+        weed: &Path,
+        dir: &Path,
+        config: &Path,
+        tls: Option<&Tls>,
+    ) -> Result<SeaweedFs, Failure> {
         let fatal = |e: String| Failure::Fatal(e);
         let data = dir.join("data");
         let _ = fs::remove_dir_all(&data); // what an earlier attempt wrote
@@ -134,7 +156,7 @@ impl SeaweedFs {
         let ports = pick_ports();
         remove_sockets(ports); // stale ones of a crashed server; the ports are free, so not in use
         let [master, volume, filer, s3] = ports;
-        let args = [
+        let mut args = vec![
             "-logtostderr".to_string(), // else glog writes /tmp/weed.* files
             "server".to_string(),
             "-ip=127.0.0.1".to_string(),
@@ -154,6 +176,10 @@ impl SeaweedFs {
             "-volume.max=0".to_string(),
             "-volume.preStopSeconds=0".to_string(),
         ];
+        if let Some(tls) = tls {
+            args.push(format!("-s3.cert.file={}", tls.cert.display()));
+            args.push(format!("-s3.key.file={}", tls.key.display()));
+        }
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(WATCHDOG)
@@ -192,6 +218,7 @@ impl SeaweedFs {
             ports,
             stopped: false,
             remove_dir: false,
+            tls: tls.is_some(),
         };
         let started = Instant::now();
         loop {
@@ -204,7 +231,13 @@ impl SeaweedFs {
                     tail(&log)
                 )));
             }
-            if let Ok((200, _)) = http_get(server.addr(), "/healthz", Duration::from_secs(2)) {
+            // An HTTPS port answers a plain request with 400: it is up.
+            let ready = match http_get(server.addr(), "/healthz", Duration::from_secs(2)) {
+                Ok((200, _)) => true,
+                Ok((400, _)) => server.tls,
+                _ => false,
+            };
+            if ready {
                 // A server of another process on the same port would answer too: make sure the
                 // one that answers is ours.
                 if listens_on(pid, s3) {
@@ -232,7 +265,8 @@ impl SeaweedFs {
     /// The S3 endpoint, e.g. `http://127.0.0.1:12345`.
     #[allow(dead_code)]
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr())
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr())
     }
 
     /// The S3 port's address, for raw TCP (a fault proxy's upstream, [`http_get`]).

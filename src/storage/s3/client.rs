@@ -76,16 +76,30 @@ enum Failure {
         code: String,
         message: String,
     },
-    /// Another attempt would fail the same way.
+    /// Another attempt would fail the same way (a status, or no answer: a refused certificate).
     Final {
-        status: u16,
+        status: Option<u16>,
         code: String,
         message: String,
     },
 }
 
 impl Failure {
-    fn of_transport(error: ureq::Error) -> Failure {
+    fn of_transport(error: ureq::Error, https: bool) -> Failure {
+        // A certificate this client does not trust stays untrusted. rustls reports it, and any
+        // other failure to agree, as invalid data read from the connection.
+        let refused = match &error {
+            ureq::Error::Tls(_) | ureq::Error::Rustls(_) => true,
+            ureq::Error::Io(e) => https && e.kind() == io::ErrorKind::InvalidData,
+            _ => false,
+        };
+        if refused {
+            return Failure::Final {
+                status: None,
+                code: TLS_REFUSED.to_string(),
+                message: error.to_string(),
+            };
+        }
         let code = match &error {
             ureq::Error::Timeout(_) => "timeout",
             ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => "connection failed",
@@ -171,6 +185,9 @@ pub struct Client {
     counts: Mutex<RequestCounts>,
 }
 
+/// The code of a failure to agree on TLS with the server (its certificate refused, most often).
+pub const TLS_REFUSED: &str = "TLS refused";
+
 /// How long a presigned URL stays valid: long enough for a slow upload of a part to start.
 pub const SIGNATURE_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -182,7 +199,12 @@ const BACKOFF_CAP: Duration = Duration::from_secs(5);
 impl Client {
     pub fn new(settings: Settings, connections: usize) -> Client {
         let timeout = Some(settings.request_timeout);
+        let roots = match &settings.authorities {
+            Some(certificates) => ureq::tls::RootCerts::new_with_certs(certificates),
+            None => ureq::tls::RootCerts::WebPki,
+        };
         let agent = ureq::Agent::config_builder()
+            .tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build())
             // Error statuses are answers to read (S3's XML error), not failures of the call.
             .http_status_as_error(false)
             .timeout_connect(timeout)
@@ -257,7 +279,7 @@ impl Client {
                     status,
                     code,
                     message,
-                } => (Some(status), code, message, false),
+                } => (status, code, message, false),
             };
             if !again {
                 self.count(request.kind, |c| {
@@ -303,10 +325,10 @@ impl Client {
         };
         let inner = match sent {
             Ok(Ok(response)) => response,
-            Ok(Err(error)) => return Err(Failure::of_transport(error)),
+            Ok(Err(error)) => return Err(Failure::of_transport(error, url.scheme() == "https")),
             Err(error) => {
                 return Err(Failure::Final {
-                    status: 0,
+                    status: None,
                     code: "bad request".to_string(),
                     message: error.to_string(),
                 })
@@ -334,7 +356,7 @@ impl Client {
             })
         } else {
             Err(Failure::Final {
-                status,
+                status: Some(status),
                 code,
                 message,
             })

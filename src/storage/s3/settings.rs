@@ -22,6 +22,8 @@ pub struct Settings {
     pub max_in_flight: usize,
     pub request_timeout: Duration,
     pub part_size: usize,
+    /// The certificate authorities `https` is checked against; `None`: the public ones (webpki's).
+    pub authorities: Option<Vec<ureq::tls::Certificate<'static>>>,
 }
 
 /// The bucket and the key prefix of a configured folder: `s3://bucket/prefix` (DLIO's
@@ -132,8 +134,13 @@ impl Settings {
                      (s3_force_path_style = False) needs a host name, not an address"
                 ))
             })?;
+        let authorities = match pick(&options.ca_bundle, &["AWS_CA_BUNDLE"], "ca_bundle") {
+            Some(path) => Some(read_authorities(Path::new(&path))?),
+            None => None,
+        };
         Ok(Settings {
             bucket: bucket_url,
+            authorities,
             credentials: credentials(options, &env, &profile)?,
             max_attempts: options.max_attempts,
             max_in_flight: options.max_in_flight as usize,
@@ -141,6 +148,30 @@ impl Settings {
             part_size: options.part_size as usize,
         })
     }
+}
+
+/// The certificates of a PEM bundle (`ca_bundle`, `AWS_CA_BUNDLE`); a file that cannot be read
+/// or holds none is a usage error naming it.
+fn read_authorities(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>> {
+    let refuse = |why: String| {
+        Error::usage(format!(
+            "the CA bundle {} (workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE) {why}",
+            path.display()
+        ))
+    };
+    let pem = std::fs::read(path).map_err(|e| refuse(format!("cannot be read: {e}")))?;
+    let mut certificates = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(certificate)) => certificates.push(certificate),
+            Ok(_) => {}
+            Err(e) => return Err(refuse(format!("is not PEM: {e}"))),
+        }
+    }
+    if certificates.is_empty() {
+        return Err(refuse("holds no certificate".to_string()));
+    }
+    Ok(certificates)
 }
 
 /// The access key and secret: both from the options, or both from the environment, or both from

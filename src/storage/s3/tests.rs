@@ -10,6 +10,7 @@ use crate::config::tests::resolve;
 #[path = "../../../tests/common/fault_proxy.rs"]
 mod fault_proxy;
 #[path = "../../../tests/common/seaweed.rs"]
+#[allow(dead_code)] // what only the end-to-end tests use (HTTPS)
 mod seaweed;
 
 use fault_proxy::{Fault, FaultPlan, FaultProxy};

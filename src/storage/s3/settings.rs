@@ -56,16 +56,22 @@ pub fn bucket_and_prefix(config: &Config, folder: &str) -> Result<(String, Strin
             }
         )));
     }
-    let mut prefix = String::new();
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        if part == ".." {
-            return Err(Error::usage(format!(
-                "the folder '{folder}' has '..': object keys have no parent folder"
-            )));
-        }
-        prefix.push_str(part);
-        prefix.push('/');
+    if path.split('/').any(|part| part == "..") {
+        return Err(Error::usage(format!(
+            "the folder '{folder}' has '..': object keys have no parent folder"
+        )));
     }
+    // Keys are taken as written (S3 keeps `a//b` and `a/./b` apart from `a/b`; DLIO's own S3
+    // storage puts whole URIs in its keys), but for a leading `./` and the closing `/`.
+    let mut path = path.trim_start_matches('/');
+    while let Some(rest) = path.strip_prefix("./") {
+        path = rest.trim_start_matches('/');
+    }
+    let path = path.trim_end_matches('/');
+    let prefix = match path {
+        "" | "." => String::new(),
+        path => format!("{path}/"),
+    };
     Ok((bucket, prefix))
 }
 
@@ -308,8 +314,17 @@ mod tests {
             ("train-bucket".to_string(), "data/unet3d/".to_string())
         );
         assert_eq!(
-            bucket_and_prefix(&config, "s3://other/x//y").unwrap(),
-            ("other".to_string(), "x/y/".to_string())
+            bucket_and_prefix(&config, "s3://other/x//y/").unwrap(),
+            ("other".to_string(), "x//y/".to_string())
+        );
+        // Where DLIO's s3torchconnector storage puts a dataset: keys that start with the URI.
+        assert_eq!(
+            bucket_and_prefix(&config, "s3://b-1/s3://b-1").unwrap(),
+            ("b-1".to_string(), "s3://b-1/".to_string())
+        );
+        assert_eq!(
+            bucket_and_prefix(&config, ".").unwrap(),
+            ("train-bucket".to_string(), String::new())
         );
         assert_eq!(
             bucket_and_prefix(&config, "s3://other").unwrap(),

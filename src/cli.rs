@@ -97,6 +97,32 @@ enum Command {
         #[arg(long)]
         eval: bool,
     },
+    /// MLPerf Storage's dataset size for a workload, as mlpstorage's `training datasize` computes
+    /// it (5 × the client hosts' memory, and 500 steps per epoch for every accelerator), the disk
+    /// space it takes, and the command that generates it
+    Datasize {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The most accelerators the storage will be tested with
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_accelerators: u64,
+        /// Memory of each client host, in GiB
+        #[arg(long, value_name = "GIB", value_parser = clap::value_parser!(u64).range(1..))]
+        client_host_memory_in_gb: u64,
+        /// Number of client hosts
+        #[arg(long, value_name = "HOSTS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        num_client_hosts: u64,
+        /// mlpstorage's model (unet3d, resnet50, cosmoflow...): with --accelerator-type, the
+        /// workload MODEL_TYPE, in place of a workload= word
+        #[arg(long, requires = "accelerator_type")]
+        model: Option<String>,
+        /// mlpstorage's accelerator type (h100, a100...)
+        #[arg(long, requires = "model")]
+        accelerator_type: Option<String>,
+        /// Print one JSON object instead of the text
+        #[arg(long)]
+        json: bool,
+    },
     /// List the workloads shipped in the binary
     Workloads,
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
@@ -109,6 +135,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `dlio-rs datasize`: the rule's answer for the workload the words (or mlpstorage's model and
+/// accelerator type) name.
+fn datasize(
+    config: &mut ConfigArgs,
+    model_and_type: Option<(String, String)>,
+    cluster: &crate::datasize::Cluster,
+    json: bool,
+) -> Result<Option<i32>> {
+    if let Some((model, accelerator)) = model_and_type {
+        if config.words.iter().any(|w| w.starts_with("workload=")) {
+            return Err(Error::usage(
+                "--model and --accelerator-type name the workload: give them or a workload= \
+                 word, not both",
+            ));
+        }
+        config
+            .words
+            .insert(0, format!("workload={model}_{accelerator}"));
+    }
+    let resolved = source(config)?.resolve(config.strict)?;
+    let size = crate::datasize::Datasize::compute(&resolved, cluster);
+    if json {
+        let value = serde_json::json!({
+            "workload": resolved.workload_name,
+            "max_accelerators": cluster.max_accelerators,
+            "client_hosts": cluster.client_hosts,
+            "client_host_memory_gib": cluster.host_memory_gib,
+            "num_files_train": size.files,
+            "num_subfolders_train": size.subfolders,
+            "disk_bytes": size.disk_bytes,
+            "file_bytes": size.file_bytes,
+            "files_for_memory": size.files_for_memory,
+            "files_for_steps": size.files_for_steps,
+            "memory_bytes_times_5": size.memory_bytes,
+            "suggested_subfolders": size.suggested_subfolders(),
+        });
+        print_out(&format!("{value:#}\n"))?;
+    } else {
+        print_out(&size.render(&resolved, cluster, &config.words))?;
+    }
+    Ok(None)
 }
 
 fn source(args: &ConfigArgs) -> Result<Source> {
@@ -224,6 +293,22 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             }
             Ok(None)
         }),
+        Command::Datasize {
+            mut config,
+            max_accelerators,
+            client_host_memory_in_gb,
+            num_client_hosts,
+            model,
+            accelerator_type,
+            json,
+        } => {
+            let cluster = crate::datasize::Cluster {
+                max_accelerators,
+                host_memory_gib: client_host_memory_in_gb,
+                client_hosts: num_client_hosts,
+            };
+            datasize(&mut config, model.zip(accelerator_type), &cluster, json)
+        }
         Command::Workloads => {
             let list: String = workloads::SHIPPED
                 .iter()

@@ -5,7 +5,7 @@
 //! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
 //! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`]; a traced
 //! run can be checked against its plan afterwards by [`audit`], and a plan shown beforehand by
-//! [`preview`].
+//! [`preview`]; [`datasize`] says how large a dataset MLPerf Storage's rule asks for.
 
 pub mod audit;
 pub mod checkpoint;
@@ -14,6 +14,7 @@ pub mod comm;
 pub mod compute;
 pub mod config;
 pub mod dataset;
+pub mod datasize;
 pub mod error;
 pub mod format;
 pub mod generate;

@@ -123,6 +123,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Find the most accelerators the storage keeps above the workload's AU threshold: bisects
+    /// the accelerator count between the bounds, a run per trial; saves every trial to
+    /// OUTPUT/sweep.json, and continues an interrupted sweep from it
+    Sweep {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The fewest accelerators to try
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        min_accelerators: u64,
+        /// The most accelerators to try
+        #[arg(long, value_name = "N")]
+        max_accelerators: u64,
+        /// Stop once the last passing and the first failing counts are this close
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        precision: u64,
+        /// The sweep's folder: sweep.json and a run folder per trial
+        #[arg(long, short = 'o', value_name = "DIR", default_value = "sweep")]
+        output: PathBuf,
+    },
     /// List the workloads shipped in the binary
     Workloads,
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
@@ -308,6 +327,35 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                 client_hosts: num_client_hosts,
             };
             datasize(&mut config, model.zip(accelerator_type), &cluster, json)
+        }
+        Command::Sweep {
+            config,
+            min_accelerators,
+            max_accelerators,
+            precision,
+            output,
+        } => {
+            let request = crate::sweep::SweepRequest {
+                words: config.words.clone(),
+                config_dir: config.config_dir.clone(),
+                min: min_accelerators,
+                max: max_accelerators,
+                precision,
+            };
+            crate::interrupt::watch()
+                .map_err(|e| Error::run(format!("cannot watch for SIGINT and SIGTERM: {e}")))
+                .and_then(|()| crate::sweep::sweep(&request, &output, config.strict))
+                .and_then(|(sweep, stopped)| {
+                    print_out(&sweep.render())?;
+                    if stopped.is_some() {
+                        crate::report::terminal::tell(format_args!(
+                            "the sweep was interrupted; its trials are in {}: run the same \
+                             command to continue",
+                            output.join("sweep.json").display()
+                        ));
+                    }
+                    Ok(stopped)
+                })
         }
         Command::Workloads => {
             let list: String = workloads::SHIPPED

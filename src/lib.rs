@@ -5,7 +5,8 @@
 //! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
 //! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`]; a traced
 //! run can be checked against its plan afterwards by [`audit`], and a plan shown beforehand by
-//! [`preview`]; [`datasize`] says how large a dataset MLPerf Storage's rule asks for.
+//! [`preview`]; [`datasize`] says how large a dataset MLPerf Storage's rule asks for, and
+//! [`sweep`] bisects the accelerator count for the most a storage keeps busy.
 
 pub mod audit;
 pub mod checkpoint;
@@ -28,5 +29,6 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod storage;
+pub mod sweep;
 pub mod system;
 pub mod trainer;

@@ -214,6 +214,15 @@ pub struct StorageConfig {
     pub storage_root: String,
     /// `storage.storage_options`: how to reach an object store (unused by file systems).
     pub options: ObjectStoreOptions,
+    /// dlio-rs's `storage.throttle`: the storage behind an emulated link of known speed.
+    pub throttle: Option<Throttle>,
+}
+
+/// `storage.throttle.{mib_per_second, latency_ms}` (see `storage::throttle`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throttle {
+    pub bytes_per_second: f64,
+    pub latency_seconds: f64,
 }
 
 /// `storage.storage_options`, as written: DLIO's keys (`endpoint_url`, `region`, credentials,
@@ -504,6 +513,32 @@ fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
 /// byte total and plan position far from overflow.
 const MAX_COUNT: u64 = 1 << 48;
 
+/// `storage.throttle`: none unless `mib_per_second` is set.
+fn throttle(f: &mut Fields<'_>) -> Option<Throttle> {
+    let mib = f.float("storage.throttle.mib_per_second", 0.0);
+    let latency_ms = f.float("storage.throttle.latency_ms", 0.0);
+    if !(0.0..=1e9).contains(&mib) {
+        f.fail(
+            "storage.throttle.mib_per_second",
+            &Value::Float(mib),
+            "expected MiB per second, more than 0 (0 or absent: no throttle), at most 1e9",
+        );
+        return None;
+    }
+    if !(0.0..=crate::compute::MAX_SECONDS * 1000.0).contains(&latency_ms) {
+        f.fail(
+            "storage.throttle.latency_ms",
+            &Value::Float(latency_ms),
+            "expected milliseconds, 0 or more",
+        );
+        return None;
+    }
+    (mib > 0.0).then(|| Throttle {
+        bytes_per_second: mib * 1048576.0,
+        latency_seconds: latency_ms / 1000.0,
+    })
+}
+
 /// `storage.storage_options`. DLIO passes its values to its S3 client as strings ("False",
 /// "5"), so numbers and booleans are taken written either way.
 fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
@@ -686,7 +721,6 @@ fn transfer_size(f: &mut Fields) -> u64 {
 
 /// Keys DLIO (or its MLPerf fork) has that dlio-rs reads but does not act on; documented in docs/.
 const ACCEPTED_SECTIONS: &[&str] = &[
-    "storage.storage_options",
     "dataset.record_length_bytes_resize",
     "dataset.num_files_generated",
     "dataset.total_disk_bytes",
@@ -752,6 +786,7 @@ impl Config {
             storage_type: f.choice("storage.storage_type", StorageType::LocalFs),
             storage_root: f.string("storage.storage_root", "./"),
             options: object_store_options(&mut f),
+            throttle: throttle(&mut f),
         };
         let dataset = DatasetConfig {
             record_length_bytes: sample_bytes(&mut f, "dataset.record_length_bytes", 65536),

@@ -19,6 +19,11 @@ pub fn accounting_method(accounting: &Accounting) -> (&'static str, String) {
             "exact",
             "O_DIRECT: every byte read comes from the storage device".into(),
         ),
+        Accounting::Emulated => (
+            "emulated_link",
+            "storage.throttle: every byte read crossed the emulated link, the storage under test"
+                .into(),
+        ),
         Accounting::Requests => (
             "request_bodies",
             "object storage: the bytes of the GET bodies received; nothing is cached on the client"
@@ -46,7 +51,7 @@ pub fn bytes_from_storage(
     kernel_count: Option<u64>,
 ) -> Option<u64> {
     match accounting {
-        Accounting::Exact | Accounting::Requests => Some(bytes_read),
+        Accounting::Exact | Accounting::Requests | Accounting::Emulated => Some(bytes_read),
         Accounting::KernelCounters => kernel_count,
         Accounting::InMemory => Some(0),
         Accounting::Unaccounted(_) => None,
@@ -62,7 +67,9 @@ pub fn cache_served_fraction(bytes_read: u64, bytes_from_storage: Option<u64>) -
 
 /// The option that keeps the page cache out of the measurement, if one is on.
 pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
-    if config.storage.storage_type == crate::config::StorageType::S3 {
+    if config.storage.throttle.is_some() {
+        Some("storage.throttle")
+    } else if config.storage.storage_type == crate::config::StorageType::S3 {
         Some("storage.storage_type=s3")
     } else if config.reader.odirect {
         Some("reader.odirect")

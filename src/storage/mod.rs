@@ -14,6 +14,7 @@ mod mapped;
 pub mod requests;
 #[cfg(feature = "s3")]
 mod s3;
+mod throttle;
 mod uring;
 
 use std::io;
@@ -25,11 +26,36 @@ pub use mapped::Mapped;
 pub use requests::{RequestCounts, RequestKind};
 #[cfg(feature = "s3")]
 pub use s3::S3Storage;
+pub use throttle::{Link, Throttled};
 
 /// The storage a configuration's dataset lives in: the data folder, read with O_DIRECT or with
 /// pages evicted as the configuration asks (`storage.storage_type: local_fs`, `parallel_fs`,
 /// `direct_fs`), or a bucket (`s3`), for about `concurrency` threads reading at once.
 pub fn for_data(
+    config: &crate::config::Config,
+    concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    behind_throttle(config, data_storage(config, concurrency)?)
+}
+
+/// The storage behind `storage.throttle`'s link, when the configuration has one.
+fn behind_throttle(
+    config: &crate::config::Config,
+    storage: Box<dyn Storage>,
+) -> crate::error::Result<Box<dyn Storage>> {
+    Ok(match config.storage.throttle {
+        None => storage,
+        Some(throttle) => Box::new(Throttled::new(
+            storage,
+            Link {
+                bytes_per_second: throttle.bytes_per_second,
+                latency: std::time::Duration::from_secs_f64(throttle.latency_seconds),
+            },
+        )),
+    })
+}
+
+fn data_storage(
     config: &crate::config::Config,
     concurrency: usize,
 ) -> crate::error::Result<Box<dyn Storage>> {
@@ -48,6 +74,13 @@ pub fn for_data(
 /// The storage a configuration's checkpoints go to: the checkpoint folder, with O_DIRECT writes
 /// and reads when `checkpoint.odirect`, or a bucket for `s3`.
 pub fn for_checkpoints(
+    config: &crate::config::Config,
+    concurrency: usize,
+) -> crate::error::Result<Box<dyn Storage>> {
+    behind_throttle(config, checkpoint_storage(config, concurrency)?)
+}
+
+fn checkpoint_storage(
     config: &crate::config::Config,
     concurrency: usize,
 ) -> crate::error::Result<Box<dyn Storage>> {
@@ -325,6 +358,8 @@ pub enum Accounting {
     /// Every byte read is the body of a request to the storage (object storage): bytes from
     /// storage = bytes read, nothing cached on the client.
     Requests,
+    /// Every byte read crossed an emulated link (`storage.throttle`), the storage under test.
+    Emulated,
     /// The kernel counts block-device reads per thread (/proc/thread-self/io read_bytes).
     KernelCounters,
     /// The files live in memory (tmpfs, ramfs): nothing is read from a device.

@@ -1,0 +1,96 @@
+//! `dlio-rs sweep` on a storage of known speed (`storage.throttle`): it finds the known answer,
+//! each trial is a valid measurement, a second run continues from the saved trials, and a sweep
+//! of other words in the same folder is refused.
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// 1 MiB samples, one per step, each step 0.1 s of compute: an accelerator asks for 10 MiB/s.
+/// Through a 52 MiB/s link, 5 accelerators ask for 50 MiB/s (AU near 100 %) and 6 for 60 MiB/s
+/// (AU at most 52 / 60 = 87 %, below the 90 % threshold): the answer is 5.
+fn words(tmp: &Scratch) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.format=npy",
+        "++workload.dataset.num_files_train=120",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=1048576",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.reader.batch_size=1",
+        "++workload.reader.read_threads=2",
+        "++workload.train.computation_time=0.1",
+        "++workload.train.epochs=1",
+        "++workload.storage.throttle.mib_per_second=52",
+        "++workload.storage.throttle.latency_ms=1",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    words
+}
+
+fn sweep(tmp: &Scratch, words: &[String]) -> Ran {
+    let mut args = strings(&["sweep", "--max-accelerators=12", "-o"]);
+    args.push(tmp.s("sweep"));
+    args.extend(words.iter().cloned());
+    dlio_rs(&tmp.path, &args)
+}
+
+#[test]
+fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
+    let tmp = Scratch::new("sweep");
+    let ran = sweep(&tmp, &words(&tmp)).ok();
+    assert!(
+        ran.stdout
+            .contains("keeps 5 accelerator(s) above 90 % AU (6 fall below)"),
+        "{}",
+        ran.context()
+    );
+    let saved = read_json(&tmp.join("sweep/sweep.json"));
+    let trials = at(&saved, "/trials").as_array().unwrap().clone();
+    // 1 and 12, then halves: 6, 3, then 4 and 5 (or 5 alone): at most 6 trials, not 12.
+    assert!(trials.len() <= 6, "{saved}");
+    for trial in &trials {
+        let n = int(trial, "/accelerators");
+        let au = trial["au_percent"].as_f64().unwrap();
+        assert_eq!(trial["passed"], Value::Bool(n <= 5), "{trial}");
+        assert!(au >= 90.0 || n > 5, "{trial}");
+        // A valid measurement: every byte read crossed the link, none flagged.
+        assert_eq!(trial["warnings"], Value::Array(Vec::new()), "{trial}");
+        assert_eq!(trial["cache_share"].as_f64(), Some(0.0), "{trial}");
+        assert_eq!(int(trial, "/bytes_from_storage"), int(trial, "/bytes_read"));
+        assert!(tmp.join(format!("sweep/trial-{n}/summary.json")).exists());
+    }
+    assert_eq!(int(&saved, "/answer/most_passing"), 5);
+
+    // Again: every trial is read back, none is run.
+    let again = sweep(&tmp, &words(&tmp)).ok();
+    assert!(again
+        .stderr
+        .contains(&format!("from its {} trial(s)", trials.len())));
+    assert!(!again.stderr.contains("trial 1:"), "{}", again.context());
+    assert!(again.stdout.contains("keeps 5 accelerator(s)"));
+
+    // A sweep stopped after its first two trials continues with the third.
+    let mut cut = saved.clone();
+    cut["trials"] = Value::Array(trials[..2].to_vec());
+    cut["answer"] = Value::Null;
+    std::fs::write(tmp.join("sweep/sweep.json"), cut.to_string()).unwrap();
+    let resumed = sweep(&tmp, &words(&tmp)).ok();
+    assert!(
+        resumed.stderr.contains("from its 2 trial(s)"),
+        "{}",
+        resumed.context()
+    );
+    assert!(resumed.stderr.contains("trial 3:"), "{}", resumed.context());
+    assert!(resumed.stdout.contains("keeps 5 accelerator(s)"));
+
+    // Other words in the same folder: refused, naming the file.
+    let mut other = words(&tmp);
+    other.push("++workload.train.computation_time=0.2".to_string());
+    sweep(&tmp, &other)
+        .fails(2)
+        .says(&["sweep.json holds a sweep of other words"]);
+}

@@ -142,6 +142,13 @@ enum Command {
         #[arg(long, short = 'o', value_name = "DIR", default_value = "sweep")]
         output: PathBuf,
     },
+    /// Rebuild OUTPUT_DIR/report.html from a run's output files (of dlio-rs, or of Python DLIO:
+    /// summary.json and {rank}_output.json)
+    Report {
+        /// The run's output folder
+        #[arg(value_name = "OUTPUT_DIR")]
+        output_dir: PathBuf,
+    },
     /// List the workloads shipped in the binary
     Workloads,
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
@@ -356,6 +363,14 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     }
                     Ok(stopped)
                 })
+        }
+        Command::Report { output_dir } => {
+            crate::report::html::from_folder(&output_dir).and_then(|page| {
+                let path = output_dir.join("report.html");
+                std::fs::write(&path, page)
+                    .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+                print_out(&format!("{}\n", path.display())).map(|()| None)
+            })
         }
         Command::Workloads => {
             let list: String = workloads::SHIPPED

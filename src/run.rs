@@ -23,7 +23,7 @@ use crate::report::dlio as dlio_report;
 use crate::report::folder::{self, OutputFolder};
 use crate::report::log::DlioLog;
 use crate::report::{
-    self, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
+    self, html, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
     RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
@@ -628,6 +628,11 @@ fn write_reports(folder: &Path, log: &DlioLog, run: &FinishedRun) -> Result<()> 
     }
     dlio_report::write_summary(folder, run)?;
     write_json(&folder.join("report.json"), &ours::report(run))?;
+    // Built from the files just written, as `dlio-rs report` rebuilds it.
+    let page = html::from_folder(folder)?;
+    let path = folder.join("report.html");
+    std::fs::write(&path, page)
+        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
     log.output(&format!("Saved outputs in {}", folder.display()));
     log.metric_block(&dlio_report::metric_block(run.results));
     log.output("outputs saved in RANKID_output.json");

@@ -159,6 +159,9 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
         fewest_failing: failing,
     });
     save(output, &state)?;
+    let page = output.join("report.html");
+    std::fs::write(&page, crate::report::html::for_sweep(&state))
+        .map_err(|e| Error::on_object("cannot write", page.display().to_string(), e))?;
     Ok((state, None))
 }
 

@@ -64,6 +64,13 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         assert!(tmp.join(format!("sweep/trial-{n}/summary.json")).exists());
     }
     assert_eq!(int(&saved, "/answer/most_passing"), 5);
+    // Its page: a bar per trial, the answer marked.
+    let page = std::fs::read_to_string(tmp.join("sweep/report.html")).unwrap();
+    assert!(page.contains("data-answer=\"5\""));
+    assert_eq!(page.matches("data-chart=\"sweep-au\"").count(), 1, "{page}");
+    let bars = page.split("data-chart=\"sweep-au\"").nth(1).unwrap();
+    let bars = &bars[..bars.find("</svg>").unwrap()];
+    assert_eq!(bars.matches("class=\"mark\"").count(), trials.len());
 
     // Again: every trial is read back, none is run.
     let again = sweep(&tmp, &words(&tmp)).ok();

@@ -5,6 +5,7 @@
 pub mod checkpoints;
 pub mod dlio;
 pub mod folder;
+pub mod html;
 pub mod hydra;
 pub mod log;
 pub mod ours;

@@ -149,6 +149,16 @@ fn checkpoints(run: &FinishedRun) -> Value {
     })
 }
 
+/// The training reads' latencies over all epochs: `[middle µs, count]` per bucket that holds any
+/// (log-linear buckets, 32 per power of two).
+fn read_latency_histogram(results: &super::Results) -> Value {
+    let mut all = crate::stats::histogram::Histogram::default();
+    for epoch in &results.epochs {
+        all.merge(&epoch.train.read_latency);
+    }
+    json!(all.buckets_us())
+}
+
 /// The requests of an object storage, per use (`data`, `checkpoints`) and kind: counts, retries,
 /// failures, bytes, latency percentiles in µs; `null` for file systems.
 fn storage_requests(results: &super::Results) -> Value {
@@ -259,6 +269,7 @@ pub fn report(run: &FinishedRun) -> Value {
         },
         "checkpoints": checkpoints(run),
         "storage_requests": storage_requests(results),
+        "read_latency_histogram_us": read_latency_histogram(results),
         "hosts": hosts(run),
         "traced": config.output.trace,
         "warnings": results.warnings,

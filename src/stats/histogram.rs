@@ -74,6 +74,16 @@ impl Histogram {
         self.total
     }
 
+    /// Each bucket that holds values: its middle in microseconds, and its count.
+    pub fn buckets_us(&self) -> Vec<(f64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &count)| count > 0)
+            .map(|(offset, &count)| (bucket_value(self.first + offset) / 1000.0, count))
+            .collect()
+    }
+
     /// The value below which a fraction `q` of the recorded values lie, in microseconds.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
         if self.total == 0 {

@@ -1,0 +1,719 @@
+//! `report.html`: the run for people, one self-contained file (no script, no network, no font
+//! beyond the browser's own sans-serif), readable in any browser and printable. Built from the
+//! run's output files alone — DLIO's `summary.json` and `{rank}_output.json`, and dlio-rs's
+//! `report.json` where there is one — so that `dlio-rs report DIR` rebuilds it, also for a run of
+//! Python DLIO (which has no report.json: the charts that need it are left out, and say so).
+//!
+//! The charts are SVG written here (docs/running.md says why: crisp at any zoom and in print, a
+//! `<title>` per chart and per mark for screen readers and hover, and no dependency). Every mark
+//! carries its value in `data-value`, so that a test can check the picture shows the run.
+//! Steps are drawn in at most [`TIMELINE_COLUMNS`] columns per rank (the mean of the steps each
+//! holds), so that a 10,000-step run stays a few hundred KiB.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Columns of a rank's step timeline, at most.
+pub const TIMELINE_COLUMNS: usize = 400;
+/// Ranks drawn in the timeline, at most (the others are said to be left out).
+const TIMELINE_RANKS: usize = 32;
+
+const WIDTH: f64 = 880.0;
+const LOAD_COLOR: &str = "#d9534f";
+const COMPUTE_COLOR: &str = "#5cb85c";
+const BARRIER_COLOR: &str = "#f0ad4e";
+const STORAGE_COLOR: &str = "#337ab7";
+const CACHE_COLOR: &str = "#aaaaaa";
+
+/// One rank's steps: (load wait, compute, barrier and the rest) in seconds.
+type Steps = Vec<(f64, f64, f64)>;
+
+/// Builds report.html's text from the output folder `dir`.
+pub fn from_folder(dir: &Path) -> Result<String> {
+    let summary = read_json(&dir.join("summary.json"))?.ok_or_else(|| {
+        Error::usage(format!(
+            "{} has no summary.json: not the output folder of a training run (of dlio-rs or \
+             DLIO)",
+            dir.display()
+        ))
+    })?;
+    let ours = read_json(&dir.join("report.json"))?;
+    let ranks = summary["num_accelerators"].as_u64().unwrap_or(0) as usize;
+    let mut timelines = Vec::new();
+    for rank in 0..ranks.min(TIMELINE_RANKS) {
+        if let Some(output) = read_json(&dir.join(format!("{rank}_output.json")))? {
+            timelines.push((rank, steps_of(&output)));
+        }
+    }
+    Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::corrupt("output file", path.display().to_string(), e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::on_object(
+            "cannot read",
+            path.display().to_string(),
+            e,
+        )),
+    }
+}
+
+/// The steps of a rank's `{rank}_output.json`, epoch after epoch: DLIO's `load`, `compute` and
+/// `proc` (the whole step) lists per block; what `proc` has beyond the other two is the barrier.
+fn steps_of(output: &Value) -> Steps {
+    let mut epochs: Vec<(u64, &Value)> = output
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.parse::<u64>().ok()?, v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_by_key(|(e, _)| *e);
+    let mut steps = Vec::new();
+    for (_, epoch) in epochs {
+        let blocks = |key: &str| -> Vec<f64> {
+            let mut all: Vec<(&String, &Value)> = epoch[key]
+                .as_object()
+                .map(|o| o.iter().collect())
+                .unwrap_or_default();
+            all.sort_by_key(|(name, _)| {
+                name.trim_start_matches("block").parse::<u64>().unwrap_or(0)
+            });
+            all.iter()
+                .flat_map(|(_, list)| list.as_array().cloned().unwrap_or_default())
+                .map(|v| v.as_f64().unwrap_or(0.0))
+                .collect()
+        };
+        let (load, compute, proc) = (blocks("load"), blocks("compute"), blocks("proc"));
+        for (i, &whole) in proc.iter().enumerate() {
+            let load = load.get(i).copied().unwrap_or(0.0);
+            let compute = compute.get(i).copied().unwrap_or(0.0);
+            steps.push((load, compute, (whole - load - compute).max(0.0)));
+        }
+    }
+    steps
+}
+
+fn render(
+    dir: &Path,
+    summary: &Value,
+    ours: Option<&Value>,
+    ranks: usize,
+    timelines: &[(usize, Steps)],
+) -> String {
+    let metric = &summary["metric"];
+    let workload = ours
+        .and_then(|o| o["workload"].as_str())
+        .unwrap_or("(workload not recorded)");
+    let threshold = ours
+        .and_then(|o| o["train"]["au_threshold_percent"].as_f64())
+        .unwrap_or(90.0);
+    let au = numbers(&metric["train_au_percentage"]);
+    let samples = numbers(&metric["train_throughput_samples_per_second"]);
+    let mean_au = metric["train_au_mean_percentage"].as_f64();
+    let passed = metric["train_au_meet_expectation"].as_str() == Some("success");
+    let mut html = String::new();
+    let title = format!("{workload} · {ranks} accelerator(s) · dlio-rs report");
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body>\n",
+        escape(&title)
+    );
+    let _ = writeln!(html, "<h1>{}</h1>", escape(&title));
+    if let Some(interrupted) = ours.and_then(|o| o["interrupted"]["message"].as_str()) {
+        let _ = writeln!(html, "<p class=\"warn\">{}</p>", escape(interrupted));
+    }
+    match mean_au {
+        Some(mean) => {
+            let _ = writeln!(
+                html,
+                "<p class=\"verdict {}\" data-verdict=\"{}\">Training AU {mean:.2} % {} the \
+                 {threshold:.0} % threshold: <strong>{}</strong></p>",
+                if passed { "pass" } else { "fail" },
+                if passed { "pass" } else { "fail" },
+                if passed { "meets" } else { "is below" },
+                if passed { "PASS" } else { "FAIL" }
+            );
+        }
+        None => html.push_str("<p class=\"verdict\">No training epoch completed.</p>\n"),
+    }
+    key_numbers(&mut html, metric, ours);
+    for warning in ours
+        .and_then(|o| o["warnings"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        let _ = writeln!(html, "<p class=\"warn\">Warning: {}</p>", escape(warning));
+    }
+
+    section(
+        &mut html,
+        "AU per epoch",
+        "The share of each epoch's time the accelerators computed, against the threshold.",
+    );
+    html.push_str(&bars(
+        "au",
+        "AU per epoch, percent",
+        ("epoch", &ordinals(au.len())),
+        &au,
+        "%",
+        Some((threshold, format!("threshold {threshold:.0} %"))),
+        STORAGE_COLOR,
+    ));
+    section(
+        &mut html,
+        "Throughput per epoch",
+        "Samples per second, all accelerators.",
+    );
+    html.push_str(&bars(
+        "samples",
+        "Samples per second per epoch",
+        ("epoch", &ordinals(samples.len())),
+        &samples,
+        " samples/s",
+        None,
+        COMPUTE_COLOR,
+    ));
+    section(
+        &mut html,
+        "Bytes from storage and from cache per epoch",
+        "What the readers read, split by where it came from (dlio-rs's report.json).",
+    );
+    match ours.and_then(|o| o["epochs"].as_array()) {
+        Some(epochs) => html.push_str(&storage_bars(epochs)),
+        None => html.push_str(NO_REPORT),
+    }
+    section(&mut html, "Steps per rank", "Each column is a run of consecutive steps, epochs one after the other: the share of their time spent waiting for data (red, bottom), computing (green) and waiting at the barrier and the rest (amber, top). Hover a column for its milliseconds.");
+    if timelines.is_empty() {
+        html.push_str("<p class=\"note\">No {rank}_output.json to draw.</p>\n");
+    }
+    for (rank, steps) in timelines {
+        html.push_str(&timeline(*rank, steps));
+    }
+    if ranks > TIMELINE_RANKS {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">Ranks {TIMELINE_RANKS} to {} are left out.</p>",
+            ranks - 1
+        );
+    }
+    section(
+        &mut html,
+        "Read latency",
+        "How long each sample's read took, all epochs, all ranks.",
+    );
+    match ours.and_then(|o| o["read_latency_histogram_us"].as_array()) {
+        Some(buckets) => html.push_str(&latency(buckets)),
+        None => html.push_str(NO_REPORT),
+    }
+    if let Some(list) = ours
+        .and_then(|o| o["checkpoints"]["list"].as_array())
+        .filter(|l| !l.is_empty())
+    {
+        section(
+            &mut html,
+            "Checkpoints",
+            "Each save and load: the seconds each rank took.",
+        );
+        html.push_str(&checkpoints(list));
+    }
+    let _ = write!(
+        html,
+        "<p class=\"note\">Made by dlio-rs {} from the files in {}.</p>\n</body></html>\n",
+        env!("CARGO_PKG_VERSION"),
+        escape(&dir.display().to_string())
+    );
+    html
+}
+
+const NO_REPORT: &str = "<p class=\"note\">Not recorded: this chart needs dlio-rs's report.json (a run of Python DLIO has none).</p>\n";
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
+h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}.verdict{font-size:1.2em;padding:.5em;border-radius:4px}\
+.pass{background:#dff0d8}.fail{background:#f2dede}.warn{background:#fcf8e3;padding:.4em}\
+.note{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:right;\
+border-bottom:1px solid #ddd}svg{display:block;margin:.5em 0}svg text{font-size:11px;fill:#333}\
+@media print{h2{break-before:auto}svg{break-inside:avoid}}";
+
+fn section(html: &mut String, title: &str, text: &str) {
+    let _ = writeln!(
+        html,
+        "<h2>{}</h2><p class=\"note\">{}</p>",
+        escape(title),
+        escape(text)
+    );
+}
+
+fn key_numbers(html: &mut String, metric: &Value, ours: Option<&Value>) {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut number = |name: &str, value: Option<f64>, unit: &str| {
+        if let Some(v) = value {
+            rows.push((name.to_string(), format!("{v:.2}{unit}")));
+        }
+    };
+    number("Mean AU", metric["train_au_mean_percentage"].as_f64(), " %");
+    number(
+        "Samples per second (mean)",
+        metric["train_throughput_mean_samples_per_second"].as_f64(),
+        "",
+    );
+    number(
+        "MB per second (DLIO's, mean)",
+        metric["train_io_mean_MB_per_second"].as_f64(),
+        "",
+    );
+    if let Some(o) = ours {
+        let epochs = o["epochs"].as_array().cloned().unwrap_or_default();
+        let read: u64 = epochs.iter().filter_map(|e| e["bytes_read"].as_u64()).sum();
+        let stored: Option<u64> = epochs
+            .iter()
+            .map(|e| e["bytes_from_storage"].as_u64())
+            .sum();
+        rows.push(("Bytes read".into(), read.to_string()));
+        rows.push((
+            "Bytes from storage".into(),
+            stored.map_or("not known".into(), |b| b.to_string()),
+        ));
+        if let Some(method) = o["storage_accounting"]["method"].as_str() {
+            rows.push(("Counted by".into(), method.to_string()));
+        }
+    }
+    html.push_str("<table>");
+    for (name, value) in rows {
+        let _ = write!(
+            html,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(&name),
+            escape(&value)
+        );
+    }
+    html.push_str("</table>\n");
+}
+
+fn numbers(value: &Value) -> Vec<f64> {
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
+fn ordinals(n: usize) -> Vec<String> {
+    (1..=n).map(|i| i.to_string()).collect()
+}
+
+/// A bar per value, with an optional dashed line (the threshold): `ticks` name the bars under
+/// the axis (`what` before them in each bar's title), `unit` follows the values in the titles.
+fn bars(
+    name: &str,
+    title: &str,
+    (what, ticks): (&str, &[String]),
+    values: &[f64],
+    unit: &str,
+    line: Option<(f64, String)>,
+    color: &str,
+) -> String {
+    let height = 200.0;
+    let top = values
+        .iter()
+        .copied()
+        .chain(line.as_ref().map(|(v, _)| *v))
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.1;
+    let (left, bottom) = (50.0, 20.0);
+    let slot = (WIDTH - left) / values.len().max(1) as f64;
+    let mut svg = open_svg(name, title, height + bottom + 10.0);
+    axis(&mut svg, left, height, top);
+    for (i, (&value, tick)) in values.iter().zip(ticks).enumerate() {
+        let h = value / top * height;
+        let x = left + i as f64 * slot + slot * 0.15;
+        let _ = write!(
+            svg,
+            "<rect class=\"mark\" data-value=\"{value}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
+             height=\"{h:.1}\" fill=\"{color}\"><title>{what} {}: {value:.2}{}</title></rect>",
+            height - h + 10.0,
+            slot * 0.7,
+            escape(tick),
+            escape(unit)
+        );
+        if values.len() <= 30 {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                x + slot * 0.35,
+                height + 25.0,
+                escape(tick)
+            );
+        }
+    }
+    if let Some((value, text)) = line {
+        let y = height - value / top * height + 10.0;
+        let _ = write!(
+            svg,
+            "<line x1=\"{left}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#c00\" \
+             stroke-dasharray=\"6 4\"><title>{}</title></line><text x=\"{:.1}\" y=\"{:.1}\" \
+             text-anchor=\"end\">{}</text>",
+            escape(&text),
+            WIDTH - 4.0,
+            y - 4.0,
+            escape(&text)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn open_svg(name: &str, title: &str, height: f64) -> String {
+    format!(
+        "<svg data-chart=\"{name}\" role=\"img\" aria-label=\"{t}\" viewBox=\"0 0 {WIDTH} \
+         {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" \
+         xmlns=\"http://www.w3.org/2000/svg\"><title>{t}</title>",
+        t = escape(title)
+    )
+}
+
+/// The y axis: 0, half and the top (the chart's title gives the unit).
+fn axis(svg: &mut String, left: f64, height: f64, top: f64) {
+    for fraction in [0.0, 0.5, 1.0] {
+        let y = height - fraction * height + 10.0;
+        let _ = write!(
+            svg,
+            "<line x1=\"{left}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 4.0,
+            y + 4.0,
+            short(fraction * top)
+        );
+    }
+}
+
+fn short(value: f64) -> String {
+    if value >= 1e9 {
+        format!("{:.1}G", value / 1e9)
+    } else if value >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else if value >= 10.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// Per epoch, the bytes read as two stacked bars: from storage and from cache.
+fn storage_bars(epochs: &[Value]) -> String {
+    let height = 160.0;
+    let read: Vec<u64> = epochs
+        .iter()
+        .map(|e| e["bytes_read"].as_u64().unwrap_or(0))
+        .collect();
+    let top = read.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let left = 50.0;
+    let slot = (WIDTH - left) / epochs.len().max(1) as f64;
+    let mut svg = open_svg(
+        "storage",
+        "Bytes from storage and from cache per epoch",
+        height + 30.0,
+    );
+    axis(&mut svg, left, height, top);
+    for (i, epoch) in epochs.iter().enumerate() {
+        let total = read[i] as f64;
+        let stored = epoch["bytes_from_storage"]
+            .as_u64()
+            .map(|b| (b as f64).min(total));
+        let x = left + i as f64 * slot + slot * 0.15;
+        let w = slot * 0.7;
+        match stored {
+            Some(stored) => {
+                let (hs, hc) = (stored / top * height, (total - stored) / top * height);
+                let _ = write!(
+                    svg,
+                    "<rect class=\"mark\" data-value=\"{stored}\" x=\"{x:.1}\" y=\"{:.1}\" \
+                     width=\"{w:.1}\" height=\"{hs:.1}\" fill=\"{STORAGE_COLOR}\"><title>epoch \
+                     {}: {stored} bytes from storage</title></rect><rect class=\"cache\" \
+                     data-value=\"{}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" \
+                     height=\"{hc:.1}\" fill=\"{CACHE_COLOR}\"><title>epoch {}: {} bytes from \
+                     cache</title></rect>",
+                    height - hs + 10.0,
+                    i + 1,
+                    total - stored,
+                    height - hs - hc + 10.0,
+                    i + 1,
+                    total - stored
+                );
+            }
+            None => {
+                let h = total / top * height;
+                let _ = write!(
+                    svg,
+                    "<rect class=\"mark\" data-value=\"{total}\" x=\"{x:.1}\" y=\"{:.1}\" \
+                     width=\"{w:.1}\" height=\"{h:.1}\" fill=\"none\" stroke=\"#999\"><title>epoch \
+                     {}: {total} bytes read, from storage not known</title></rect>",
+                    height - h + 10.0,
+                    i + 1
+                );
+            }
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// A rank's steps in at most [`TIMELINE_COLUMNS`] columns, each the mean of its steps, stacked.
+fn timeline(rank: usize, steps: &Steps) -> String {
+    let height = 70.0;
+    let columns = steps.len().clamp(1, TIMELINE_COLUMNS);
+    let per_column = steps.len().div_ceil(columns).max(1);
+    let means: Vec<(f64, f64, f64)> = steps
+        .chunks(per_column)
+        .map(|chunk| {
+            let n = chunk.len() as f64;
+            let sum = chunk
+                .iter()
+                .fold((0.0, 0.0, 0.0), |a, s| (a.0 + s.0, a.1 + s.1, a.2 + s.2));
+            (sum.0 / n, sum.1 / n, sum.2 / n)
+        })
+        .collect();
+    let left = 50.0;
+    let w = (WIDTH - left) / means.len().max(1) as f64;
+    let mut svg = open_svg(
+        "timeline",
+        &format!("Rank {rank}: {} steps", steps.len()),
+        height + 14.0,
+    );
+    let _ = write!(
+        svg,
+        "<g data-rank=\"{rank}\" data-steps=\"{}\"><text x=\"0\" y=\"{:.1}\">rank {rank}</text>",
+        steps.len(),
+        height / 2.0
+    );
+    for (i, &(load, compute, barrier)) in means.iter().enumerate() {
+        let x = left + i as f64 * w;
+        let mut y = height;
+        let first = i * per_column + 1;
+        let last = ((i + 1) * per_column).min(steps.len());
+        let _ = write!(
+            svg,
+            "<g class=\"column\"><title>steps {first}–{last}: load {:.1} ms, compute {:.1} ms, \
+             barrier {:.1} ms</title>",
+            load * 1e3,
+            compute * 1e3,
+            barrier * 1e3
+        );
+        // The share of the steps' time each part took: where the time went, whatever the step's
+        // length (a long first step would flatten every other column).
+        let whole = (load + compute + barrier).max(f64::MIN_POSITIVE);
+        for (seconds, color) in [
+            (load, LOAD_COLOR),
+            (compute, COMPUTE_COLOR),
+            (barrier, BARRIER_COLOR),
+        ] {
+            let h = seconds / whole * height;
+            y -= h;
+            let _ = write!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{h:.1}\" \
+                 fill=\"{color}\"/>",
+                w.max(0.5)
+            );
+        }
+        svg.push_str("</g>");
+    }
+    svg.push_str("</g></svg>\n");
+    svg
+}
+
+/// The read latencies in bins of a quarter power of two, as bars.
+fn latency(buckets: &[Value]) -> String {
+    let mut bins: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
+    for bucket in buckets {
+        let (Some(us), Some(count)) = (bucket[0].as_f64(), bucket[1].as_u64()) else {
+            continue;
+        };
+        let bin = (us.max(0.001).log2() * 4.0).floor() as i64;
+        *bins.entry(bin).or_insert(0) += count;
+    }
+    let ticks: Vec<String> = bins
+        .keys()
+        .map(|&b| format!("{} µs", short(2f64.powf(b as f64 / 4.0))))
+        .collect();
+    let counts: Vec<f64> = bins.values().map(|&c| c as f64).collect();
+    bars(
+        "latency",
+        "Read latency histogram: reads per latency bin (from the bin's lower bound)",
+        ("from", &ticks),
+        &counts,
+        " reads",
+        None,
+        LOAD_COLOR,
+    )
+}
+
+/// Each checkpoint operation's seconds per rank.
+fn checkpoints(list: &[Value]) -> String {
+    let mut ticks = Vec::new();
+    let mut values = Vec::new();
+    for c in list {
+        let op = c["operation"].as_str().unwrap_or("?");
+        let index = c["index"].as_u64().unwrap_or(0);
+        for (rank, seconds) in numbers(&c["per_rank_seconds"]).into_iter().enumerate() {
+            ticks.push(format!("{op} {index} r{rank}"));
+            values.push(seconds);
+        }
+    }
+    bars(
+        "checkpoints",
+        "Checkpoint seconds per operation and rank",
+        ("", &ticks),
+        &values,
+        " s",
+        None,
+        BARRIER_COLOR,
+    )
+}
+
+/// A sweep's page: AU and samples/s against accelerators, the threshold, the answer marked.
+pub fn for_sweep(sweep: &crate::sweep::Sweep) -> String {
+    let mut trials: Vec<&crate::sweep::Trial> = sweep.trials.iter().collect();
+    trials.sort_by_key(|t| t.accelerators);
+    let ticks: Vec<String> = trials.iter().map(|t| t.accelerators.to_string()).collect();
+    let au: Vec<f64> = trials.iter().map(|t| t.au_percent).collect();
+    let samples: Vec<f64> = trials.iter().map(|t| t.samples_per_second).collect();
+    let answer = sweep.render();
+    let answer = answer.lines().last().unwrap_or("");
+    let most = sweep.answer.and_then(|a| a.most_passing);
+    let mut html = String::new();
+    let workload = sweep
+        .request
+        .words
+        .iter()
+        .find_map(|w| w.strip_prefix("workload="))
+        .unwrap_or("workload");
+    let title = format!("Sweep of {workload} · dlio-rs");
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>{STYLE}</style></head><body>\n<h1>{}</h1>\n<p class=\"note\">{}</p>\n\
+         <p class=\"verdict\" data-answer=\"{}\">{}</p>\n",
+        escape(&title),
+        escape(&title),
+        escape(&sweep.request.words.join(" ")),
+        most.map_or("none".to_string(), |m| m.to_string()),
+        escape(answer)
+    );
+    section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
+    let threshold = sweep.au_threshold_percent;
+    let mut chart = bars(
+        "sweep-au",
+        "AU against accelerators, percent",
+        ("accelerators", &ticks),
+        &au,
+        "%",
+        Some((threshold, format!("threshold {threshold:.0} %"))),
+        STORAGE_COLOR,
+    );
+    if let Some(most) = most {
+        // The answer's bar, darker.
+        let marker = format!("<title>accelerators {most}:");
+        if let Some(at) = chart.find(&marker) {
+            if let Some(fill) = chart[..at].rfind(STORAGE_COLOR) {
+                chart.replace_range(fill..fill + STORAGE_COLOR.len(), "#1b3f66");
+            }
+        }
+    }
+    html.push_str(&chart);
+    section(
+        &mut html,
+        "Throughput against accelerators",
+        "Samples per second, all accelerators of the trial.",
+    );
+    html.push_str(&bars(
+        "sweep-samples",
+        "Samples per second against accelerators",
+        ("accelerators", &ticks),
+        &samples,
+        " samples/s",
+        None,
+        COMPUTE_COLOR,
+    ));
+    html.push_str("<table><tr><th>accelerators</th><th>AU %</th><th>samples/s</th><th>MiB/s</th><th>valid</th><th>run</th></tr>");
+    for t in &trials {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+            t.accelerators,
+            t.au_percent,
+            t.samples_per_second,
+            t.mib_per_second,
+            if t.warnings.is_empty() { "yes" } else { "no" },
+            escape(&t.output.display().to_string())
+        );
+    }
+    html.push_str("</table>\n</body></html>\n");
+    html
+}
+
+/// Text for HTML and SVG.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_follow_blocks_and_epochs_in_order() {
+        let output = serde_json::json!({
+            "hostname": "h",
+            "2": {"load": {"block1": [0.5]}, "compute": {"block1": [1.0]}, "proc": {"block1": [2.0]}},
+            "1": {
+                "load": {"block10": [0.3], "block2": [0.2]},
+                "compute": {"block10": [1.0], "block2": [1.0]},
+                "proc": {"block10": [1.3], "block2": [1.5]},
+            },
+        });
+        let steps = steps_of(&output);
+        assert_eq!(
+            steps,
+            vec![(0.2, 1.0, 0.3), (0.3, 1.0, 0.0), (0.5, 1.0, 0.5)]
+        );
+    }
+
+    #[test]
+    fn a_long_run_is_drawn_in_bounded_columns() {
+        let steps: Steps = (0..10_000).map(|i| (i as f64 * 1e-6, 0.01, 0.0)).collect();
+        let svg = timeline(0, &steps);
+        assert_eq!(svg.matches("class=\"column\"").count(), TIMELINE_COLUMNS);
+        assert!(svg.len() < 200_000, "{}", svg.len());
+        assert!(svg.contains("data-steps=\"10000\""));
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+}

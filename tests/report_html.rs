@@ -1,0 +1,187 @@
+//! report.html: written by every training run and rebuilt by `dlio-rs report`, from the run's
+//! files alone (also without report.json, as for a run of Python DLIO); its charts show the
+//! run's values (a mark per epoch, a timeline per rank with its steps); a real browser (Chromium,
+//! headless) renders it without a console error and its screenshot is not blank; a 10,000-step
+//! run's page stays small.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// The `data-value`s of the marks of the chart `name`, in order.
+fn marks(html: &str, name: &str) -> Vec<f64> {
+    let start = html
+        .find(&format!("data-chart=\"{name}\""))
+        .unwrap_or_else(|| panic!("no chart {name}"));
+    let end = start + html[start..].find("</svg>").unwrap();
+    html[start..end]
+        .split("class=\"mark\" data-value=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+        .collect()
+}
+
+/// Chromium's console messages while loading `page`, and a screenshot of it in `png`.
+fn chromium(page: &Path, png: &Path) -> String {
+    let url = format!("file://{}", page.display());
+    let mut shot = Command::new("chromium");
+    shot.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1000,2000",
+        &format!("--screenshot={}", png.display()),
+        &url,
+    ]);
+    let (ran, _) = run_bounded(
+        shot,
+        "chromium (apt install chromium, as .ci/run does)".into(),
+        Duration::from_secs(120),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.context());
+    ran.stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The share of the screenshot's pixels that are not white, and how many colours it has.
+fn ink(png_path: &Path) -> (f64, usize) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let channels = info.color_type.samples();
+    let mut inked = 0usize;
+    let mut colours = std::collections::HashSet::new();
+    let count = pixels[..info.buffer_size()].len() / channels;
+    for px in pixels[..info.buffer_size()].chunks(channels) {
+        if px[..3].iter().any(|&c| c < 240) {
+            inked += 1;
+        }
+        colours.insert((px[0], px[1], px[2]));
+    }
+    (inked as f64 / count as f64, colours.len())
+}
+
+#[test]
+fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
+    let tmp = Scratch::new("report-html");
+    let out = tmp.join("out");
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.num_files_train=48",
+        "++workload.dataset.record_length_bytes=16384",
+        "++workload.train.epochs=3",
+        "++workload.train.computation_time=0.001",
+        "++workload.reader.batch_size=4",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    run_quiet(&tmp.path, 2, &words).ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let summary = read_json(&out.join("summary.json"));
+    let report = read_json(&out.join("report.json"));
+
+    // A mark per epoch, with the epoch's values.
+    assert_eq!(
+        marks(&html, "au"),
+        nums(&summary, "/metric/train_au_percentage")
+    );
+    assert_eq!(
+        marks(&html, "samples"),
+        nums(&summary, "/metric/train_throughput_samples_per_second")
+    );
+    let from_storage: Vec<f64> = at(&report, "/epochs")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["bytes_from_storage"].as_f64().unwrap())
+        .collect();
+    assert_eq!(marks(&html, "storage"), from_storage);
+    // A timeline per rank, with its steps: 48 samples / (2 ranks × 4) = 6 steps × 3 epochs.
+    assert_eq!(html.matches("data-chart=\"timeline\"").count(), 2);
+    assert_eq!(html.matches("data-steps=\"18\"").count(), 2);
+    // The latency histogram counts every sample read.
+    let reads: f64 = marks(&html, "latency").iter().sum();
+    assert_eq!(reads, 3.0 * 48.0);
+    assert!(html.contains("data-verdict=\"pass\""));
+    // Self-contained: nothing fetched, nothing run.
+    for outside in ["http://", "https://", "<script", "@import", "url("] {
+        assert!(
+            !html
+                .replace("http://www.w3.org/2000/svg", "")
+                .contains(outside),
+            "{outside}"
+        );
+    }
+
+    let console = chromium(&out.join("report.html"), &tmp.join("shot.png"));
+    assert_eq!(console, "", "console messages");
+    let (share, colours) = ink(&tmp.join("shot.png"));
+    assert!(
+        share > 0.05 && colours >= 5,
+        "{share} inked, {colours} colours"
+    );
+
+    // The detector sees a console error where there is one.
+    std::fs::write(tmp.join("bad.html"), "<script>nosuch()</script>").unwrap();
+    assert!(chromium(&tmp.join("bad.html"), &tmp.join("bad.png")).contains("nosuch"));
+
+    // Rebuilt from DLIO's files alone (as for a run of Python DLIO): the same AU marks; what
+    // needs report.json says it is not recorded.
+    std::fs::remove_file(out.join("report.json")).unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    let ran = dlio_rs(&tmp.path, &["report", &out.display().to_string()]).ok();
+    assert!(ran.stdout.contains("report.html"));
+    let rebuilt = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(
+        marks(&rebuilt, "au"),
+        nums(&summary, "/metric/train_au_percentage")
+    );
+    assert!(rebuilt.contains("needs dlio-rs's report.json"));
+    assert_eq!(rebuilt.matches("data-steps=\"18\"").count(), 2);
+
+    dlio_rs(&tmp.path, &["report", &tmp.s("data")])
+        .fails(2)
+        .says(&["has no summary.json"]);
+}
+
+#[test]
+fn the_page_of_a_10000_step_run_stays_small() {
+    let tmp = Scratch::new("report-html-long");
+    let out = tmp.join("out");
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.format=synthetic",
+        "++workload.dataset.num_files_train=1",
+        "++workload.dataset.num_samples_per_file=10000",
+        "++workload.reader.batch_size=1",
+        "++workload.train.epochs=1",
+        "++workload.train.computation_time=0",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    words.push(format!("++hydra.run.dir={}", out.display()));
+    run_quiet(&tmp.path, 1, &words).ok();
+    let size = std::fs::metadata(out.join("report.html")).unwrap().len();
+    assert!(size < 2 << 20, "{size} bytes");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("data-steps=\"10000\""));
+    assert_eq!(html.matches("class=\"column\"").count(), 400);
+    let _: Value = read_json(&out.join("summary.json"));
+}

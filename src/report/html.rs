@@ -691,9 +691,9 @@ mod tests {
             "hostname": "h",
             "2": {"load": {"block1": [0.5]}, "compute": {"block1": [1.0]}, "proc": {"block1": [2.0]}},
             "1": {
-                "load": {"block10": [0.3], "block2": [0.2]},
+                "load": {"block10": [0.5], "block2": [0.25]},
                 "compute": {"block10": [1.0], "block2": [1.0]},
-                "proc": {"block10": [1.3], "block2": [1.5]},
+                "proc": {"block10": [1.5], "block2": [1.5]},
             },
         });
         let steps = steps_of(&output);

@@ -149,6 +149,18 @@ enum Command {
         #[arg(value_name = "OUTPUT_DIR")]
         output_dir: PathBuf,
     },
+    /// Two runs side by side (their output folders, of dlio-rs or Python DLIO): per-epoch
+    /// metrics with each difference flagged when larger than the runs' epoch-to-epoch noise, and
+    /// a page with the charts overlaid
+    Compare {
+        #[arg(value_name = "DIR_A")]
+        a: PathBuf,
+        #[arg(value_name = "DIR_B")]
+        b: PathBuf,
+        /// Where to write the page
+        #[arg(long, value_name = "FILE", default_value = "compare.html")]
+        html: PathBuf,
+    },
     /// List the workloads shipped in the binary
     Workloads,
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
@@ -371,6 +383,23 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
                 print_out(&format!("{}\n", path.display())).map(|()| None)
             })
+        }
+        Command::Compare { a, b, html } => {
+            use crate::report::compare;
+            compare::RunFiles::read(&a)
+                .and_then(|a| Ok((a, compare::RunFiles::read(&b)?)))
+                .and_then(|(a, b)| {
+                    let rows = compare::rows(&a, &b);
+                    std::fs::write(&html, compare::page(&a, &b, &rows)).map_err(|e| {
+                        Error::on_object("cannot write", html.display().to_string(), e)
+                    })?;
+                    print_out(&format!(
+                        "{}\nPage: {}\n",
+                        compare::render(&a, &b, &rows),
+                        html.display()
+                    ))
+                    .map(|()| None)
+                })
         }
         Command::Workloads => {
             let list: String = workloads::SHIPPED

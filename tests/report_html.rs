@@ -160,6 +160,80 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
         .says(&["has no summary.json"]);
 }
 
+/// Two runs of one workload, the second behind a link slower than it needs: `compare` flags
+/// the throughput's difference, and none between a run and itself; its page overlays the
+/// epochs of both and renders.
+#[test]
+fn compare_flags_differences_beyond_the_noise() {
+    let tmp = Scratch::new("compare");
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.num_files_train=32",
+        "++workload.dataset.record_length_bytes=262144",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.train.epochs=3",
+        "++workload.train.computation_time=0.01",
+        "++workload.reader.batch_size=2",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    let a = tmp.join("a");
+    run_quiet(
+        &tmp.path,
+        1,
+        &with(&words, &[&format!("++hydra.run.dir={}", a.display())]),
+    )
+    .ok();
+    let b = tmp.join("b");
+    // 2 samples of 256 KiB per 10 ms step ask for 50 MiB/s; the link gives 10.
+    run_quiet(
+        &tmp.path,
+        1,
+        &with(
+            &words,
+            &[
+                "++workload.workflow.generate_data=False",
+                "++workload.storage.throttle.mib_per_second=10",
+                &format!("++hydra.run.dir={}", b.display()),
+            ],
+        ),
+    )
+    .ok();
+    let page = tmp.join("compare.html");
+    let compare = |x: &Path, y: &Path| {
+        dlio_rs(
+            &tmp.path,
+            &[
+                "compare",
+                &x.display().to_string(),
+                &y.display().to_string(),
+                &format!("--html={}", page.display()),
+            ],
+        )
+        .ok()
+    };
+    let ran = compare(&a, &b);
+    let samples = ran
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("samples/s"))
+        .unwrap_or_else(|| panic!("{}", ran.context()));
+    assert!(samples.ends_with("DIFFERS"), "{samples}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("data-metric=\"samples/s\" data-differs=\"true\""));
+    assert_eq!(html.matches("data-run=\"A\"").count() % 3, 0);
+    assert_eq!(
+        html.matches("data-run=\"A\"").count(),
+        html.matches("data-run=\"B\"").count()
+    );
+    assert_eq!(chromium(&page, &tmp.join("compare.png")), "");
+
+    let same = compare(&a, &a);
+    assert!(!same.stdout.contains("DIFFERS"), "{}", same.context());
+    assert!(same.stdout.contains("within noise"));
+}
+
 #[test]
 fn the_page_of_a_10000_step_run_stays_small() {
     let tmp = Scratch::new("report-html-long");

@@ -52,7 +52,8 @@ pub fn from_folder(dir: &Path) -> Result<String> {
     Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
 }
 
-fn read_json(path: &Path) -> Result<Option<Value>> {
+/// A JSON output file, `None` where there is none.
+pub(super) fn read_json(path: &Path) -> Result<Option<Value>> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
@@ -240,7 +241,7 @@ fn render(
 
 const NO_REPORT: &str = "<p class=\"note\">Not recorded: this chart needs dlio-rs's report.json (a run of Python DLIO has none).</p>\n";
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
+pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}.verdict{font-size:1.2em;padding:.5em;border-radius:4px}\
 .pass{background:#dff0d8}.fail{background:#f2dede}.warn{background:#fcf8e3;padding:.4em}\
 .note{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:right;\
@@ -302,7 +303,7 @@ fn key_numbers(html: &mut String, metric: &Value, ours: Option<&Value>) {
     html.push_str("</table>\n");
 }
 
-fn numbers(value: &Value) -> Vec<f64> {
+pub(super) fn numbers(value: &Value) -> Vec<f64> {
     value
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
@@ -666,8 +667,44 @@ pub fn for_sweep(sweep: &crate::sweep::Sweep) -> String {
     html
 }
 
+/// Two runs' values of one metric per epoch, side by side: A blue, B amber.
+pub(super) fn paired_bars(name: &str, a: &[f64], b: &[f64], unit: &str) -> String {
+    let height = 160.0;
+    let epochs = a.len().max(b.len()).max(1);
+    let top = a
+        .iter()
+        .chain(b)
+        .copied()
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.1;
+    let left = 50.0;
+    let slot = (WIDTH - left) / epochs as f64;
+    let mut svg = open_svg(name, &format!("{name} per epoch, A and B"), height + 30.0);
+    axis(&mut svg, left, height, top);
+    for (run, values, color, shift) in [("A", a, STORAGE_COLOR, 0.1), ("B", b, BARRIER_COLOR, 0.5)]
+    {
+        for (i, &value) in values.iter().enumerate() {
+            let h = value / top * height;
+            let _ = write!(
+                svg,
+                "<rect class=\"mark\" data-run=\"{run}\" data-value=\"{value}\" x=\"{:.1}\" \
+                 y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{color}\"><title>{run}, \
+                 epoch {}: {value:.2}{}</title></rect>",
+                left + i as f64 * slot + slot * shift,
+                height - h + 10.0,
+                slot * 0.4,
+                i + 1,
+                escape(unit)
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// Text for HTML and SVG.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

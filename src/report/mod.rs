@@ -3,6 +3,7 @@
 //! terminal table).
 
 pub mod checkpoints;
+pub mod compare;
 pub mod dlio;
 pub mod folder;
 pub mod html;

@@ -138,6 +138,13 @@ enum Command {
         /// Stop once the last passing and the first failing counts are this close
         #[arg(long, default_value_t = 1, value_name = "N")]
         precision: u64,
+        /// Try only multiples of this many accelerators (a model parallelism that needs them)
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        step: u64,
+        /// Checkpoint sweeps: the share of the first trial's save throughput per rank a trial must
+        /// hold to pass
+        #[arg(long, default_value_t = 0.9, value_name = "SHARE")]
+        hold: f64,
         /// The sweep's folder: sweep.json and a run folder per trial
         #[arg(long, short = 'o', value_name = "DIR", default_value = "sweep")]
         output: PathBuf,
@@ -278,6 +285,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                 &RunOptions {
                     accelerators,
                     quiet,
+                    table: true,
                     strict: config.strict,
                     verify,
                     trace,
@@ -352,6 +360,8 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             min_accelerators,
             max_accelerators,
             precision,
+            step,
+            hold,
             output,
         } => {
             let request = crate::sweep::SweepRequest {
@@ -360,6 +370,8 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                 min: min_accelerators,
                 max: max_accelerators,
                 precision,
+                step,
+                hold,
             };
             crate::interrupt::watch()
                 .map_err(|e| Error::run(format!("cannot watch for SIGINT and SIGTERM: {e}")))
@@ -516,10 +528,7 @@ pub fn dlio_benchmark_main(args: Vec<String>) -> i32 {
                 &s,
                 &RunOptions {
                     accelerators,
-                    quiet: false,
-                    strict: false,
-                    verify: false,
-                    trace: false,
+                    ..RunOptions::default()
                 },
             )
         });

@@ -35,7 +35,10 @@ pub struct RunOptions {
     /// Emulated accelerators (ranks) in this process, each a set of threads; an MPI job has this
     /// many in each of its processes.
     pub accelerators: usize,
+    /// No progress and no end-of-run table.
     pub quiet: bool,
+    /// The end-of-run table, unless quiet (a sweep prints its own, of all its trials).
+    pub table: bool,
     pub strict: bool,
     /// Check data checksums on every read (CPU work DLIO's numpy readers do).
     pub verify: bool,
@@ -48,6 +51,7 @@ impl Default for RunOptions {
         RunOptions {
             accelerators: 1,
             quiet: false,
+            table: true,
             strict: false,
             verify: false,
             trace: false,
@@ -280,7 +284,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
                 },
                 output_folder: &output_folder,
                 log: &log,
-                quiet: options.quiet,
+                quiet: options.quiet || !options.table,
                 checkpoint_bytes: checkpointing.as_ref().map(|c| c.geometry.total_bytes()),
                 interrupted,
             })

@@ -1,9 +1,11 @@
 //! `dlio-rs sweep`: the most accelerators a storage keeps busy. Each trial is a run of the
 //! workload with N accelerators (thread ranks of this process) in its own output folder; the
-//! count is bisected between the bounds until the last passing and the first failing count are at
-//! most `precision` apart. A trial passes when its mean training AU meets the workload's
-//! threshold (`metric.au`); AU falls as accelerators are added once the storage is the
-//! bottleneck, which is what makes bisection sound.
+//! count (a multiple of `step`) is bisected between the bounds until the last passing and the
+//! first failing count are at most `precision` apart. For a training workload a trial passes when
+//! its mean training AU meets the workload's threshold (`metric.au`); for a checkpoint-only
+//! workload, when its checkpoint saves' throughput per rank holds at least `hold` of the first
+//! trial's (the fewest ranks: the single-rank figure when the sweep starts at 1). Both fall as
+//! ranks are added once the storage is the bottleneck, which is what makes bisection sound.
 //!
 //! Every trial is saved to `OUTPUT/sweep.json` as it ends, so an interrupted sweep continues
 //! from its trials: the same words and bounds replay the same bisection and run only what is
@@ -22,7 +24,7 @@ use crate::report::validity::CACHE_WARNING_FRACTION;
 use crate::run::{run, RunOptions};
 
 /// What a sweep searches.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepRequest {
     /// The run's words (workload and overrides), as given.
     pub words: Vec<String>,
@@ -32,6 +34,20 @@ pub struct SweepRequest {
     pub max: u64,
     /// The answer is known once the last passing and the first failing counts are this close.
     pub precision: u64,
+    /// Every count tried is a multiple of this (a workload whose model parallelism needs 8 ranks).
+    pub step: u64,
+    /// Checkpoint sweeps: the share of the first trial's throughput per rank a trial must hold.
+    pub hold: f64,
+}
+
+/// What a trial is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Training AU against `metric.au`.
+    Training,
+    /// Checkpoint saves' throughput per rank against the first trial's.
+    Checkpointing,
 }
 
 /// One trial's figures.
@@ -47,6 +63,10 @@ pub struct Trial {
     pub bytes_from_storage: Option<u64>,
     /// The share of the bytes read that the storage did not serve.
     pub cache_share: Option<f64>,
+    /// Checkpoint saves: GiB/s of all ranks (MLPerf's: bytes over the slowest rank's time),
+    /// the mean over the saves; and per rank.
+    pub checkpoint_gib_per_second: Option<f64>,
+    pub per_rank_gib_per_second: Option<f64>,
     /// Why the trial may not describe the storage (the run's warnings).
     pub warnings: Vec<String>,
     pub output: PathBuf,
@@ -56,6 +76,7 @@ pub struct Trial {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
     pub request: SweepRequest,
+    pub mode: Mode,
     pub au_threshold_percent: f64,
     /// The dataset was generated for the sweep (when its words ask for a generation).
     pub generated: bool,
@@ -77,11 +98,19 @@ const SWEEP_FILE: &str = "sweep.json";
 /// Runs (or continues) the sweep `request` in `output`; returns it with its answer, or `None`
 /// with the signal if one stopped it (its trials so far are saved).
 pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Sweep, Option<i32>)> {
-    if request.min == 0 || request.min > request.max || request.precision == 0 {
+    let on_step = |n: u64| request.step > 0 && n % request.step == 0;
+    if request.min == 0
+        || request.min > request.max
+        || request.precision == 0
+        || !on_step(request.min)
+        || !on_step(request.max)
+        || !(request.hold > 0.0 && request.hold <= 1.0)
+    {
         return Err(Error::usage(format!(
-            "the bounds must satisfy 1 ≤ --min-accelerators ({}) ≤ --max-accelerators ({}), and \
-             --precision ({}) must be at least 1",
-            request.min, request.max, request.precision
+            "the bounds must satisfy 1 ≤ --min-accelerators ({}) ≤ --max-accelerators ({}), both \
+             multiples of --step ({}); --precision ({}) must be at least 1 and --hold ({}) a share \
+             in (0, 1]",
+            request.min, request.max, request.step, request.precision, request.hold
         )));
     }
     if crate::comm::launch::mpi_launch().is_some() {
@@ -93,13 +122,16 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
     let source = source_with(request, &[])?;
     let config = source.resolve(strict)?;
     config.check_supported()?;
-    if !config.workflow.train {
-        return Err(Error::usage(
-            "dlio-rs sweep measures training (workload.workflow.train = True); this workload \
-             does not train",
-        ));
-    }
-    if crate::report::validity::cache_defeated_by(&config).is_none() {
+    let mode =
+        match (config.workflow.train, config.workflow.checkpoint) {
+            (true, _) => Mode::Training,
+            (false, true) => Mode::Checkpointing,
+            (false, false) => return Err(Error::usage(
+                "dlio-rs sweep measures training (workload.workflow.train = True) or checkpoints \
+                 (workload.workflow.checkpoint = True); this workload does neither",
+            )),
+        };
+    if mode == Mode::Training && crate::report::validity::cache_defeated_by(&config).is_none() {
         crate::report::terminal::tell(format_args!(
             "WARNING: nothing keeps the page cache out of the trials: each trial's cache share is \
              in the table, and a trial the cache served more than {:.0} % of is flagged; add \
@@ -110,12 +142,13 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
     crate::report::folder::make_folder(output, "the sweep folder (--output)")?;
     let mut state = load(output, request)?.unwrap_or(Sweep {
         request: request.clone(),
+        mode,
         au_threshold_percent: config.au_threshold * 100.0,
         generated: false,
         trials: Vec::new(),
         answer: None,
     });
-    if config.workflow.generate_data && !state.generated {
+    if mode == Mode::Training && config.workflow.generate_data && !state.generated {
         if let Some(signal) = generate_once(request, output, strict)? {
             return Ok((state, Some(signal)));
         }
@@ -150,7 +183,9 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
             (None, Some(_)) => None,
             (Some(p), None) if p == request.max => None,
             (Some(_), None) => Some(request.max),
-            (Some(p), Some(f)) if f - p > request.precision => Some(lo + (hi - lo) / 2),
+            (Some(p), Some(f)) if f - p > request.precision && f - p > request.step => {
+                Some(lo + (hi - lo) / 2 / request.step * request.step)
+            }
             _ => None,
         };
     }
@@ -192,10 +227,9 @@ fn generate_once(request: &SweepRequest, output: &Path, strict: bool) -> Result<
         &source,
         &RunOptions {
             accelerators: request.max as usize,
-            quiet: false,
+            table: false,
             strict,
-            verify: false,
-            trace: false,
+            ..RunOptions::default()
         },
     )?;
     Ok(outcome.stopped_by)
@@ -232,10 +266,10 @@ fn run_trial(
         &source,
         &RunOptions {
             accelerators: n as usize,
-            quiet: true,
+            // Each epoch's progress shows; the sweep prints one table of all its trials.
+            table: false,
             strict,
-            verify: false,
-            trace: false,
+            ..RunOptions::default()
         },
     )?;
     if let Some(signal) = outcome.stopped_by {
@@ -243,7 +277,28 @@ fn run_trial(
     }
     let results = outcome
         .results
-        .ok_or_else(|| Error::run(format!("the trial of {n} accelerator(s) trained nothing")))?;
+        .ok_or_else(|| Error::run(format!("the trial of {n} accelerator(s) measured nothing")))?;
+    let saves: Vec<f64> = results
+        .checkpoints
+        .iter()
+        .filter(|c| c.op == crate::stats::CheckpointOp::Save)
+        .map(|c| c.gib_per_second())
+        .collect();
+    let checkpoint_gib_per_second =
+        (!saves.is_empty()).then(|| saves.iter().sum::<f64>() / saves.len() as f64);
+    let per_rank_gib_per_second = checkpoint_gib_per_second.map(|g| g / n as f64);
+    if state.mode == Mode::Checkpointing && per_rank_gib_per_second.is_none() {
+        return Err(Error::usage(format!(
+            "the trial of {n} rank(s) saved no checkpoint: a checkpoint sweep needs \
+             workload.checkpoint.num_checkpoints_write ≥ 1"
+        )));
+    }
+    // The first trial is the fewest ranks': the reference of a checkpoint sweep.
+    let reference = state
+        .trials
+        .iter()
+        .find(|t| t.accelerators == state.request.min)
+        .and_then(|t| t.per_rank_gib_per_second);
     let epochs = &results.epochs;
     let bytes_read: u64 = epochs.iter().map(|e| e.train.bytes_read).sum();
     let bytes_from_storage: Option<u64> = epochs
@@ -260,23 +315,45 @@ fn run_trial(
     let trial = Trial {
         accelerators: n,
         au_percent: results.train.au_percent.mean,
-        passed: results.train.meets_expectation,
+        passed: match (state.mode, per_rank_gib_per_second, reference) {
+            (Mode::Training, ..) => results.train.meets_expectation,
+            (Mode::Checkpointing, Some(mine), Some(first)) => mine >= state.request.hold * first,
+            // The first trial is its own reference.
+            (Mode::Checkpointing, ..) => true,
+        },
         samples_per_second: results.train.samples_per_second.mean,
         mib_per_second,
         bytes_read,
         bytes_from_storage,
         cache_share,
+        checkpoint_gib_per_second,
+        per_rank_gib_per_second,
         warnings: results.warnings.clone(),
         output: folder,
     };
+    let figures = match state.mode {
+        Mode::Training => format!(
+            "AU {:.2} % ({} {:.0} %), {:.1} samples/s, {:.1} MiB/s",
+            trial.au_percent,
+            if trial.passed { "meets" } else { "below" },
+            state.au_threshold_percent,
+            trial.samples_per_second,
+            trial.mib_per_second
+        ),
+        Mode::Checkpointing => format!(
+            "saves {:.3} GiB/s, {:.3} GiB/s per rank ({})",
+            trial.checkpoint_gib_per_second.unwrap_or(0.0),
+            trial.per_rank_gib_per_second.unwrap_or(0.0),
+            if trial.passed {
+                "holds"
+            } else {
+                "falls below the hold"
+            }
+        ),
+    };
     crate::report::terminal::tell(format_args!(
-        "trial {}: {n} accelerator(s): AU {:.2} % ({} {:.0} %), {:.1} samples/s, {:.1} MiB/s{}",
+        "trial {}: {n} accelerator(s): {figures}{}",
         state.trials.len() + 1,
-        trial.au_percent,
-        if trial.passed { "meets" } else { "below" },
-        state.au_threshold_percent,
-        trial.samples_per_second,
-        trial.mib_per_second,
         if trial.warnings.is_empty() {
             ""
         } else {
@@ -343,56 +420,88 @@ impl Sweep {
     /// The table of trials, in accelerator order, and the answer with its margin.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "\n{:>12} {:>8} {:>6} {:>11} {:>9} {:>16} {:>8}",
-            "accelerators", "AU %", "pass", "samples/s", "MiB/s", "from storage", "cache %"
-        );
         let mut trials: Vec<&Trial> = self.trials.iter().collect();
         trials.sort_by_key(|t| t.accelerators);
-        for t in trials {
-            let _ = writeln!(
-                out,
-                "{:>12} {:>8.2} {:>6} {:>11.1} {:>9.1} {:>16} {:>8}{}",
-                t.accelerators,
-                t.au_percent,
-                if t.passed { "yes" } else { "no" },
-                t.samples_per_second,
-                t.mib_per_second,
-                t.bytes_from_storage
-                    .map_or("unknown".to_string(), |b| b.to_string()),
-                t.cache_share
-                    .map_or("-".to_string(), |c| format!("{:.1}", c * 100.0)),
-                if t.warnings.is_empty() {
-                    ""
-                } else {
-                    "  (not valid: see warnings)"
+        let flag = |t: &Trial| {
+            if t.warnings.is_empty() {
+                ""
+            } else {
+                "  (not valid: see warnings)"
+            }
+        };
+        match self.mode {
+            Mode::Training => {
+                let _ = writeln!(
+                    out,
+                    "\n{:>12} {:>8} {:>6} {:>11} {:>9} {:>16} {:>8}",
+                    "accelerators", "AU %", "pass", "samples/s", "MiB/s", "from storage", "cache %"
+                );
+                for t in &trials {
+                    let _ = writeln!(
+                        out,
+                        "{:>12} {:>8.2} {:>6} {:>11.1} {:>9.1} {:>16} {:>8}{}",
+                        t.accelerators,
+                        t.au_percent,
+                        if t.passed { "yes" } else { "no" },
+                        t.samples_per_second,
+                        t.mib_per_second,
+                        t.bytes_from_storage
+                            .map_or("unknown".to_string(), |b| b.to_string()),
+                        t.cache_share
+                            .map_or("-".to_string(), |c| format!("{:.1}", c * 100.0)),
+                        flag(t)
+                    );
                 }
-            );
+            }
+            Mode::Checkpointing => {
+                let _ = writeln!(
+                    out,
+                    "\n{:>12} {:>12} {:>16} {:>6}",
+                    "ranks", "save GiB/s", "GiB/s per rank", "pass"
+                );
+                for t in &trials {
+                    let _ = writeln!(
+                        out,
+                        "{:>12} {:>12.3} {:>16.3} {:>6}{}",
+                        t.accelerators,
+                        t.checkpoint_gib_per_second.unwrap_or(0.0),
+                        t.per_rank_gib_per_second.unwrap_or(0.0),
+                        if t.passed { "yes" } else { "no" },
+                        flag(t)
+                    );
+                }
+            }
         }
-        let threshold = self.au_threshold_percent;
         let request = &self.request;
+        let criterion = match self.mode {
+            Mode::Training => format!("above {:.0} % AU", self.au_threshold_percent),
+            Mode::Checkpointing => format!(
+                "at {:.0} % or more of the save throughput per rank of {} rank(s)",
+                request.hold * 100.0,
+                request.min
+            ),
+        };
         let answer = match self.answer {
             Some(Answer {
                 most_passing: None, ..
             }) => format!(
-                "Even {} accelerator(s) fall below {threshold:.0} % AU: this storage keeps fewer \
-                 busy than the sweep's lower bound",
+                "Even {} accelerator(s) are not {criterion}: this storage keeps fewer busy than \
+                 the sweep's lower bound",
                 request.min
             ),
             Some(Answer {
                 most_passing: Some(p),
                 fewest_failing: None,
             }) => format!(
-                "This storage keeps at least {p} accelerator(s) above {threshold:.0} % AU: the \
-                 sweep's upper bound passed; raise --max-accelerators to find the limit"
+                "This storage keeps at least {p} accelerator(s) {criterion}: the sweep's upper \
+                 bound passed; raise --max-accelerators to find the limit"
             ),
             Some(Answer {
                 most_passing: Some(p),
                 fewest_failing: Some(f),
             }) => format!(
-                "This storage keeps {p} accelerator(s) above {threshold:.0} % AU ({f} fall \
-                 below{}): answer {p}, margin {}",
+                "This storage keeps {p} accelerator(s) {criterion} ({f} are not{}): answer {p}, \
+                 margin {}",
                 if f - p > 1 {
                     format!("; counts from {} to {} were not tried", p + 1, f - 1)
                 } else {

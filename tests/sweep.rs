@@ -101,3 +101,55 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         .fails(2)
         .says(&["sweep.json holds a sweep of other words"]);
 }
+
+/// A checkpoint sweep through a 100 MiB/s link that one rank's saves already nearly fill: with
+/// 2 ranks each gets about half, below 90 % of the single rank's: the answer is 1 rank, and each
+/// trial's verdict follows its throughput per rank.
+#[test]
+fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
+    let tmp = Scratch::new("sweep-checkpoints");
+    let mut args = strings(&[
+        "sweep",
+        "--max-accelerators=4",
+        "workload=llama3_8b",
+        "++workload.model.num_layers=2",
+        "++workload.model.transformer.hidden_size=256",
+        "++workload.model.transformer.ffn_hidden_size=512",
+        "++workload.model.transformer.vocab_size=1000",
+        "++workload.checkpoint.time_between_checkpoints=0",
+        "++workload.checkpoint.num_checkpoints_write=2",
+        "++workload.checkpoint.num_checkpoints_read=0",
+        "++workload.storage.throttle.mib_per_second=100",
+        "-o",
+    ]);
+    args.push(tmp.s("sweep"));
+    args.push(format!(
+        "++workload.checkpoint.checkpoint_folder={}",
+        tmp.s("ckpt")
+    ));
+    let ran = dlio_rs(&tmp.path, &args).ok();
+    assert!(
+        ran.stdout
+            .contains("keeps 1 accelerator(s) at 90 % or more of the save throughput"),
+        "{}",
+        ran.context()
+    );
+    let saved = read_json(&tmp.join("sweep/sweep.json"));
+    assert_eq!(at(&saved, "/mode"), "checkpointing");
+    let trials = at(&saved, "/trials").as_array().unwrap();
+    let first = trials[0]["per_rank_gib_per_second"].as_f64().unwrap();
+    assert_eq!(int(&trials[0], "/accelerators"), 1);
+    for trial in trials {
+        let per_rank = trial["per_rank_gib_per_second"].as_f64().unwrap();
+        let total = trial["checkpoint_gib_per_second"].as_f64().unwrap();
+        let n = int(trial, "/accelerators") as f64;
+        assert!((per_rank * n - total).abs() < 1e-9, "{trial}");
+        assert_eq!(
+            trial["passed"],
+            Value::Bool(per_rank >= 0.9 * first),
+            "{trial}"
+        );
+        // The link bounds every trial: 100 MiB/s is 0.098 GiB/s.
+        assert!(total <= 0.1, "{trial}");
+    }
+}

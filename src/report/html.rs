@@ -615,20 +615,45 @@ pub fn for_sweep(sweep: &crate::sweep::Sweep) -> String {
         most.map_or("none".to_string(), |m| m.to_string()),
         escape(answer)
     );
-    section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
-    let threshold = sweep.au_threshold_percent;
-    let mut chart = bars(
-        "sweep-au",
-        "AU against accelerators, percent",
-        ("accelerators", &ticks),
-        &au,
-        "%",
-        Some((threshold, format!("threshold {threshold:.0} %"))),
-        STORAGE_COLOR,
-    );
+    let mut chart = match sweep.mode {
+        crate::sweep::Mode::Training => {
+            section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
+            let threshold = sweep.au_threshold_percent;
+            bars(
+                "sweep-au",
+                "AU against accelerators, percent",
+                ("accelerators", &ticks),
+                &au,
+                "%",
+                Some((threshold, format!("threshold {threshold:.0} %"))),
+                STORAGE_COLOR,
+            )
+        }
+        crate::sweep::Mode::Checkpointing => {
+            section(&mut html, "Save throughput per rank against ranks", "Each trial's checkpoint save GiB/s per rank; the answer is the most ranks at or above the hold (darker).");
+            let per_rank: Vec<f64> = trials
+                .iter()
+                .map(|t| t.per_rank_gib_per_second.unwrap_or(0.0))
+                .collect();
+            let hold = sweep.request.hold * per_rank.first().copied().unwrap_or(0.0);
+            bars(
+                "sweep-au",
+                "Checkpoint save GiB/s per rank against ranks",
+                ("ranks", &ticks),
+                &per_rank,
+                " GiB/s",
+                Some((hold, format!("hold {:.0} %", sweep.request.hold * 100.0))),
+                STORAGE_COLOR,
+            )
+        }
+    };
     if let Some(most) = most {
         // The answer's bar, darker.
-        let marker = format!("<title>accelerators {most}:");
+        let what = match sweep.mode {
+            crate::sweep::Mode::Training => "accelerators",
+            crate::sweep::Mode::Checkpointing => "ranks",
+        };
+        let marker = format!("<title>{what} {most}:");
         if let Some(at) = chart.find(&marker) {
             if let Some(fill) = chart[..at].rfind(STORAGE_COLOR) {
                 chart.replace_range(fill..fill + STORAGE_COLOR.len(), "#1b3f66");

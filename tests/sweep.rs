@@ -44,7 +44,7 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
     let ran = sweep(&tmp, &words(&tmp)).ok();
     assert!(
         ran.stdout
-            .contains("keeps 5 accelerator(s) above 90 % AU (6 fall below)"),
+            .contains("keeps 5 accelerator(s) above 90 % AU (6 are not)"),
         "{}",
         ran.context()
     );

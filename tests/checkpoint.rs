@@ -81,14 +81,7 @@ fn tiny_model(world: u64, overrides: Value) -> Value {
 /// checkpoints): `writes` saves then `reads` loads, into `tmp/ckpt-NAME`, outputs in
 /// `tmp/out-NAME`.
 fn tiny_words(tmp: &Scratch, name: &str, writes: u64, reads: u64, extra: &[&str]) -> Vec<String> {
-    let mut words = strings(&[
-        "workload=llama3_8b",
-        "++workload.model.num_layers=2",
-        "++workload.model.transformer.hidden_size=256",
-        "++workload.model.transformer.ffn_hidden_size=512",
-        "++workload.model.transformer.vocab_size=1000",
-        "++workload.checkpoint.time_between_checkpoints=0",
-    ]);
+    let mut words = strings(TINY_LLAMA);
     words.push(format!(
         "++workload.checkpoint.num_checkpoints_write={writes}"
     ));

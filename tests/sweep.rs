@@ -108,20 +108,14 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
 #[test]
 fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
     let tmp = Scratch::new("sweep-checkpoints");
-    let mut args = strings(&[
-        "sweep",
-        "--max-accelerators=4",
-        "workload=llama3_8b",
-        "++workload.model.num_layers=2",
-        "++workload.model.transformer.hidden_size=256",
-        "++workload.model.transformer.ffn_hidden_size=512",
-        "++workload.model.transformer.vocab_size=1000",
-        "++workload.checkpoint.time_between_checkpoints=0",
+    let mut args = strings(&["sweep", "--max-accelerators=4"]);
+    args.extend(strings(TINY_LLAMA));
+    args.extend(strings(&[
         "++workload.checkpoint.num_checkpoints_write=2",
         "++workload.checkpoint.num_checkpoints_read=0",
         "++workload.storage.throttle.mib_per_second=100",
         "-o",
-    ]);
+    ]));
     args.push(tmp.s("sweep"));
     args.push(format!(
         "++workload.checkpoint.checkpoint_folder={}",

@@ -18,6 +18,18 @@ pub mod seaweed;
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");
 
+/// llama3_8b shrunk for checkpoint tests: its shape (32 heads, 8 KV heads, fp16 model, fp32
+/// optimizer, ZeRO 3) with 2 layers of hidden size 256, FFN 512 and a vocabulary of 1000: a few
+/// MiB per rank; no pause between checkpoints.
+pub const TINY_LLAMA: &[&str] = &[
+    "workload=llama3_8b",
+    "++workload.model.num_layers=2",
+    "++workload.model.transformer.hidden_size=256",
+    "++workload.model.transformer.ffn_hidden_size=512",
+    "++workload.model.transformer.vocab_size=1000",
+    "++workload.checkpoint.time_between_checkpoints=0",
+];
+
 /// Every format dlio-rs generates (all but `synthetic`).
 pub const FORMATS: &[&str] = &[
     "npy",

@@ -234,6 +234,49 @@ fn compare_flags_differences_beyond_the_noise() {
     assert!(same.stdout.contains("within noise"));
 }
 
+/// The files of a real Python DLIO run (DLIO's own test data): the page shows its four epochs'
+/// AU and both ranks' steps, as many as its `proc` lists hold.
+#[test]
+fn a_python_dlio_run_gets_its_page() {
+    let tmp = Scratch::new("report-dlio");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dlio-output");
+    let mut steps = Vec::new();
+    for file in ["summary.json", "0_output.json", "1_output.json"] {
+        std::fs::copy(fixture.join(file), tmp.join(file)).unwrap();
+        if let Some(rank) = file.strip_suffix("_output.json") {
+            let output = read_json(&tmp.join(file));
+            let count: usize = output
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(|epoch| epoch["proc"].as_object())
+                .flat_map(|blocks| blocks.values())
+                .map(|list| list.as_array().unwrap().len())
+                .sum();
+            steps.push((rank.to_string(), count));
+        }
+    }
+    dlio_rs(&tmp.path, &["report", &tmp.path.display().to_string()]).ok();
+    let html = std::fs::read_to_string(tmp.join("report.html")).unwrap();
+    let summary = read_json(&tmp.join("summary.json"));
+    assert_eq!(
+        marks(&html, "au"),
+        nums(&summary, "/metric/train_au_percentage")
+    );
+    assert_eq!(marks(&html, "au").len(), 4);
+    for (rank, count) in steps {
+        assert!(count > 0);
+        assert!(
+            html.contains(&format!("data-rank=\"{rank}\" data-steps=\"{count}\"")),
+            "rank {rank}: {count} steps"
+        );
+    }
+    assert_eq!(
+        chromium(&tmp.join("report.html"), &tmp.join("shot.png")),
+        ""
+    );
+}
+
 #[test]
 fn the_page_of_a_10000_step_run_stays_small() {
     let tmp = Scratch::new("report-html-long");

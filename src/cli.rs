@@ -152,9 +152,13 @@ enum Command {
     /// Rebuild OUTPUT_DIR/report.html from a run's output files (of dlio-rs, or of Python DLIO:
     /// summary.json and {rank}_output.json)
     Report {
-        /// The run's output folder
+        /// The run's output folder (or a sweep's folder)
         #[arg(value_name = "OUTPUT_DIR")]
         output_dir: PathBuf,
+        /// Also write each chart as SVG and PNG into OUTPUT_DIR/charts, for slides (drawn by a
+        /// headless Chromium)
+        #[arg(long)]
+        png: bool,
     },
     /// Two runs side by side (their output folders, of dlio-rs or Python DLIO): per-epoch
     /// metrics with each difference flagged when larger than the runs' epoch-to-epoch noise, and
@@ -223,6 +227,27 @@ fn datasize(
         print_out(&size.render(&resolved, cluster, &config.words))?;
     }
     Ok(None)
+}
+
+/// `dlio-rs report`: rebuilds the page of a run's (or a sweep's) folder, and with `png` its charts
+/// as image files.
+fn report_page(folder: &std::path::Path, png: bool) -> Result<Option<i32>> {
+    let page = match crate::sweep::saved(folder)? {
+        Some(sweep) => crate::report::html::for_sweep(&sweep),
+        None => crate::report::html::from_folder(folder)?,
+    };
+    let path = folder.join("report.html");
+    std::fs::write(&path, &page)
+        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+    let mut written = vec![path];
+    if png {
+        written.extend(crate::report::png::charts(&page, &folder.join("charts"))?);
+    }
+    let list: String = written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect();
+    print_out(&list).map(|()| None)
 }
 
 fn source(args: &ConfigArgs) -> Result<Source> {
@@ -388,14 +413,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     Ok(stopped)
                 })
         }
-        Command::Report { output_dir } => {
-            crate::report::html::from_folder(&output_dir).and_then(|page| {
-                let path = output_dir.join("report.html");
-                std::fs::write(&path, page)
-                    .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
-                print_out(&format!("{}\n", path.display())).map(|()| None)
-            })
-        }
+        Command::Report { output_dir, png } => report_page(&output_dir, png),
         Command::Compare { a, b, html } => {
             use crate::report::compare;
             compare::RunFiles::read(&a)

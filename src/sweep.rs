@@ -368,24 +368,10 @@ fn run_trial(
 
 /// The saved sweep in `output`, if there is one; one of another request is refused.
 fn load(output: &Path, request: &SweepRequest) -> Result<Option<Sweep>> {
-    let path = output.join(SWEEP_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(Error::on_object(
-                "cannot read",
-                path.display().to_string(),
-                e,
-            ))
-        }
+    let Some(saved) = saved(output)? else {
+        return Ok(None);
     };
-    let saved: Sweep = serde_json::from_str(&text).map_err(|e| {
-        Error::usage(format!(
-            "{} is not a sweep dlio-rs saved ({e}); remove it or choose another --output",
-            path.display()
-        ))
-    })?;
+    let path = output.join(SWEEP_FILE);
     if saved.request != *request {
         return Err(Error::usage(format!(
             "{} holds a sweep of other words or bounds ({:?}, {}..{}, precision {}); continue it \
@@ -403,6 +389,28 @@ fn load(output: &Path, request: &SweepRequest) -> Result<Option<Sweep>> {
         saved.trials.len()
     ));
     Ok(Some(saved))
+}
+
+/// The sweep saved in `output` (its `sweep.json`), if there is one.
+pub fn saved(output: &Path) -> Result<Option<Sweep>> {
+    let path = output.join(SWEEP_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::on_object(
+                "cannot read",
+                path.display().to_string(),
+                e,
+            ))
+        }
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        Error::usage(format!(
+            "{} is not a sweep dlio-rs saved ({e}); remove it or choose another --output",
+            path.display()
+        ))
+    })
 }
 
 /// Writes the sweep whole, then puts it in place: a sweep stopped while saving keeps the last

@@ -71,6 +71,11 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
     let bars = page.split("data-chart=\"sweep-au\"").nth(1).unwrap();
     let bars = &bars[..bars.find("</svg>").unwrap()];
     assert_eq!(bars.matches("class=\"mark\"").count(), trials.len());
+    // Rebuilt from sweep.json by `dlio-rs report`.
+    std::fs::remove_file(tmp.join("sweep/report.html")).unwrap();
+    dlio_rs(&tmp.path, &["report", &tmp.s("sweep")]).ok();
+    let rebuilt = std::fs::read_to_string(tmp.join("sweep/report.html")).unwrap();
+    assert_eq!(rebuilt, page);
 
     // Again: every trial is read back, none is run.
     let again = sweep(&tmp, &words(&tmp)).ok();

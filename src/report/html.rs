@@ -365,7 +365,7 @@ fn bars(
             svg,
             "<line x1=\"{left}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#c00\" \
              stroke-dasharray=\"6 4\"><title>{}</title></line><text x=\"{:.1}\" y=\"{:.1}\" \
-             text-anchor=\"end\">{}</text>",
+             text-anchor=\"end\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"3\">{}</text>",
             escape(&text),
             WIDTH - 4.0,
             y - 4.0,
@@ -379,8 +379,8 @@ fn bars(
 fn open_svg(name: &str, title: &str, height: f64) -> String {
     format!(
         "<svg data-chart=\"{name}\" role=\"img\" aria-label=\"{t}\" viewBox=\"0 0 {WIDTH} \
-         {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" \
-         xmlns=\"http://www.w3.org/2000/svg\"><title>{t}</title>",
+         {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" font-family=\"sans-serif\" \
+         font-size=\"11\" xmlns=\"http://www.w3.org/2000/svg\"><title>{t}</title>",
         t = escape(title)
     )
 }

@@ -10,6 +10,7 @@ pub mod html;
 pub mod hydra;
 pub mod log;
 pub mod ours;
+pub mod png;
 pub mod terminal;
 pub mod validity;
 

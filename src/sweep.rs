@@ -69,6 +69,11 @@ pub struct Trial {
     pub per_rank_gib_per_second: Option<f64>,
     /// Why the trial may not describe the storage (the run's warnings).
     pub warnings: Vec<String>,
+    /// Training files MLPerf Storage's rule asks for at this accelerator count on this host's
+    /// memory (`dlio-rs datasize`), where the dataset has fewer: said loudly, not disqualifying
+    /// (a storage the cache cannot serve, or a quick look, may use less).
+    #[serde(default)]
+    pub files_for_rule: Option<u64>,
     pub output: PathBuf,
 }
 
@@ -329,6 +334,7 @@ fn run_trial(
         checkpoint_gib_per_second,
         per_rank_gib_per_second,
         warnings: results.warnings.clone(),
+        files_for_rule: short_of_rule(&source, n, results.client_memory_bytes, strict)?,
         output: folder,
     };
     let figures = match state.mode {
@@ -363,7 +369,26 @@ fn run_trial(
     for warning in &trial.warnings {
         crate::report::terminal::tell(format_args!("WARNING (trial of {n}): {warning}"));
     }
+    if let Some(files) = trial.files_for_rule {
+        crate::report::terminal::tell(format_args!(
+            "WARNING (trial of {n}): MLPerf Storage's rule asks for {files} training files for \
+             {n} accelerator(s) on this host's memory (dlio-rs datasize); the dataset has fewer"
+        ));
+    }
     Ok(Ran::Measured(trial))
+}
+
+/// The files the dataset-size rule asks for with `n` accelerators on `memory_bytes` of client
+/// memory, where the trial's dataset has fewer.
+fn short_of_rule(source: &Source, n: u64, memory_bytes: u64, strict: bool) -> Result<Option<u64>> {
+    let config = source.resolve(strict)?;
+    let cluster = crate::datasize::Cluster {
+        max_accelerators: n,
+        host_memory_gib: memory_bytes >> 30,
+        client_hosts: 1,
+    };
+    let needed = crate::datasize::Datasize::compute(&config, &cluster).files;
+    Ok((config.dataset.num_files_train < needed).then_some(needed))
 }
 
 /// The saved sweep in `output`, if there is one; one of another request is refused.
@@ -431,11 +456,14 @@ impl Sweep {
         let mut trials: Vec<&Trial> = self.trials.iter().collect();
         trials.sort_by_key(|t| t.accelerators);
         let flag = |t: &Trial| {
-            if t.warnings.is_empty() {
-                ""
-            } else {
-                "  (not valid: see warnings)"
+            let mut flags = String::new();
+            if !t.warnings.is_empty() {
+                flags.push_str("  (not valid: see warnings)");
             }
+            if let Some(files) = t.files_for_rule {
+                let _ = write!(flags, "  (MLPerf's rule: {files} files)");
+            }
+            flags
         };
         match self.mode {
             Mode::Training => {

@@ -60,6 +60,8 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         // A valid measurement: every byte read crossed the link, none flagged.
         assert_eq!(trial["warnings"], Value::Array(Vec::new()), "{trial}");
         assert_eq!(trial["cache_share"].as_f64(), Some(0.0), "{trial}");
+        // 120 files are far from MLPerf's rule on this host's memory: said, not disqualifying.
+        assert!(trial["files_for_rule"].as_u64().unwrap() > 120, "{trial}");
         assert_eq!(int(trial, "/bytes_from_storage"), int(trial, "/bytes_read"));
         assert!(tmp.join(format!("sweep/trial-{n}/summary.json")).exists());
     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::overrides::Overrides;
-use crate::config::Source;
+use crate::config::{Config, Source};
 use crate::error::{Error, Result};
 use crate::report::validity::CACHE_WARNING_FRACTION;
 use crate::run::{run, RunOptions};
@@ -160,15 +160,15 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
         state.generated = true;
         save(output, &state)?;
     }
-    let (mut lo, mut hi) = (request.min, request.max);
+    // The most that passed and the fewest that failed so far.
     let mut passing: Option<u64> = None;
     let mut failing: Option<u64> = None;
     // Both ends first, then halves: each step is a trial, run or read from the saved ones.
-    let mut next = Some(lo);
+    let mut next = Some(request.min);
     while let Some(n) = next {
         let trial = match state.trials.iter().find(|t| t.accelerators == n) {
             Some(done) => done.clone(),
-            None => match run_trial(request, output, n, strict, &state)? {
+            None => match run_trial(request, &config, output, n, strict, &state)? {
                 Ran::Stopped(signal) => return Ok((state, Some(signal))),
                 Ran::Measured(trial) => {
                     state.trials.push(trial.clone());
@@ -179,17 +179,15 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
         };
         if trial.passed {
             passing = Some(n);
-            lo = n;
         } else {
             failing = Some(n);
-            hi = n;
         }
         next = match (passing, failing) {
             (None, Some(_)) => None,
             (Some(p), None) if p == request.max => None,
             (Some(_), None) => Some(request.max),
             (Some(p), Some(f)) if f - p > request.precision && f - p > request.step => {
-                Some(lo + (hi - lo) / 2 / request.step * request.step)
+                Some(p + (f - p) / 2 / request.step * request.step)
             }
             _ => None,
         };
@@ -250,6 +248,7 @@ enum Ran {
 /// Runs the trial of `n` accelerators in `OUTPUT/trial-N`.
 fn run_trial(
     request: &SweepRequest,
+    config: &Config,
     output: &Path,
     n: u64,
     strict: bool,
@@ -334,7 +333,7 @@ fn run_trial(
         checkpoint_gib_per_second,
         per_rank_gib_per_second,
         warnings: results.warnings.clone(),
-        files_for_rule: short_of_rule(&source, n, results.client_memory_bytes, strict)?,
+        files_for_rule: short_of_rule(config, n, results.client_memory_bytes),
         output: folder,
     };
     let figures = match state.mode {
@@ -379,16 +378,15 @@ fn run_trial(
 }
 
 /// The files the dataset-size rule asks for with `n` accelerators on `memory_bytes` of client
-/// memory, where the trial's dataset has fewer.
-fn short_of_rule(source: &Source, n: u64, memory_bytes: u64, strict: bool) -> Result<Option<u64>> {
-    let config = source.resolve(strict)?;
+/// memory, where the sweep's dataset has fewer (the trials differ only in their output folder).
+fn short_of_rule(config: &Config, n: u64, memory_bytes: u64) -> Option<u64> {
     let cluster = crate::datasize::Cluster {
         max_accelerators: n,
         host_memory_gib: memory_bytes >> 30,
         client_hosts: 1,
     };
-    let needed = crate::datasize::Datasize::compute(&config, &cluster).files;
-    Ok((config.dataset.num_files_train < needed).then_some(needed))
+    let needed = crate::datasize::Datasize::compute(config, &cluster).files;
+    (config.dataset.num_files_train < needed).then_some(needed)
 }
 
 /// The saved sweep in `output`, if there is one; one of another request is refused.

@@ -154,3 +154,28 @@ fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
         assert!(total <= 0.1, "{trial}");
     }
 }
+
+/// Bounds, shares and workloads a sweep cannot work with: exit 2, naming the value, before any
+/// trial runs.
+#[test]
+fn a_sweep_refuses_what_it_cannot_search() {
+    let tmp = Scratch::new("sweep-refusals");
+    let out = tmp.s("sweep");
+    for (args, says) in [
+        (vec!["--max-accelerators=4", "--hold=2"], "--hold (2)"),
+        (vec!["--max-accelerators=6", "--step=4"], "--step (4)"),
+        (
+            vec!["--min-accelerators=5", "--max-accelerators=4"],
+            "--min-accelerators (5)",
+        ),
+        (
+            vec!["--max-accelerators=2", "++workload.workflow.train=False"],
+            "does neither",
+        ),
+    ] {
+        let mut words = strings(&["sweep", "workload=default", "-o", &out]);
+        words.extend(strings(&args));
+        dlio_rs(&tmp.path, &words).fails(2).says(&[says]);
+        assert!(!tmp.join("sweep/trial-1").exists());
+    }
+}

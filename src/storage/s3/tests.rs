@@ -113,6 +113,33 @@ fn s3_lists_a_folder_page_by_page() {
     assert_eq!(pages, 4);
 }
 
+/// `max_in_flight` caps the requests of all threads together: 8 threads reading at once never
+/// have more than 2 GETs out.
+#[test]
+fn s3_keeps_at_most_max_in_flight_requests_out() {
+    let server = server("s3-in-flight");
+    let s3 = storage(&server.endpoint(), "in-flight", &["max_in_flight=2"]);
+    s3.check_access(true).unwrap();
+    s3.put("k", &[5u8; 64 << 10]).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let mut buf = IoBuffer::new();
+                for _ in 0..10 {
+                    assert_eq!(s3.read_all("k", &mut buf).unwrap().len, 64 << 10);
+                }
+            });
+        }
+    });
+    let counts = s3.request_counts().unwrap();
+    assert_eq!(counts.of(RequestKind::Get).requests, 80);
+    assert!(
+        (1..=2).contains(&counts.peak_in_flight),
+        "{}",
+        counts.peak_in_flight
+    );
+}
+
 #[test]
 fn s3_retries_503s_and_resets_and_counts_them() {
     let server = server("s3-faults");

@@ -129,9 +129,10 @@ enum Command {
     Sweep {
         #[command(flatten)]
         config: ConfigArgs,
-        /// The fewest accelerators to try
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        min_accelerators: u64,
+        /// The fewest accelerators to try [default: the fewest the sweep can: --step, and a
+        /// multiple of the processes under mpirun]
+        #[arg(long, value_name = "N")]
+        min_accelerators: Option<u64>,
         /// The most accelerators to try
         #[arg(long, value_name = "N")]
         max_accelerators: u64,
@@ -401,16 +402,19 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
             crate::interrupt::watch()
                 .map_err(|e| Error::run(format!("cannot watch for SIGINT and SIGTERM: {e}")))
                 .and_then(|()| crate::sweep::sweep(&request, &output, config.strict))
-                .and_then(|(sweep, stopped)| {
-                    print_out(&sweep.render())?;
-                    if stopped.is_some() {
+                .and_then(|swept| {
+                    if !swept.speaks {
+                        return Ok(swept.stopped);
+                    }
+                    print_out(&swept.sweep.render())?;
+                    if swept.stopped.is_some() {
                         crate::report::terminal::tell(format_args!(
                             "the sweep was interrupted; its trials are in {}: run the same \
                              command to continue",
                             output.join("sweep.json").display()
                         ));
                     }
-                    Ok(stopped)
+                    Ok(swept.stopped)
                 })
         }
         Command::Report { output_dir, png } => report_page(&output_dir, png),

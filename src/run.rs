@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
-use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Reduce};
+use crate::comm::{self, agree, broadcast_value, gather_values, Comm, Hosts, Processes, Reduce};
 use crate::config::{Config, PageCache, Source, StorageType};
 use crate::dataset::listing::FileList;
 use crate::dataset::names::{self, ListingRules, SplitNames};
@@ -69,8 +69,15 @@ pub struct Outcome {
     pub stopped_by: Option<i32>,
 }
 
+/// The run of `source` in the job this process was started in (alone, or one of `mpirun`'s).
 pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
-    let comm = comm::for_launch(options.accelerators)?;
+    run_among(&Processes::join()?, source, options)
+}
+
+/// The run of `source` by the processes of `processes`, each hosting `options.accelerators`
+/// ranks; several runs may follow one another in one job (a sweep's trials).
+pub fn run_among(processes: &Processes, source: &Source, options: &RunOptions) -> Result<Outcome> {
+    let comm = processes.group(options.accelerators)?;
     let outcome = run_in(comm.as_ref(), source, options);
     comm::conclude(comm.as_ref(), outcome)
 }
@@ -215,7 +222,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         let run_entropy = broadcast_value(comm, Some(crate::plan::draw_run_entropy()))?;
         // Every process starts its clock as it leaves this meeting, and takes process 0's wall time;
         // a run told to stop before it starts stops here, all processes together.
-        agree(comm, crate::interrupt::check())?;
+        comm::check_interrupt(comm)?;
         let clock = Clock::start();
         let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
         let trace_dir = config.output.trace.then(|| output_folder.join(TRACE_DIR));
@@ -946,7 +953,8 @@ fn keep_what_all_completed(
     comm.all_reduce(&mut completed, Reduce::Min)?;
     let [epochs, checkpoints] = completed.map(|n| n as usize);
     if epochs == 0 && checkpoints == 0 {
-        return Err(Error::Interrupted { signal });
+        // Every process finds this at once, from the same reduction.
+        return Err(comm::interrupted_together(comm, signal));
     }
     for rank in ranks {
         rank.epochs.truncate(epochs);

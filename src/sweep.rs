@@ -17,11 +17,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::comm::{agree, broadcast_value, Comm, Processes};
 use crate::config::overrides::Overrides;
 use crate::config::{Config, Source};
 use crate::error::{Error, Result};
 use crate::report::validity::CACHE_WARNING_FRACTION;
-use crate::run::{run, RunOptions};
+use crate::run::{run_among, RunOptions};
 
 /// What a sweep searches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,8 +30,9 @@ pub struct SweepRequest {
     /// The run's words (workload and overrides), as given.
     pub words: Vec<String>,
     pub config_dir: Option<PathBuf>,
-    /// The fewest and the most accelerators to try.
-    pub min: u64,
+    /// The fewest accelerators to try; `None`: the fewest the sweep can try (its unit).
+    pub min: Option<u64>,
+    /// The most accelerators to try.
     pub max: u64,
     /// The answer is known once the last passing and the first failing counts are this close.
     pub precision: u64,
@@ -81,6 +83,12 @@ pub struct Trial {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
     pub request: SweepRequest,
+    /// The processes a trial's ranks are spread over, evenly (`mpirun -n P`; 1 without MPI).
+    pub processes: u64,
+    /// Every count tried is a multiple of this: of `--step` and of the processes.
+    pub unit: u64,
+    /// The fewest accelerators tried: the first trial.
+    pub min: u64,
     pub mode: Mode,
     pub au_threshold_percent: f64,
     /// The dataset was generated for the sweep (when its words ask for a generation).
@@ -100,32 +108,226 @@ pub struct Answer {
 
 const SWEEP_FILE: &str = "sweep.json";
 
-/// Runs (or continues) the sweep `request` in `output`; returns it with its answer, or `None`
-/// with the signal if one stopped it (its trials so far are saved).
-pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Sweep, Option<i32>)> {
-    let on_step = |n: u64| request.step > 0 && n % request.step == 0;
-    if request.min == 0
-        || request.min > request.max
+/// How a sweep ended, in each process of its job.
+pub struct Swept {
+    pub sweep: Sweep,
+    /// The signal that stopped it, if one did (its trials so far are saved).
+    pub stopped: Option<i32>,
+    /// This process speaks for the sweep (process 0 of an MPI job): it prints the table.
+    pub speaks: bool,
+}
+
+/// Runs (or continues) the sweep `request` in `output`, in the job this process was started in:
+/// alone, each trial's ranks this process's threads; under `mpirun -n P`, each trial's ranks
+/// spread evenly over the P processes, which run every trial together.
+pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<Swept> {
+    let processes = Processes::join()?;
+    // The sweep's own meetings between its trials' runs (process collectives only).
+    let comm = processes.group(1)?;
+    let sweeper = Sweeper {
+        processes: &processes,
+        comm: comm.as_ref(),
+        speaks: comm.process() == 0,
+        request,
+        output,
+        strict,
+    };
+    let outcome = sweeper.sweep();
+    crate::comm::conclude(comm.as_ref(), outcome)
+}
+
+/// A sweep as one process of its job runs it. Every process runs the same trials in the same
+/// order (each trial is a run of all of them); process 0 reads and writes the sweep's files,
+/// judges each trial from its results, and tells the others, so all take the same next step.
+struct Sweeper<'a> {
+    processes: &'a Processes,
+    comm: &'a dyn Comm,
+    /// Process 0: it prints, and keeps `sweep.json` and `report.html`.
+    speaks: bool,
+    request: &'a SweepRequest,
+    output: &'a Path,
+    strict: bool,
+}
+
+impl Sweeper<'_> {
+    fn sweep(&self) -> Result<Swept> {
+        let request = self.request;
+        let processes = self.processes.count() as u64;
+        let unit = least_common_multiple(request.step.max(1), processes);
+        let min = request.min.unwrap_or(unit);
+        agree(self.comm, check_bounds(request, min, unit, processes))?;
+        let (config, mode) = agree(self.comm, resolve(request, self.strict))?;
+        if self.speaks
+            && mode == Mode::Training
+            && crate::report::validity::cache_defeated_by(&config).is_none()
+        {
+            crate::report::terminal::tell(format_args!(
+                "WARNING: nothing keeps the page cache out of the trials: each trial's cache share \
+                 is in the table, and a trial the cache served more than {:.0} % of is flagged; \
+                 add ++workload.reader.page_cache=evict_after_read (or reader.odirect=True)",
+                CACHE_WARNING_FRACTION * 100.0
+            ));
+        }
+        let loaded = agree(
+            self.comm,
+            self.speaks
+                .then(|| {
+                    crate::report::folder::make_folder(self.output, "the sweep folder (--output)")?;
+                    load(self.output, request, processes)
+                })
+                .transpose(),
+        )?;
+        let mut state = broadcast_value(self.comm, loaded)?.unwrap_or(Sweep {
+            request: request.clone(),
+            processes,
+            unit,
+            min,
+            mode,
+            au_threshold_percent: config.au_threshold * 100.0,
+            generated: false,
+            trials: Vec::new(),
+            answer: None,
+        });
+        let stopped = |state: Sweep, signal| {
+            Ok(Swept {
+                sweep: state,
+                stopped: Some(signal),
+                speaks: self.speaks,
+            })
+        };
+        if mode == Mode::Training && config.workflow.generate_data && !state.generated {
+            if let Some(signal) = self.generate_once(request.max / processes)? {
+                return stopped(state, signal);
+            }
+            state.generated = true;
+            self.save(&state)?;
+        }
+        // The most that passed and the fewest that failed so far.
+        let mut passing: Option<u64> = None;
+        let mut failing: Option<u64> = None;
+        // Both ends first, then halves: each step is a trial, run or read from the saved ones.
+        let mut next = Some(min);
+        while let Some(n) = next {
+            let trial = match state.trials.iter().find(|t| t.accelerators == n) {
+                Some(done) => done.clone(),
+                None => match self.run_trial(&config, n, &state)? {
+                    Ran::Stopped(signal) => return stopped(state, signal),
+                    Ran::Measured(trial) => {
+                        state.trials.push(trial.clone());
+                        self.save(&state)?;
+                        trial
+                    }
+                },
+            };
+            if trial.passed {
+                passing = Some(n);
+            } else {
+                failing = Some(n);
+            }
+            next = match (passing, failing) {
+                (None, Some(_)) => None,
+                (Some(p), None) if p == request.max => None,
+                (Some(_), None) => Some(request.max),
+                (Some(p), Some(f)) if f - p > request.precision && f - p > unit => {
+                    Some(p + (f - p) / 2 / unit * unit)
+                }
+                _ => None,
+            };
+        }
+        state.answer = Some(Answer {
+            most_passing: passing,
+            fewest_failing: failing,
+        });
+        self.save(&state)?;
+        let page = self.output.join("report.html");
+        agree(
+            self.comm,
+            match self.speaks {
+                true => std::fs::write(&page, crate::report::html::for_sweep(&state))
+                    .map_err(|e| Error::on_object("cannot write", page.display().to_string(), e)),
+                false => Ok(()),
+            },
+        )?;
+        Ok(Swept {
+            sweep: state,
+            stopped: None,
+            speaks: self.speaks,
+        })
+    }
+
+    /// Saves the sweep (process 0), all processes going on together.
+    fn save(&self, state: &Sweep) -> Result<()> {
+        let saved = match self.speaks {
+            true => save(self.output, state),
+            false => Ok(()),
+        };
+        agree(self.comm, saved)
+    }
+
+    /// Says `line` on the terminal, once for the job.
+    fn tell(&self, line: std::fmt::Arguments) {
+        if self.speaks {
+            crate::report::terminal::tell(line);
+        }
+    }
+
+    /// A run of the sweep's words with `extra` after them, with `ranks_per_process` ranks in
+    /// each process.
+    fn run(&self, extra: &[String], ranks_per_process: u64) -> Result<crate::run::Outcome> {
+        run_among(
+            self.processes,
+            &source_with(self.request, extra)?,
+            &RunOptions {
+                accelerators: ranks_per_process as usize,
+                // Each epoch's progress shows; the sweep prints one table of all its trials.
+                table: false,
+                strict: self.strict,
+                ..RunOptions::default()
+            },
+        )
+    }
+}
+
+/// The bounds must be counts the sweep can try: multiples of its unit, in order.
+fn check_bounds(request: &SweepRequest, min: u64, unit: u64, processes: u64) -> Result<()> {
+    let on_unit = |n: u64| n % unit == 0;
+    if min == 0
+        || request.step == 0
+        || min > request.max
         || request.precision == 0
-        || !on_step(request.min)
-        || !on_step(request.max)
+        || !on_unit(min)
+        || !on_unit(request.max)
         || !(request.hold > 0.0 && request.hold <= 1.0)
     {
+        let unit_is = match processes {
+            1 => format!("--step ({})", request.step),
+            p => format!(
+                "{unit} (of --step ({}) and of the {p} MPI processes, which host a trial's ranks \
+                 evenly)",
+                request.step
+            ),
+        };
         return Err(Error::usage(format!(
-            "the bounds must satisfy 1 ≤ --min-accelerators ({}) ≤ --max-accelerators ({}), both \
-             multiples of --step ({}); --precision ({}) must be at least 1 and --hold ({}) a share \
-             in (0, 1]",
-            request.min, request.max, request.step, request.precision, request.hold
+            "the bounds must satisfy 1 ≤ --min-accelerators ({min}) ≤ --max-accelerators ({}), \
+             both multiples of {unit_is}; --precision ({}) must be at least 1 and --hold ({}) a \
+             share in (0, 1]",
+            request.max, request.precision, request.hold
         )));
     }
-    if crate::comm::launch::mpi_launch().is_some() {
-        return Err(Error::usage(
-            "dlio-rs sweep runs its trials as thread ranks of one process, and is not supported \
-             yet under mpirun; run it without mpirun",
-        ));
+    Ok(())
+}
+
+fn least_common_multiple(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
     }
-    let source = source_with(request, &[])?;
-    let config = source.resolve(strict)?;
+    a / x * b
+}
+
+/// The sweep's configuration, and what its trials are judged by.
+fn resolve(request: &SweepRequest, strict: bool) -> Result<(Config, Mode)> {
+    let config = source_with(request, &[])?.resolve(strict)?;
     config.check_supported()?;
     let mode =
         match (config.workflow.train, config.workflow.checkpoint) {
@@ -136,71 +338,7 @@ pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<(Swe
                  (workload.workflow.checkpoint = True); this workload does neither",
             )),
         };
-    if mode == Mode::Training && crate::report::validity::cache_defeated_by(&config).is_none() {
-        crate::report::terminal::tell(format_args!(
-            "WARNING: nothing keeps the page cache out of the trials: each trial's cache share is \
-             in the table, and a trial the cache served more than {:.0} % of is flagged; add \
-             ++workload.reader.page_cache=evict_after_read (or reader.odirect=True)",
-            CACHE_WARNING_FRACTION * 100.0
-        ));
-    }
-    crate::report::folder::make_folder(output, "the sweep folder (--output)")?;
-    let mut state = load(output, request)?.unwrap_or(Sweep {
-        request: request.clone(),
-        mode,
-        au_threshold_percent: config.au_threshold * 100.0,
-        generated: false,
-        trials: Vec::new(),
-        answer: None,
-    });
-    if mode == Mode::Training && config.workflow.generate_data && !state.generated {
-        if let Some(signal) = generate_once(request, output, strict)? {
-            return Ok((state, Some(signal)));
-        }
-        state.generated = true;
-        save(output, &state)?;
-    }
-    // The most that passed and the fewest that failed so far.
-    let mut passing: Option<u64> = None;
-    let mut failing: Option<u64> = None;
-    // Both ends first, then halves: each step is a trial, run or read from the saved ones.
-    let mut next = Some(request.min);
-    while let Some(n) = next {
-        let trial = match state.trials.iter().find(|t| t.accelerators == n) {
-            Some(done) => done.clone(),
-            None => match run_trial(request, &config, output, n, strict, &state)? {
-                Ran::Stopped(signal) => return Ok((state, Some(signal))),
-                Ran::Measured(trial) => {
-                    state.trials.push(trial.clone());
-                    save(output, &state)?;
-                    trial
-                }
-            },
-        };
-        if trial.passed {
-            passing = Some(n);
-        } else {
-            failing = Some(n);
-        }
-        next = match (passing, failing) {
-            (None, Some(_)) => None,
-            (Some(p), None) if p == request.max => None,
-            (Some(_), None) => Some(request.max),
-            (Some(p), Some(f)) if f - p > request.precision && f - p > request.step => {
-                Some(p + (f - p) / 2 / request.step * request.step)
-            }
-            _ => None,
-        };
-    }
-    state.answer = Some(Answer {
-        most_passing: passing,
-        fewest_failing: failing,
-    });
-    save(output, &state)?;
-    let page = output.join("report.html");
-    std::fs::write(&page, crate::report::html::for_sweep(&state))
-        .map_err(|e| Error::on_object("cannot write", page.display().to_string(), e))?;
-    Ok((state, None))
+    Ok((config, mode))
 }
 
 /// The request's words with `extra` after them.
@@ -213,29 +351,76 @@ fn source_with(request: &SweepRequest, extra: &[String]) -> Result<Source> {
     })
 }
 
-/// Generates the dataset once, before the trials, when the words ask for a generation; the signal
-/// that stopped it, if one did.
-fn generate_once(request: &SweepRequest, output: &Path, strict: bool) -> Result<Option<i32>> {
-    crate::report::terminal::tell(format_args!("generating the dataset once, for every trial"));
-    let source = source_with(
-        request,
-        &[
-            "++workload.workflow.generate_data=True".into(),
-            "++workload.workflow.train=False".into(),
-            "++workload.workflow.checkpoint=False".into(),
-            format!("++hydra.run.dir={}", output.join("generation").display()),
-        ],
-    )?;
-    let outcome = run(
-        &source,
-        &RunOptions {
-            accelerators: request.max as usize,
-            table: false,
-            strict,
-            ..RunOptions::default()
-        },
-    )?;
-    Ok(outcome.stopped_by)
+impl Sweeper<'_> {
+    /// Generates the dataset once, before the trials, when the words ask for a generation (with
+    /// the most ranks the sweep tries); the signal that stopped it, if one did.
+    fn generate_once(&self, ranks_per_process: u64) -> Result<Option<i32>> {
+        self.tell(format_args!("generating the dataset once, for every trial"));
+        let outcome = self.run(
+            &[
+                "++workload.workflow.generate_data=True".into(),
+                "++workload.workflow.train=False".into(),
+                "++workload.workflow.checkpoint=False".into(),
+                format!(
+                    "++hydra.run.dir={}",
+                    self.output.join("generation").display()
+                ),
+            ],
+            ranks_per_process,
+        )?;
+        Ok(outcome.stopped_by)
+    }
+
+    /// Runs the trial of `n` accelerators in `OUTPUT/trial-N`, every process its share of the
+    /// ranks; process 0 judges it and every process learns the verdict.
+    fn run_trial(&self, config: &Config, n: u64, state: &Sweep) -> Result<Ran> {
+        let folder = self.output.join(format!("trial-{n}"));
+        let spread = match state.processes {
+            1 => String::new(),
+            p => format!(" ({} in each of {p} processes)", n / p),
+        };
+        self.tell(format_args!(
+            "trial {}: {n} accelerator(s){spread}…",
+            state.trials.len() + 1
+        ));
+        let ran = self.run(
+            &[
+                "++workload.workflow.generate_data=False".into(),
+                format!("++hydra.run.dir={}", folder.display()),
+            ],
+            n / state.processes,
+        );
+        let outcome = match ran {
+            Ok(outcome) => outcome,
+            // A signal that stopped the trial before it completed anything stops the sweep; any
+            // other failure ends it. A run's failures that return are agreed (the others end the
+            // job), so every process is here: process 0, which holds the interruption (the
+            // others its exit code), tells them which.
+            Err(error) => {
+                let signal = match &error {
+                    Error::Interrupted { signal } => Some(*signal),
+                    _ => None,
+                };
+                return match broadcast_value(self.comm, Some(signal))? {
+                    Some(signal) => Ok(Ran::Stopped(signal)),
+                    None => Err(error),
+                };
+            }
+        };
+        if let Some(signal) = outcome.stopped_by {
+            return Ok(Ran::Stopped(signal));
+        }
+        // Only process 0 has the run's results.
+        let judged = self
+            .speaks
+            .then(|| judge(config, n, state, outcome.results, folder))
+            .transpose();
+        let trial = broadcast_value(self.comm, agree(self.comm, judged)?)?;
+        if self.speaks {
+            tell_figures(&trial, state);
+        }
+        Ok(Ran::Measured(trial))
+    }
 }
 
 /// How a trial ended.
@@ -245,42 +430,15 @@ enum Ran {
     Stopped(i32),
 }
 
-/// Runs the trial of `n` accelerators in `OUTPUT/trial-N`.
-fn run_trial(
-    request: &SweepRequest,
+/// The trial of `n` accelerators, from its run's results (in process 0).
+fn judge(
     config: &Config,
-    output: &Path,
     n: u64,
-    strict: bool,
     state: &Sweep,
-) -> Result<Ran> {
-    let folder = output.join(format!("trial-{n}"));
-    crate::report::terminal::tell(format_args!(
-        "trial {}: {n} accelerator(s)…",
-        state.trials.len() + 1
-    ));
-    let source = source_with(
-        request,
-        &[
-            "++workload.workflow.generate_data=False".into(),
-            format!("++hydra.run.dir={}", folder.display()),
-        ],
-    )?;
-    let outcome = run(
-        &source,
-        &RunOptions {
-            accelerators: n as usize,
-            // Each epoch's progress shows; the sweep prints one table of all its trials.
-            table: false,
-            strict,
-            ..RunOptions::default()
-        },
-    )?;
-    if let Some(signal) = outcome.stopped_by {
-        return Ok(Ran::Stopped(signal));
-    }
-    let results = outcome
-        .results
+    results: Option<crate::report::Results>,
+    folder: PathBuf,
+) -> Result<Trial> {
+    let results = results
         .ok_or_else(|| Error::run(format!("the trial of {n} accelerator(s) measured nothing")))?;
     let saves: Vec<f64> = results
         .checkpoints
@@ -301,7 +459,7 @@ fn run_trial(
     let reference = state
         .trials
         .iter()
-        .find(|t| t.accelerators == state.request.min)
+        .find(|t| t.accelerators == state.min)
         .and_then(|t| t.per_rank_gib_per_second);
     let epochs = &results.epochs;
     let bytes_read: u64 = epochs.iter().map(|e| e.train.bytes_read).sum();
@@ -336,6 +494,12 @@ fn run_trial(
         files_for_rule: short_of_rule(config, n, results.client_memory_bytes),
         output: folder,
     };
+    Ok(trial)
+}
+
+/// A trial's figures and warnings, on the terminal.
+fn tell_figures(trial: &Trial, state: &Sweep) {
+    let n = trial.accelerators;
     let figures = match state.mode {
         Mode::Training => format!(
             "AU {:.2} % ({} {:.0} %), {:.1} samples/s, {:.1} MiB/s",
@@ -371,10 +535,9 @@ fn run_trial(
     if let Some(files) = trial.files_for_rule {
         crate::report::terminal::tell(format_args!(
             "WARNING (trial of {n}): MLPerf Storage's rule asks for {files} training files for \
-             {n} accelerator(s) on this host's memory (dlio-rs datasize); the dataset has fewer"
+             {n} accelerator(s) on the memory of this run's hosts (dlio-rs datasize); the dataset has fewer"
         ));
     }
-    Ok(Ran::Measured(trial))
 }
 
 /// The files the dataset-size rule asks for with `n` accelerators on `memory_bytes` of client
@@ -389,8 +552,9 @@ fn short_of_rule(config: &Config, n: u64, memory_bytes: u64) -> Option<u64> {
     (config.dataset.num_files_train < needed).then_some(needed)
 }
 
-/// The saved sweep in `output`, if there is one; one of another request is refused.
-fn load(output: &Path, request: &SweepRequest) -> Result<Option<Sweep>> {
+/// The saved sweep in `output`, if there is one; one of another request, or whose trials ran on
+/// another number of processes, is refused.
+fn load(output: &Path, request: &SweepRequest, processes: u64) -> Result<Option<Sweep>> {
     let Some(saved) = saved(output)? else {
         return Ok(None);
     };
@@ -401,9 +565,19 @@ fn load(output: &Path, request: &SweepRequest) -> Result<Option<Sweep>> {
              with those, or choose another --output",
             path.display(),
             saved.request.words,
-            saved.request.min,
+            saved.min,
             saved.request.max,
             saved.request.precision
+        )));
+    }
+    if saved.processes != processes {
+        return Err(Error::usage(format!(
+            "{} holds a sweep whose trials ran in {} process(es), and this one runs in {processes}: \
+             a trial's figures depend on how its ranks are spread; continue it with mpirun -n {} \
+             (or without mpirun for 1), or choose another --output",
+            path.display(),
+            saved.processes,
+            saved.processes
         )));
     }
     crate::report::terminal::tell(format_args!(
@@ -448,6 +622,14 @@ fn save(output: &Path, sweep: &Sweep) -> Result<()> {
 }
 
 impl Sweep {
+    /// Why the counts between a passing and a failing trial `gap` apart were not tried.
+    fn why_untried(&self, gap: u64) -> String {
+        match self.unit {
+            unit if gap == unit => format!(" (the sweep tries multiples of {unit} only)"),
+            _ => String::new(),
+        }
+    }
+
     /// The table of trials, in accelerator order, and the answer with its margin.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -512,7 +694,7 @@ impl Sweep {
             Mode::Checkpointing => format!(
                 "at {:.0} % or more of the save throughput per rank of {} rank(s)",
                 request.hold * 100.0,
-                request.min
+                self.min
             ),
         };
         let answer = match self.answer {
@@ -521,7 +703,7 @@ impl Sweep {
             }) => format!(
                 "Even {} accelerator(s) are not {criterion}: this storage keeps fewer busy than \
                  the sweep's lower bound",
-                request.min
+                self.min
             ),
             Some(Answer {
                 most_passing: Some(p),
@@ -536,10 +718,15 @@ impl Sweep {
             }) => format!(
                 "This storage keeps {p} accelerator(s) {criterion} ({f} are not{}): answer {p}, \
                  margin {}",
-                if f - p > 1 {
-                    format!("; counts from {} to {} were not tried", p + 1, f - 1)
-                } else {
-                    String::new()
+                match f - p {
+                    1 => String::new(),
+                    2 => format!("; {} was not tried{}", p + 1, self.why_untried(f - p)),
+                    _ => format!(
+                        "; counts from {} to {} were not tried{}",
+                        p + 1,
+                        f - 1,
+                        self.why_untried(f - p)
+                    ),
                 },
                 f - p - 1
             ),

@@ -730,48 +730,11 @@ mod with_mpi {
                 "++workload.workflow.checkpoint=False",
             ]);
             words.push(format!("++hydra.run.dir={}", out.display()));
-            let mut cmd = Command::new("mpirun");
-            cmd.current_dir(&tmp.path)
-                .args([
-                    "--oversubscribe",
-                    "--allow-run-as-root",
-                    "--bind-to",
-                    "none",
-                ])
-                .args(["-n", "2", DLIO_RS])
-                .args(&words);
-            for k in ISOLATED_ENV {
-                cmd.env_remove(k);
-            }
-            let mut run = Live::spawn(cmd, format!("mpirun -n 2 dlio-rs {}", words.join(" ")));
+            let mut run = mpirun_live(&tmp.path, 2, &words);
             run.wait_for("epoch 2/3 train");
             match target {
                 "mpirun" => run.signal(libc::SIGINT),
-                _ => {
-                    // Process 1 is the child of mpirun started second.
-                    let listed = std::process::Command::new("pgrep")
-                        .args(["-P", &run.pid().to_string(), "-x", "dlio-rs"])
-                        .output()
-                        .unwrap();
-                    let pids: Vec<i32> = String::from_utf8_lossy(&listed.stdout)
-                        .split_whitespace()
-                        .map(|p| p.parse().unwrap())
-                        .collect();
-                    assert_eq!(pids.len(), 2, "{pids:?}");
-                    let rank_of = |pid: i32| {
-                        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-                        environ
-                            .split(|&b| b == 0)
-                            .find_map(|v| v.strip_prefix(b"OMPI_COMM_WORLD_RANK="))
-                            .map(|r| String::from_utf8_lossy(r).into_owned())
-                    };
-                    let second = *pids
-                        .iter()
-                        .find(|&&p| rank_of(p).as_deref() == Some("1"))
-                        .unwrap();
-                    // SAFETY: a plain system call on a process of this test's launch.
-                    assert_eq!(unsafe { libc::kill(second, libc::SIGTERM) }, 0);
-                }
+                _ => terminate_process(&run, 1),
             }
             let (ran, took) = run.finish();
             assert!(ran.code != Some(0), "{target}: {}", ran.context());
@@ -795,6 +758,265 @@ mod with_mpi {
                     "{target}: rank {rank}"
                 );
             }
+        }
+    }
+
+    /// `mpirun -n PROCESSES dlio-rs ARGS`, running: its lines arrive as they are said.
+    fn mpirun_live(cwd: &Path, processes: usize, args: &[String]) -> Live {
+        let mut cmd = Command::new("mpirun");
+        cmd.current_dir(cwd)
+            .args([
+                "--oversubscribe",
+                "--allow-run-as-root",
+                "--bind-to",
+                "none",
+            ])
+            .args(["-n", &processes.to_string(), DLIO_RS])
+            .args(args);
+        for k in ISOLATED_ENV {
+            cmd.env_remove(k);
+        }
+        Live::spawn(
+            cmd,
+            format!("mpirun -n {processes} dlio-rs {}", args.join(" ")),
+        )
+    }
+
+    /// Sends SIGTERM to the process of index `process` of the job `run` launched (a child of
+    /// its mpirun, found by the index Open MPI gave it).
+    fn terminate_process(run: &Live, process: usize) {
+        let listed = std::process::Command::new("pgrep")
+            .args(["-P", &run.pid().to_string(), "-x", "dlio-rs"])
+            .output()
+            .unwrap();
+        let pids: Vec<i32> = String::from_utf8_lossy(&listed.stdout)
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let index_of = |pid: i32| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+            environ
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"OMPI_COMM_WORLD_RANK="))
+                .map(|r| String::from_utf8_lossy(r).into_owned())
+        };
+        let target = *pids
+            .iter()
+            .find(|&&p| index_of(p) == Some(process.to_string()))
+            .unwrap_or_else(|| panic!("no process {process} among {pids:?}"));
+        // SAFETY: a plain system call on a process of this test's launch.
+        assert_eq!(unsafe { libc::kill(target, libc::SIGTERM) }, 0);
+    }
+
+    /// A signal to one process before any epoch is complete: nothing to report, so every process
+    /// ends with the signal's exit code, said once, and the folder says the run was interrupted
+    /// (not an abort of the job, which would end it with 1).
+    #[test]
+    fn an_interrupt_before_anything_completed_ends_every_process_with_the_signal() {
+        let tmp = Scratch::new("mpi-interrupt-early");
+        let mut words = strings(&[
+            "run",
+            "workload=default",
+            "++workload.dataset.format=synthetic",
+            "++workload.dataset.num_files_train=16",
+            "++workload.dataset.num_samples_per_file=1",
+            "++workload.reader.batch_size=1",
+            "++workload.train.computation_time=0.5",
+            "++workload.train.epochs=1",
+            "++workload.workflow.generate_data=False",
+            "++workload.workflow.evaluation=False",
+        ]);
+        words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+        let mut live = mpirun_live(&tmp.path, 2, &words);
+        // Said before training starts; the epoch takes 8 steps of 0.5 s.
+        live.wait_for("warning: the training dataset");
+        terminate_process(&live, 1);
+        let (ran, _) = live.finish();
+        assert_eq!(ran.code, Some(143), "{}", ran.context());
+        assert_eq!(
+            ran.stderr.matches("error: interrupted by SIGTERM").count(),
+            1,
+            "{}",
+            ran.context()
+        );
+        assert!(!ran.stderr.contains("MPI_ABORT"), "{}", ran.context());
+        let report = read_json(&tmp.join("out/report.json"));
+        assert_eq!(at(&report, "/status"), "interrupted");
+        assert!(!tmp.join("out/summary.json").exists());
+    }
+
+    /// A sweep's words: 1 MiB samples, one per step, each step 0.1 s of compute (an accelerator
+    /// asks for 10 MiB/s), through a 52 MiB/s link in each process (`storage.throttle` is each
+    /// process's: its client's link). With 2 processes a trial of n accelerators puts n/2 on each
+    /// link: 10 ask for 2 × 50 MiB/s (AU near 100 %), 12 for 2 × 60 (AU at most 52 / 60 = 87 %,
+    /// below the 90 % threshold): the answer is 10.
+    fn sweep_words(tmp: &Scratch) -> Vec<String> {
+        let mut words = strings(&[
+            "sweep",
+            "--max-accelerators=16",
+            "workload=default",
+            "++workload.workflow.generate_data=True",
+            "++workload.workflow.evaluation=False",
+            "++workload.dataset.format=npy",
+            "++workload.dataset.num_files_train=240",
+            "++workload.dataset.num_subfolders_train=0",
+            "++workload.dataset.record_length_bytes=1048576",
+            "++workload.dataset.record_length_bytes_stdev=0",
+            "++workload.reader.batch_size=1",
+            "++workload.reader.read_threads=2",
+            "++workload.train.computation_time=0.1",
+            "++workload.train.epochs=1",
+            "++workload.storage.throttle.mib_per_second=52",
+            "++workload.storage.throttle.latency_ms=1",
+        ]);
+        words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+        words.extend(["-o".to_string(), tmp.s("sweep")]);
+        words
+    }
+
+    #[test]
+    fn a_sweep_under_mpirun_spreads_each_trial_over_the_processes_and_continues() {
+        let tmp = Scratch::new("mpi-sweep");
+        // Stopped by a signal to one process while its second trial runs: the job stops there,
+        // keeping its first trial, and says so once.
+        let mut live = mpirun_live(&tmp.path, 2, &sweep_words(&tmp));
+        live.wait_for("trial 2: 16 accelerator(s) (8 in each of 2 processes)…");
+        terminate_process(&live, 1);
+        let (stopped, took) = live.finish();
+        assert_eq!(stopped.code, Some(143), "{}", stopped.context());
+        assert!(took < Duration::from_secs(15), "stopping took {took:?}");
+        assert_eq!(
+            stopped
+                .stdout
+                .matches("The sweep stopped before its answer")
+                .count(),
+            1,
+            "{}",
+            stopped.context()
+        );
+        assert_eq!(
+            stopped.stderr.matches("the sweep was interrupted").count(),
+            1
+        );
+        let kept = read_json(&tmp.join("sweep/sweep.json"));
+        let kept: Vec<u64> = at(&kept, "/trials")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| int(t, "/accelerators"))
+            .collect();
+        assert_eq!(kept, [2]);
+
+        // The same words under mpirun continue from it, and find the answer.
+        let (ran, _) = mpirun(&tmp.path, 2, DLIO_RS, &sweep_words(&tmp));
+        let ran = ran.ok();
+        assert_eq!(
+            ran.stderr.matches("from its 1 trial(s)").count(),
+            1,
+            "{}",
+            ran.context()
+        );
+        assert!(!ran.stderr.contains("trial 1:") && ran.stderr.contains("trial 2:"));
+        // One answer, printed once for the job.
+        let answer = "keeps 10 accelerator(s) above 90 % AU (12 are not; 11 was not tried (the \
+                      sweep tries multiples of 2 only))";
+        assert_eq!(ran.stdout.matches(answer).count(), 1, "{}", ran.context());
+        let saved = read_json(&tmp.join("sweep/sweep.json"));
+        assert_eq!(int(&saved, "/processes"), 2);
+        assert_eq!(int(&saved, "/unit"), 2);
+        assert_eq!(int(&saved, "/answer/most_passing"), 10);
+        assert_eq!(int(&saved, "/answer/fewest_failing"), 12);
+        let trials = at(&saved, "/trials").as_array().unwrap().clone();
+        // 2 and 16, then halves on even counts: 8, 12, 10.
+        assert!(trials.len() <= 5, "{saved}");
+        for trial in &trials {
+            let n = int(trial, "/accelerators");
+            assert_eq!(n % 2, 0, "{trial}");
+            assert_eq!(trial["passed"], Value::Bool(n <= 10), "{trial}");
+            // A valid measurement: every byte read crossed a link, none flagged.
+            assert_eq!(trial["warnings"], Value::Array(Vec::new()), "{trial}");
+            assert_eq!(trial["cache_share"].as_f64(), Some(0.0), "{trial}");
+            assert_eq!(int(trial, "/bytes_from_storage"), int(trial, "/bytes_read"));
+            // The trial was one run of n ranks, half in each process: every rank's file, one
+            // summary of all.
+            let folder = tmp.join(format!("sweep/trial-{n}"));
+            let summary = read_json(&folder.join("summary.json"));
+            assert_eq!(int(&summary, "/num_accelerators"), n);
+            for rank in 0..n {
+                assert!(
+                    folder.join(format!("{rank}_output.json")).exists(),
+                    "{trial}"
+                );
+            }
+            assert!(!folder.join(format!("{n}_output.json")).exists());
+        }
+        assert!(tmp.join("sweep/report.html").exists());
+
+        // Its trials ran in 2 processes: one process may not continue it.
+        dlio_rs(&tmp.path, &sweep_words(&tmp))
+            .fails(2)
+            .says(&["ran in 2 process(es)", "mpirun -n 2"]);
+    }
+
+    /// Counts the processes cannot share evenly are refused before any trial, once for the job.
+    #[test]
+    fn a_sweep_under_mpirun_refuses_counts_the_processes_cannot_share() {
+        let tmp = Scratch::new("mpi-sweep-bounds");
+        let mut words = sweep_words(&tmp);
+        words.push("--min-accelerators=3".into());
+        let (ran, _) = mpirun(&tmp.path, 2, DLIO_RS, &words);
+        let ran = ran
+            .fails(2)
+            .says(&["--min-accelerators (3)", "the 2 MPI processes"]);
+        assert_eq!(ran.stderr.matches("error:").count(), 1, "{}", ran.context());
+        assert!(!tmp.join("sweep/trial-3").exists() && !tmp.join("data").exists());
+    }
+
+    /// A checkpoint sweep in 2 processes, each behind its own 100 MiB/s link that one rank's saves
+    /// nearly fill: 2 ranks (one per process) are the reference, 4 (two per link) get about
+    /// half each: the answer is 2.
+    #[test]
+    fn a_checkpoint_sweep_under_mpirun_holds_ranks_to_its_first_trial() {
+        let tmp = Scratch::new("mpi-sweep-checkpoints");
+        let mut words = strings(&["sweep", "--max-accelerators=4"]);
+        words.extend(strings(TINY_LLAMA));
+        words.extend(strings(&[
+            "++workload.checkpoint.num_checkpoints_write=2",
+            "++workload.checkpoint.num_checkpoints_read=0",
+            "++workload.storage.throttle.mib_per_second=100",
+            "-o",
+        ]));
+        words.push(tmp.s("sweep"));
+        words.push(format!(
+            "++workload.checkpoint.checkpoint_folder={}",
+            tmp.s("ckpt")
+        ));
+        let (ran, _) = mpirun(&tmp.path, 2, DLIO_RS, &words);
+        let ran = ran.ok();
+        assert_eq!(
+            ran.stdout
+                .matches("keeps 2 accelerator(s) at 90 % or more of the save throughput per rank of 2 rank(s) (4 are not")
+                .count(),
+            1,
+            "{}",
+            ran.context()
+        );
+        let saved = read_json(&tmp.join("sweep/sweep.json"));
+        let trials = at(&saved, "/trials").as_array().unwrap();
+        assert_eq!(int(&trials[0], "/accelerators"), 2);
+        let first = trials[0]["per_rank_gib_per_second"].as_f64().unwrap();
+        for trial in trials {
+            let per_rank = trial["per_rank_gib_per_second"].as_f64().unwrap();
+            assert_eq!(
+                trial["passed"],
+                Value::Bool(per_rank >= 0.9 * first),
+                "{trial}"
+            );
+            // Two links: 2 × 100 MiB/s is 0.195 GiB/s.
+            assert!(
+                trial["checkpoint_gib_per_second"].as_f64().unwrap() <= 0.2,
+                "{trial}"
+            );
         }
     }
 }

@@ -11,8 +11,8 @@
 //!   [`gather_values`], [`all_gather_values`].
 //!
 //! Implementations: [`ThreadGroup`] (one process, the default build) and, with the `mpi`
-//! feature, `MpiGroup` (MPI processes each holding thread ranks). [`for_launch`] picks the one
-//! that fits how the process was started.
+//! feature, `MpiGroup` (MPI processes each holding thread ranks). [`Processes`] is how the process
+//! was started, and makes the group of each run.
 
 mod hosts;
 pub mod launch;
@@ -81,47 +81,94 @@ pub trait Comm: Send + Sync {
     }
 }
 
-/// The [`Comm`] for how this process was started: MPI processes under `mpirun` (with the `mpi`
-/// feature), else threads of this process. `local_ranks` ranks live in this process.
-pub fn for_launch(local_ranks: usize) -> Result<Box<dyn Comm>> {
-    if local_ranks == 0 {
-        return Err(Error::usage(
-            "the number of accelerators must be at least 1",
-        ));
-    }
-    match launch::mpi_launch() {
-        None => Ok(Box::new(ThreadGroup::new(local_ranks))),
-        Some(launch) => with_mpi(local_ranks, launch),
-    }
+/// This process's place in its job, for as long as it takes part: with MPI (under `mpirun`, the
+/// `mpi` feature) MPI stays initialized while this lives and is finalized when it is dropped, so
+/// that several runs of one process (a sweep's trials) share one MPI job; else the process is
+/// alone. Its [`Processes::group`]s are the runs' [`Comm`]s.
+pub struct Processes {
+    #[cfg(feature = "mpi")]
+    mpi: Option<mpi::MpiJob>,
 }
 
-#[cfg(feature = "mpi")]
-fn with_mpi(local_ranks: usize, _launch: launch::MpiLaunch) -> Result<Box<dyn Comm>> {
-    Ok(Box::new(mpi::MpiGroup::init(local_ranks)?))
-}
-
-#[cfg(not(feature = "mpi"))]
-fn with_mpi(local_ranks: usize, launch: launch::MpiLaunch) -> Result<Box<dyn Comm>> {
-    if launch.size <= 1 {
-        // `mpirun -n 1` needs nothing MPI does.
-        return Ok(Box::new(ThreadGroup::new(local_ranks)));
+impl Processes {
+    /// Joins the job this process was started in: MPI processes under `mpirun` (with the `mpi`
+    /// feature), else this process alone.
+    pub fn join() -> Result<Processes> {
+        match launch::mpi_launch() {
+            None => Ok(Processes::alone()),
+            Some(launch) => Processes::with_mpi(launch),
+        }
     }
-    let error = Error::usage(format!(
-        "started as one of {size} MPI processes ({variable}={size}), but this build of dlio-rs has no \
-         MPI support; rebuild it with: cargo build --release --features mpi (Debian/Ubuntu need: apt \
-         install openmpi-bin libopenmpi-dev libclang-dev), or run one process with {local} thread \
-         ranks: dlio-rs run -n {local} … (dlio_benchmark: DLIO_RS_ACCELERATORS={local})",
-        size = launch.size,
-        variable = launch.variable,
-        local = launch.size * local_ranks,
-    ));
-    // Every process finds this; one says it.
-    if launch.rank.unwrap_or(0) == 0 {
-        Err(error)
-    } else {
-        Err(Error::Reported {
-            exit_code: error.exit_code(),
+
+    fn alone() -> Processes {
+        Processes {
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    fn with_mpi(_launch: launch::MpiLaunch) -> Result<Processes> {
+        Ok(Processes {
+            mpi: Some(mpi::MpiJob::init()?),
         })
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn with_mpi(launch: launch::MpiLaunch) -> Result<Processes> {
+        if launch.size <= 1 {
+            // `mpirun -n 1` needs nothing MPI does.
+            return Ok(Processes::alone());
+        }
+        let error = Error::usage(format!(
+            "started as one of {size} MPI processes ({variable}={size}), but this build of dlio-rs \
+             has no MPI support; rebuild it with: cargo build --release --features mpi \
+             (Debian/Ubuntu need: apt install openmpi-bin libopenmpi-dev libclang-dev), or run one \
+             process with the ranks of all {size} as its threads: dlio-rs run -n {size}×N … \
+             (dlio_benchmark: DLIO_RS_ACCELERATORS={size}×N), N the ranks per process",
+            size = launch.size,
+            variable = launch.variable,
+        ));
+        // Every process finds this; one says it.
+        if launch.rank.unwrap_or(0) == 0 {
+            Err(error)
+        } else {
+            Err(Error::Reported {
+                exit_code: error.exit_code(),
+            })
+        }
+    }
+
+    /// The number of processes in the job.
+    pub fn count(&self) -> usize {
+        #[cfg(feature = "mpi")]
+        if let Some(job) = &self.mpi {
+            return job.processes();
+        }
+        1
+    }
+
+    /// This process's index in the job, from 0.
+    pub fn index(&self) -> usize {
+        #[cfg(feature = "mpi")]
+        if let Some(job) = &self.mpi {
+            return job.process();
+        }
+        0
+    }
+
+    /// The ranks of one run: `local_ranks` in each process (the same number in every process).
+    pub fn group(&self, local_ranks: usize) -> Result<Box<dyn Comm + '_>> {
+        if local_ranks == 0 {
+            return Err(Error::usage(
+                "the number of accelerators must be at least 1",
+            ));
+        }
+        #[cfg(feature = "mpi")]
+        if let Some(job) = &self.mpi {
+            return Ok(Box::new(mpi::MpiGroup::new(job, local_ranks)?));
+        }
+        Ok(Box::new(ThreadGroup::new(local_ranks)))
     }
 }
 
@@ -156,14 +203,40 @@ pub fn agree<T>(comm: &dyn Comm, outcome: Result<T>) -> Result<T> {
 }
 
 /// Ends a process's run: a failure this process met outside an [`agree`]ment stops every process
-/// (the others may be waiting for this one in a collective).
+/// (the others may be waiting for this one in a collective). An interruption is not such a
+/// failure: the processes decide it together (their votes at a barrier, then what all
+/// completed), so all of them end with it at the same point and the job may go on (a sweep's
+/// next step).
 pub fn conclude<T>(comm: &dyn Comm, outcome: Result<T>) -> Result<T> {
     if let Err(e) = &outcome {
-        if comm.processes() > 1 && !matches!(e, Error::Reported { .. }) {
+        if comm.processes() > 1 && !matches!(e, Error::Reported { .. } | Error::Interrupted { .. })
+        {
             comm.abort(e);
         }
     }
     outcome
+}
+
+/// Fails with the interruption when a signal asked any process to stop, all processes together:
+/// process 0 holds it, the others its exit code ([`interrupted_together`]).
+pub fn check_interrupt(comm: &dyn Comm) -> Result<()> {
+    let mut signal = [f64::from(crate::interrupt::received().unwrap_or(0))];
+    comm.all_reduce(&mut signal, Reduce::Max)?;
+    match signal[0] as i32 {
+        0 => Ok(()),
+        signal => Err(interrupted_together(comm, signal)),
+    }
+}
+
+/// The error of a run every process stops for `signal` at the same point: process 0 says it,
+/// the others stop with its exit code; not a failure to abort the job for ([`conclude`]).
+pub fn interrupted_together(comm: &dyn Comm, signal: i32) -> Error {
+    match comm.process() {
+        0 => Error::Interrupted { signal },
+        _ => Error::Reported {
+            exit_code: crate::interrupt::exit_code(signal),
+        },
+    }
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {

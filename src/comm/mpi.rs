@@ -21,9 +21,46 @@ use mpi::Count;
 use super::{Comm, LocalBarrier, Reduce, Vote};
 use crate::error::{Error, Result};
 
-pub struct MpiGroup {
-    /// Finalizes MPI when the group is dropped.
+/// MPI, initialized for as long as this process takes part in the job: finalized when dropped.
+/// Runs come and go as [`MpiGroup`]s while it lives (a sweep's trials).
+pub struct MpiJob {
     _universe: Universe,
+    process: usize,
+    processes: usize,
+}
+
+impl MpiJob {
+    /// Initializes MPI, with the threading the rank threads need.
+    pub fn init() -> Result<MpiJob> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
+            .ok_or_else(|| Error::run("MPI was initialized twice in this process"))?;
+        // Rank threads take turns calling MPI (the last arrival of each barrier), and an abort
+        // may come from any thread.
+        if !matches!(threading, Threading::Multiple | Threading::Serialized) {
+            return Err(Error::run(format!(
+                "the MPI library offers only {threading:?} threading; dlio-rs needs at least \
+                 MPI_THREAD_SERIALIZED (rank threads take turns calling MPI)"
+            )));
+        }
+        let world = universe.world();
+        Ok(MpiJob {
+            process: world.rank() as usize,
+            processes: world.size() as usize,
+            _universe: universe,
+        })
+    }
+
+    pub fn process(&self) -> usize {
+        self.process
+    }
+
+    pub fn processes(&self) -> usize {
+        self.processes
+    }
+}
+
+/// The ranks of one run, spread evenly over the job's processes as their threads.
+pub struct MpiGroup {
     local: LocalBarrier,
     local_ranks: usize,
     process: usize,
@@ -72,30 +109,19 @@ fn meet_processes(vote: Vote) -> Vote {
 }
 
 impl MpiGroup {
-    /// Initializes MPI and checks that every process hosts `local_ranks` ranks.
-    pub fn init(local_ranks: usize) -> Result<MpiGroup> {
-        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
-            .ok_or_else(|| Error::run("MPI was initialized twice in this process"))?;
-        // Rank threads take turns calling MPI (the last arrival of each barrier), and an abort
-        // may come from any thread.
-        if !matches!(threading, Threading::Multiple | Threading::Serialized) {
-            return Err(Error::run(format!(
-                "the MPI library offers only {threading:?} threading; dlio-rs needs at least \
-                 MPI_THREAD_SERIALIZED (rank threads take turns calling MPI)"
-            )));
-        }
-        let world = universe.world();
+    /// The group of a run with `local_ranks` ranks in each process of `job`; checks that every
+    /// process hosts as many. Every process makes its group together (a collective).
+    pub fn new(job: &MpiJob, local_ranks: usize) -> Result<MpiGroup> {
         let group = MpiGroup {
             local: LocalBarrier::new(local_ranks),
             local_ranks,
-            process: world.rank() as usize,
-            processes: world.size() as usize,
+            process: job.process,
+            processes: job.processes,
             hostname: crate::system::hostname(),
             reported: Once::new(),
-            _universe: universe,
         };
         let mut counts = vec![0u64; group.processes];
-        world.all_gather_into(&(local_ranks as u64), &mut counts[..]);
+        world().all_gather_into(&(local_ranks as u64), &mut counts[..]);
         if counts.iter().any(|&c| c != local_ranks as u64) {
             let listed: Vec<String> = counts
                 .iter()

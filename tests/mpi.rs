@@ -845,32 +845,13 @@ mod with_mpi {
         assert!(!tmp.join("out/summary.json").exists());
     }
 
-    /// A sweep's words: 1 MiB samples, one per step, each step 0.1 s of compute (an accelerator
-    /// asks for 10 MiB/s), through a 52 MiB/s link in each process (`storage.throttle` is each
-    /// process's: its client's link). With 2 processes a trial of n accelerators puts n/2 on each
-    /// link: 10 ask for 2 × 50 MiB/s (AU near 100 %), 12 for 2 × 60 (AU at most 52 / 60 = 87 %,
-    /// below the 90 % threshold): the answer is 10.
+    /// A sweep of 2 to 16 accelerators on [`throttled_sweep_words`], each process behind its own
+    /// 52 MiB/s link (`storage.throttle` is each process's: its client's link). With 2 processes
+    /// a trial of n accelerators puts n/2 on each link: 10 ask for 2 × 50 MiB/s (AU near 100 %),
+    /// 12 for 2 × 60 (AU at most 52 / 60 = 87 %, below the 90 % threshold): the answer is 10.
     fn sweep_words(tmp: &Scratch) -> Vec<String> {
-        let mut words = strings(&[
-            "sweep",
-            "--max-accelerators=16",
-            "workload=default",
-            "++workload.workflow.generate_data=True",
-            "++workload.workflow.evaluation=False",
-            "++workload.dataset.format=npy",
-            "++workload.dataset.num_files_train=240",
-            "++workload.dataset.num_subfolders_train=0",
-            "++workload.dataset.record_length_bytes=1048576",
-            "++workload.dataset.record_length_bytes_stdev=0",
-            "++workload.reader.batch_size=1",
-            "++workload.reader.read_threads=2",
-            "++workload.train.computation_time=0.1",
-            "++workload.train.epochs=1",
-            "++workload.storage.throttle.mib_per_second=52",
-            "++workload.storage.throttle.latency_ms=1",
-        ]);
-        words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
-        words.extend(["-o".to_string(), tmp.s("sweep")]);
+        let mut words = strings(&["sweep", "--max-accelerators=16", "-o", &tmp.s("sweep")]);
+        words.extend(throttled_sweep_words(tmp, 240));
         words
     }
 
@@ -978,19 +959,7 @@ mod with_mpi {
     #[test]
     fn a_checkpoint_sweep_under_mpirun_holds_ranks_to_its_first_trial() {
         let tmp = Scratch::new("mpi-sweep-checkpoints");
-        let mut words = strings(&["sweep", "--max-accelerators=4"]);
-        words.extend(strings(TINY_LLAMA));
-        words.extend(strings(&[
-            "++workload.checkpoint.num_checkpoints_write=2",
-            "++workload.checkpoint.num_checkpoints_read=0",
-            "++workload.storage.throttle.mib_per_second=100",
-            "-o",
-        ]));
-        words.push(tmp.s("sweep"));
-        words.push(format!(
-            "++workload.checkpoint.checkpoint_folder={}",
-            tmp.s("ckpt")
-        ));
+        let words = checkpoint_sweep_args(&tmp);
         let (ran, _) = mpirun(&tmp.path, 2, DLIO_RS, &words);
         let ran = ran.ok();
         assert_eq!(

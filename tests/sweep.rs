@@ -7,28 +7,10 @@ use serde_json::Value;
 mod common;
 use common::*;
 
-/// 1 MiB samples, one per step, each step 0.1 s of compute: an accelerator asks for 10 MiB/s.
-/// Through a 52 MiB/s link, 5 accelerators ask for 50 MiB/s (AU near 100 %) and 6 for 60 MiB/s
-/// (AU at most 52 / 60 = 87 %, below the 90 % threshold): the answer is 5.
+/// Through one 52 MiB/s link, 5 accelerators ask for 50 MiB/s (AU near 100 %) and 6 for
+/// 60 MiB/s (below the 90 % threshold): the answer is 5.
 fn words(tmp: &Scratch) -> Vec<String> {
-    let mut words = strings(&[
-        "workload=default",
-        "++workload.workflow.generate_data=True",
-        "++workload.workflow.evaluation=False",
-        "++workload.dataset.format=npy",
-        "++workload.dataset.num_files_train=120",
-        "++workload.dataset.num_subfolders_train=0",
-        "++workload.dataset.record_length_bytes=1048576",
-        "++workload.dataset.record_length_bytes_stdev=0",
-        "++workload.reader.batch_size=1",
-        "++workload.reader.read_threads=2",
-        "++workload.train.computation_time=0.1",
-        "++workload.train.epochs=1",
-        "++workload.storage.throttle.mib_per_second=52",
-        "++workload.storage.throttle.latency_ms=1",
-    ]);
-    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
-    words
+    throttled_sweep_words(tmp, 120)
 }
 
 fn sweep(tmp: &Scratch, words: &[String]) -> Ran {
@@ -115,19 +97,7 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
 #[test]
 fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
     let tmp = Scratch::new("sweep-checkpoints");
-    let mut args = strings(&["sweep", "--max-accelerators=4"]);
-    args.extend(strings(TINY_LLAMA));
-    args.extend(strings(&[
-        "++workload.checkpoint.num_checkpoints_write=2",
-        "++workload.checkpoint.num_checkpoints_read=0",
-        "++workload.storage.throttle.mib_per_second=100",
-        "-o",
-    ]));
-    args.push(tmp.s("sweep"));
-    args.push(format!(
-        "++workload.checkpoint.checkpoint_folder={}",
-        tmp.s("ckpt")
-    ));
+    let args = checkpoint_sweep_args(&tmp);
     let ran = dlio_rs(&tmp.path, &args).ok();
     assert!(
         ran.stdout

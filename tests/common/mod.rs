@@ -30,6 +30,50 @@ pub const TINY_LLAMA: &[&str] = &[
     "++workload.checkpoint.time_between_checkpoints=0",
 ];
 
+/// The words of a sweep on a link of known speed: 1 MiB samples, one per step, each step 0.1 s of
+/// compute, so an accelerator asks for 10 MiB/s; `files` training files, generated once by the
+/// sweep; each process's storage behind a 52 MiB/s link (`storage.throttle`), which keeps 5
+/// accelerators above the 90 % AU threshold and not 6 (6 ask for 60 MiB/s: AU at most 87 %).
+pub fn throttled_sweep_words(tmp: &Scratch, files: u64) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.format=npy",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=1048576",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.reader.batch_size=1",
+        "++workload.reader.read_threads=2",
+        "++workload.train.computation_time=0.1",
+        "++workload.train.epochs=1",
+        "++workload.storage.throttle.mib_per_second=52",
+        "++workload.storage.throttle.latency_ms=1",
+    ]);
+    words.push(format!("++workload.dataset.num_files_train={files}"));
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    words
+}
+
+/// `sweep` of the checkpoints of [`TINY_LLAMA`] up to 4 ranks, 2 saves each, through a
+/// 100 MiB/s link per process that one rank's saves nearly fill; into `tmp/sweep`.
+pub fn checkpoint_sweep_args(tmp: &Scratch) -> Vec<String> {
+    let mut args = strings(&["sweep", "--max-accelerators=4"]);
+    args.extend(strings(TINY_LLAMA));
+    args.extend(strings(&[
+        "++workload.checkpoint.num_checkpoints_write=2",
+        "++workload.checkpoint.num_checkpoints_read=0",
+        "++workload.storage.throttle.mib_per_second=100",
+        "-o",
+    ]));
+    args.push(tmp.s("sweep"));
+    args.push(format!(
+        "++workload.checkpoint.checkpoint_folder={}",
+        tmp.s("ckpt")
+    ));
+    args
+}
+
 /// Every format dlio-rs generates (all but `synthetic`).
 pub const FORMATS: &[&str] = &[
     "npy",

@@ -125,7 +125,8 @@ enum Command {
     },
     /// Find the most accelerators the storage keeps above the workload's AU threshold: bisects
     /// the accelerator count between the bounds, a run per trial; saves every trial to
-    /// OUTPUT/sweep.json, and continues an interrupted sweep from it
+    /// OUTPUT/sweep.json, and continues an interrupted sweep from it. Under mpirun, each trial's
+    /// ranks are spread evenly over the processes
     Sweep {
         #[command(flatten)]
         config: ConfigArgs,

@@ -931,7 +931,9 @@ mod with_mpi {
             }
             assert!(!folder.join(format!("{n}_output.json")).exists());
         }
-        assert!(tmp.join("sweep/report.html").exists());
+        let page = std::fs::read_to_string(tmp.join("sweep/report.html")).unwrap();
+        assert!(page.contains("data-answer=\"10\""));
+        assert!(page.contains("spread evenly over 2 MPI processes"));
 
         // Its trials ran in 2 processes: one process may not continue it.
         dlio_rs(&tmp.path, &sweep_words(&tmp))

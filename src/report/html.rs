@@ -611,7 +611,13 @@ pub fn for_sweep(sweep: &crate::sweep::Sweep) -> String {
          <p class=\"verdict\" data-answer=\"{}\">{}</p>\n",
         escape(&title),
         escape(&title),
-        escape(&sweep.request.words.join(" ")),
+        escape(&match sweep.processes {
+            1 => sweep.request.words.join(" "),
+            p => format!(
+                "{} · each trial's ranks spread evenly over {p} MPI processes",
+                sweep.request.words.join(" ")
+            ),
+        }),
         most.map_or("none".to_string(), |m| m.to_string()),
         escape(answer)
     );

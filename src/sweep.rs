@@ -1,6 +1,8 @@
 //! `dlio-rs sweep`: the most accelerators a storage keeps busy. Each trial is a run of the
-//! workload with N accelerators (thread ranks of this process) in its own output folder; the
-//! count (a multiple of `step`) is bisected between the bounds until the last passing and the
+//! workload with N accelerators in its own output folder: thread ranks of this process, or under
+//! `mpirun -n P` N/P thread ranks in each of the P processes, which run every trial together
+//! ([`crate::comm::Processes`] keeps MPI initialized across the trials). The count (a multiple
+//! of `step`, and of P) is bisected between the bounds until the last passing and the
 //! first failing count are at most `precision` apart. For a training workload a trial passes when
 //! its mean training AU meets the workload's threshold (`metric.au`); for a checkpoint-only
 //! workload, when its checkpoint saves' throughput per rank holds at least `hold` of the first
@@ -255,6 +257,76 @@ impl Sweeper<'_> {
         })
     }
 
+    /// Generates the dataset once, before the trials, when the words ask for a generation (with
+    /// the most ranks the sweep tries); the signal that stopped it, if one did.
+    fn generate_once(&self, ranks_per_process: u64) -> Result<Option<i32>> {
+        self.tell(format_args!("generating the dataset once, for every trial"));
+        let outcome = self.run(
+            &[
+                "++workload.workflow.generate_data=True".into(),
+                "++workload.workflow.train=False".into(),
+                "++workload.workflow.checkpoint=False".into(),
+                format!(
+                    "++hydra.run.dir={}",
+                    self.output.join("generation").display()
+                ),
+            ],
+            ranks_per_process,
+        )?;
+        Ok(outcome.stopped_by)
+    }
+
+    /// Runs the trial of `n` accelerators in `OUTPUT/trial-N`, every process its share of the
+    /// ranks; process 0 judges it and every process learns the verdict.
+    fn run_trial(&self, config: &Config, n: u64, state: &Sweep) -> Result<Ran> {
+        let folder = self.output.join(format!("trial-{n}"));
+        let spread = match state.processes {
+            1 => String::new(),
+            p => format!(" ({} in each of {p} processes)", n / p),
+        };
+        self.tell(format_args!(
+            "trial {}: {n} accelerator(s){spread}…",
+            state.trials.len() + 1
+        ));
+        let ran = self.run(
+            &[
+                "++workload.workflow.generate_data=False".into(),
+                format!("++hydra.run.dir={}", folder.display()),
+            ],
+            n / state.processes,
+        );
+        let outcome = match ran {
+            Ok(outcome) => outcome,
+            // A signal that stopped the trial before it completed anything stops the sweep; any
+            // other failure ends it. A run's failures that return are agreed (the others end the
+            // job), so every process is here: process 0, which holds the interruption (the
+            // others its exit code), tells them which.
+            Err(error) => {
+                let signal = match &error {
+                    Error::Interrupted { signal } => Some(*signal),
+                    _ => None,
+                };
+                return match broadcast_value(self.comm, Some(signal))? {
+                    Some(signal) => Ok(Ran::Stopped(signal)),
+                    None => Err(error),
+                };
+            }
+        };
+        if let Some(signal) = outcome.stopped_by {
+            return Ok(Ran::Stopped(signal));
+        }
+        // Only process 0 has the run's results.
+        let judged = self
+            .speaks
+            .then(|| judge(config, n, state, outcome.results, folder))
+            .transpose();
+        let trial = broadcast_value(self.comm, agree(self.comm, judged)?)?;
+        if self.speaks {
+            tell_figures(&trial, state);
+        }
+        Ok(Ran::Measured(trial))
+    }
+
     /// Saves the sweep (process 0), all processes going on together.
     fn save(&self, state: &Sweep) -> Result<()> {
         let saved = match self.speaks {
@@ -349,78 +421,6 @@ fn source_with(request: &SweepRequest, extra: &[String]) -> Result<Source> {
         overrides: Overrides::parse(&words)?,
         config_dir: request.config_dir.clone(),
     })
-}
-
-impl Sweeper<'_> {
-    /// Generates the dataset once, before the trials, when the words ask for a generation (with
-    /// the most ranks the sweep tries); the signal that stopped it, if one did.
-    fn generate_once(&self, ranks_per_process: u64) -> Result<Option<i32>> {
-        self.tell(format_args!("generating the dataset once, for every trial"));
-        let outcome = self.run(
-            &[
-                "++workload.workflow.generate_data=True".into(),
-                "++workload.workflow.train=False".into(),
-                "++workload.workflow.checkpoint=False".into(),
-                format!(
-                    "++hydra.run.dir={}",
-                    self.output.join("generation").display()
-                ),
-            ],
-            ranks_per_process,
-        )?;
-        Ok(outcome.stopped_by)
-    }
-
-    /// Runs the trial of `n` accelerators in `OUTPUT/trial-N`, every process its share of the
-    /// ranks; process 0 judges it and every process learns the verdict.
-    fn run_trial(&self, config: &Config, n: u64, state: &Sweep) -> Result<Ran> {
-        let folder = self.output.join(format!("trial-{n}"));
-        let spread = match state.processes {
-            1 => String::new(),
-            p => format!(" ({} in each of {p} processes)", n / p),
-        };
-        self.tell(format_args!(
-            "trial {}: {n} accelerator(s){spread}…",
-            state.trials.len() + 1
-        ));
-        let ran = self.run(
-            &[
-                "++workload.workflow.generate_data=False".into(),
-                format!("++hydra.run.dir={}", folder.display()),
-            ],
-            n / state.processes,
-        );
-        let outcome = match ran {
-            Ok(outcome) => outcome,
-            // A signal that stopped the trial before it completed anything stops the sweep; any
-            // other failure ends it. A run's failures that return are agreed (the others end the
-            // job), so every process is here: process 0, which holds the interruption (the
-            // others its exit code), tells them which.
-            Err(error) => {
-                let signal = match &error {
-                    Error::Interrupted { signal } => Some(*signal),
-                    _ => None,
-                };
-                return match broadcast_value(self.comm, Some(signal))? {
-                    Some(signal) => Ok(Ran::Stopped(signal)),
-                    None => Err(error),
-                };
-            }
-        };
-        if let Some(signal) = outcome.stopped_by {
-            return Ok(Ran::Stopped(signal));
-        }
-        // Only process 0 has the run's results.
-        let judged = self
-            .speaks
-            .then(|| judge(config, n, state, outcome.results, folder))
-            .transpose();
-        let trial = broadcast_value(self.comm, agree(self.comm, judged)?)?;
-        if self.speaks {
-            tell_figures(&trial, state);
-        }
-        Ok(Ran::Measured(trial))
-    }
 }
 
 /// How a trial ended.
@@ -734,5 +734,84 @@ impl Sweep {
         };
         let _ = writeln!(out, "\n{answer}");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(step: u64) -> SweepRequest {
+        SweepRequest {
+            words: vec!["workload=default".into()],
+            config_dir: None,
+            min: None,
+            max: 16,
+            precision: 1,
+            step,
+            hold: 0.9,
+        }
+    }
+
+    #[test]
+    fn the_unit_is_a_multiple_of_the_step_and_of_the_processes() {
+        assert_eq!(least_common_multiple(1, 1), 1);
+        assert_eq!(least_common_multiple(1, 3), 3);
+        assert_eq!(least_common_multiple(8, 2), 8);
+        assert_eq!(least_common_multiple(4, 6), 12);
+        // Bounds on the unit pass; off it, the error names the processes' share.
+        assert_eq!(check_bounds(&request(1), 2, 2, 2), Ok(()));
+        let Err(Error::Usage(message)) = check_bounds(&request(1), 3, 2, 2) else {
+            panic!("3 accelerators in 2 processes accepted");
+        };
+        assert!(message.contains("--min-accelerators (3)"), "{message}");
+        assert!(
+            message.contains("of --step (1) and of the 2 MPI processes"),
+            "{message}"
+        );
+        let off_step = SweepRequest {
+            max: 6,
+            ..request(4)
+        };
+        let Err(Error::Usage(message)) = check_bounds(&off_step, 4, 4, 1) else {
+            panic!("a maximum off the step accepted");
+        };
+        assert!(message.contains("multiples of --step (4)"), "{message}");
+        assert!(check_bounds(&request(0), 1, 1, 1).is_err());
+    }
+
+    #[test]
+    fn the_answer_says_why_counts_between_were_not_tried() {
+        let answer = |unit: u64, passing: u64, failing: u64| {
+            let sweep = Sweep {
+                request: request(1),
+                processes: unit,
+                unit,
+                min: unit,
+                mode: Mode::Training,
+                au_threshold_percent: 90.0,
+                generated: false,
+                trials: Vec::new(),
+                answer: Some(Answer {
+                    most_passing: Some(passing),
+                    fewest_failing: Some(failing),
+                }),
+            };
+            sweep.render().lines().last().unwrap().to_string()
+        };
+        assert_eq!(
+            answer(1, 5, 6),
+            "This storage keeps 5 accelerator(s) above 90 % AU (6 are not): answer 5, margin 0"
+        );
+        assert_eq!(
+            answer(2, 10, 12),
+            "This storage keeps 10 accelerator(s) above 90 % AU (12 are not; 11 was not tried \
+             (the sweep tries multiples of 2 only)): answer 10, margin 1"
+        );
+        assert_eq!(
+            answer(1, 4, 8),
+            "This storage keeps 4 accelerator(s) above 90 % AU (8 are not; counts from 5 to 7 \
+             were not tried): answer 4, margin 3"
+        );
     }
 }

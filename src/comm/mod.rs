@@ -148,15 +148,6 @@ impl Processes {
         1
     }
 
-    /// This process's index in the job, from 0.
-    pub fn index(&self) -> usize {
-        #[cfg(feature = "mpi")]
-        if let Some(job) = &self.mpi {
-            return job.process();
-        }
-        0
-    }
-
     /// The ranks of one run: `local_ranks` in each process (the same number in every process).
     pub fn group(&self, local_ranks: usize) -> Result<Box<dyn Comm + '_>> {
         if local_ranks == 0 {

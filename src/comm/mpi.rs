@@ -50,10 +50,6 @@ impl MpiJob {
         })
     }
 
-    pub fn process(&self) -> usize {
-        self.process
-    }
-
     pub fn processes(&self) -> usize {
         self.processes
     }

@@ -87,10 +87,6 @@ pub struct Sweep {
     pub request: SweepRequest,
     /// The processes a trial's ranks are spread over, evenly (`mpirun -n P`; 1 without MPI).
     pub processes: u64,
-    /// Every count tried is a multiple of this: of `--step` and of the processes.
-    pub unit: u64,
-    /// The fewest accelerators tried: the first trial.
-    pub min: u64,
     pub mode: Mode,
     pub au_threshold_percent: f64,
     /// The dataset was generated for the sweep (when its words ask for a generation).
@@ -155,7 +151,7 @@ impl Sweeper<'_> {
     fn sweep(&self) -> Result<Swept> {
         let request = self.request;
         let processes = self.processes.count() as u64;
-        let unit = least_common_multiple(request.step.max(1), processes);
+        let unit = unit(request, processes);
         let min = request.min.unwrap_or(unit);
         agree(self.comm, check_bounds(request, min, unit, processes))?;
         let (config, mode) = agree(self.comm, resolve(request, self.strict))?;
@@ -182,8 +178,6 @@ impl Sweeper<'_> {
         let mut state = broadcast_value(self.comm, loaded)?.unwrap_or(Sweep {
             request: request.clone(),
             processes,
-            unit,
-            min,
             mode,
             au_threshold_percent: config.au_threshold * 100.0,
             generated: false,
@@ -389,6 +383,12 @@ fn check_bounds(request: &SweepRequest, min: u64, unit: u64, processes: u64) -> 
     Ok(())
 }
 
+/// Every count the sweep tries is a multiple of this: of `--step` and of the processes, which
+/// host a trial's ranks evenly.
+fn unit(request: &SweepRequest, processes: u64) -> u64 {
+    least_common_multiple(request.step.max(1), processes)
+}
+
 fn least_common_multiple(a: u64, b: u64) -> u64 {
     let (mut x, mut y) = (a, b);
     while y != 0 {
@@ -459,7 +459,7 @@ fn judge(
     let reference = state
         .trials
         .iter()
-        .find(|t| t.accelerators == state.min)
+        .find(|t| t.accelerators == state.min())
         .and_then(|t| t.per_rank_gib_per_second);
     let epochs = &results.epochs;
     let bytes_read: u64 = epochs.iter().map(|e| e.train.bytes_read).sum();
@@ -565,7 +565,7 @@ fn load(output: &Path, request: &SweepRequest, processes: u64) -> Result<Option<
              with those, or choose another --output",
             path.display(),
             saved.request.words,
-            saved.min,
+            saved.min(),
             saved.request.max,
             saved.request.precision
         )));
@@ -622,9 +622,16 @@ fn save(output: &Path, sweep: &Sweep) -> Result<()> {
 }
 
 impl Sweep {
+    /// The fewest accelerators tried: the first trial.
+    pub fn min(&self) -> u64 {
+        self.request
+            .min
+            .unwrap_or_else(|| unit(&self.request, self.processes))
+    }
+
     /// Why the counts between a passing and a failing trial `gap` apart were not tried.
     fn why_untried(&self, gap: u64) -> String {
-        match self.unit {
+        match unit(&self.request, self.processes) {
             unit if gap == unit => format!(" (the sweep tries multiples of {unit} only)"),
             _ => String::new(),
         }
@@ -694,7 +701,7 @@ impl Sweep {
             Mode::Checkpointing => format!(
                 "at {:.0} % or more of the save throughput per rank of {} rank(s)",
                 request.hold * 100.0,
-                self.min
+                self.min()
             ),
         };
         let answer = match self.answer {
@@ -703,7 +710,7 @@ impl Sweep {
             }) => format!(
                 "Even {} accelerator(s) are not {criterion}: this storage keeps fewer busy than \
                  the sweep's lower bound",
-                self.min
+                self.min()
             ),
             Some(Answer {
                 most_passing: Some(p),
@@ -786,8 +793,6 @@ mod tests {
             let sweep = Sweep {
                 request: request(1),
                 processes: unit,
-                unit,
-                min: unit,
                 mode: Mode::Training,
                 au_threshold_percent: 90.0,
                 generated: false,

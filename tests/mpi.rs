@@ -904,7 +904,6 @@ mod with_mpi {
         assert_eq!(ran.stdout.matches(answer).count(), 1, "{}", ran.context());
         let saved = read_json(&tmp.join("sweep/sweep.json"));
         assert_eq!(int(&saved, "/processes"), 2);
-        assert_eq!(int(&saved, "/unit"), 2);
         assert_eq!(int(&saved, "/answer/most_passing"), 10);
         assert_eq!(int(&saved, "/answer/fewest_failing"), 12);
         let trials = at(&saved, "/trials").as_array().unwrap().clone();

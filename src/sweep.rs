@@ -256,14 +256,11 @@ impl Sweeper<'_> {
     fn generate_once(&self, ranks_per_process: u64) -> Result<Option<i32>> {
         self.tell(format_args!("generating the dataset once, for every trial"));
         let outcome = self.run(
+            &self.output.join("generation"),
             &[
-                "++workload.workflow.generate_data=True".into(),
-                "++workload.workflow.train=False".into(),
-                "++workload.workflow.checkpoint=False".into(),
-                format!(
-                    "++hydra.run.dir={}",
-                    self.output.join("generation").display()
-                ),
+                "++workload.workflow.generate_data=True",
+                "++workload.workflow.train=False",
+                "++workload.workflow.checkpoint=False",
             ],
             ranks_per_process,
         )?;
@@ -283,10 +280,8 @@ impl Sweeper<'_> {
             state.trials.len() + 1
         ));
         let ran = self.run(
-            &[
-                "++workload.workflow.generate_data=False".into(),
-                format!("++hydra.run.dir={}", folder.display()),
-            ],
+            &folder,
+            &["++workload.workflow.generate_data=False"],
             n / state.processes,
         );
         let outcome = match ran {
@@ -338,11 +333,20 @@ impl Sweeper<'_> {
     }
 
     /// A run of the sweep's words with `extra` after them, with `ranks_per_process` ranks in
-    /// each process.
-    fn run(&self, extra: &[String], ranks_per_process: u64) -> Result<crate::run::Outcome> {
+    /// each process, writing into `folder` (Hydra's files and the outputs, even where the
+    /// workload names its own output folder).
+    fn run(
+        &self,
+        folder: &Path,
+        extra: &[&str],
+        ranks_per_process: u64,
+    ) -> Result<crate::run::Outcome> {
+        let mut words: Vec<String> = extra.iter().map(|w| w.to_string()).collect();
+        words.push(format!("++hydra.run.dir={}", folder.display()));
+        words.push(format!("++workload.output.folder={}", folder.display()));
         run_among(
             self.processes,
-            &source_with(self.request, extra)?,
+            &source_with(self.request, &words)?,
             &RunOptions {
                 accelerators: ranks_per_process as usize,
                 // Each epoch's progress shows; the sweep prints one table of all its trials.

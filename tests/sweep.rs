@@ -97,7 +97,9 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
 #[test]
 fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
     let tmp = Scratch::new("sweep-checkpoints");
-    let args = checkpoint_sweep_args(&tmp);
+    let mut args = checkpoint_sweep_args(&tmp);
+    // A workload with its own output folder: each trial still writes into its own.
+    args.push(format!("++workload.output.folder={}", tmp.s("shared")));
     let ran = dlio_rs(&tmp.path, &args).ok();
     assert!(
         ran.stdout
@@ -122,7 +124,11 @@ fn a_checkpoint_sweep_holds_ranks_to_the_single_rank_figure() {
         );
         // The link bounds every trial: 100 MiB/s is 0.098 GiB/s.
         assert!(total <= 0.1, "{trial}");
+        let folder = tmp.join(format!("sweep/trial-{n}"));
+        let summary = read_json(&folder.join("summary.json"));
+        assert_eq!(int(&summary, "/num_accelerators"), n as u64, "{trial}");
     }
+    assert!(!tmp.join("shared").exists());
 }
 
 /// Bounds, shares and workloads a sweep cannot work with: exit 2, naming the value, before any

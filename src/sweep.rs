@@ -166,6 +166,12 @@ impl Sweeper<'_> {
                 CACHE_WARNING_FRACTION * 100.0
             ));
         }
+        if self.speaks && !config.dataset.keep_files {
+            crate::report::terminal::tell(format_args!(
+                "note: the dataset is kept for every trial (workload.dataset.keep_files = False \
+                 would delete it after the first)"
+            ));
+        }
         let loaded = agree(
             self.comm,
             self.speaks
@@ -344,6 +350,8 @@ impl Sweeper<'_> {
         let mut words: Vec<String> = extra.iter().map(|w| w.to_string()).collect();
         words.push(format!("++hydra.run.dir={}", folder.display()));
         words.push(format!("++workload.output.folder={}", folder.display()));
+        // Every trial reads the same dataset.
+        words.push("++workload.dataset.keep_files=True".into());
         run_among(
             self.processes,
             &source_with(self.request, &words)?,

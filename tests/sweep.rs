@@ -9,8 +9,12 @@ use common::*;
 
 /// Through one 52 MiB/s link, 5 accelerators ask for 50 MiB/s (AU near 100 %) and 6 for
 /// 60 MiB/s (below the 90 % threshold): the answer is 5.
+/// A workload that deletes its dataset after a run: a sweep keeps it for all its trials.
 fn words(tmp: &Scratch) -> Vec<String> {
-    throttled_sweep_words(tmp, 120)
+    with(
+        &throttled_sweep_words(tmp, 120),
+        &["++workload.dataset.keep_files=False"],
+    )
 }
 
 fn sweep(tmp: &Scratch, words: &[String]) -> Ran {
@@ -30,6 +34,7 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         "{}",
         ran.context()
     );
+    assert!(ran.stderr.contains("the dataset is kept for every trial"));
     let saved = read_json(&tmp.join("sweep/sweep.json"));
     let trials = at(&saved, "/trials").as_array().unwrap().clone();
     // 1 and 12, then halves: 6, 3, then 4 and 5 (or 5 alone): at most 6 trials, not 12.

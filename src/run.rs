@@ -679,7 +679,9 @@ fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<
     )
 }
 
-fn check_steps(config: &Config, world: u64) -> Result<()> {
+/// Whether `world` accelerators have a step to train: at least a batch each, and the steps asked
+/// for.
+pub(crate) fn check_steps(config: &Config, world: u64) -> Result<()> {
     let spec = PlanSpec::for_phase(config, Phase::Train, world, 0);
     let available = PlanSpec {
         max_steps: 0,

@@ -155,6 +155,12 @@ impl Sweeper<'_> {
         let min = request.min.unwrap_or(unit);
         agree(self.comm, check_bounds(request, min, unit, processes))?;
         let (config, mode) = agree(self.comm, resolve(request, self.strict))?;
+        // The dataset must feed the most accelerators: said before any trial, not at the last.
+        if mode == Mode::Training {
+            let enough = crate::run::check_steps(&config, request.max)
+                .map_err(|e| Error::usage(format!("--max-accelerators ({}): {e}", request.max)));
+            agree(self.comm, enough)?;
+        }
         if self.speaks
             && mode == Mode::Training
             && crate::report::validity::cache_defeated_by(&config).is_none()

@@ -153,6 +153,10 @@ fn a_sweep_refuses_what_it_cannot_search() {
             vec!["--max-accelerators=2", "++workload.workflow.train=False"],
             "does neither",
         ),
+        (
+            vec!["--max-accelerators=100000"],
+            "--max-accelerators (100000): the training set has",
+        ),
     ] {
         let mut words = strings(&["sweep", "workload=default", "-o", &out]);
         words.extend(strings(&args));

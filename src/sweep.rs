@@ -155,6 +155,10 @@ impl Sweeper<'_> {
         let min = request.min.unwrap_or(unit);
         agree(self.comm, check_bounds(request, min, unit, processes))?;
         let (config, mode) = agree(self.comm, resolve(request, self.strict))?;
+        agree(
+            self.comm,
+            check_checkpoint_counts(&config, request, min, unit),
+        )?;
         // The dataset must feed the most accelerators: said before any trial, not at the last.
         if mode == Mode::Training {
             let enough = crate::run::check_steps(&config, request.max)
@@ -397,6 +401,42 @@ fn check_bounds(request: &SweepRequest, min: u64, unit: u64, processes: u64) -> 
              share in (0, 1]",
             request.max, request.precision, request.hold
         )));
+    }
+    Ok(())
+}
+
+/// A workload that checkpoints needs counts its checkpoint can be laid out on: whole model
+/// replicas (tensor × pipeline ranks each) in the default mode, so every count the sweep may try
+/// must be a multiple of a replica; and the bounds pass the layout's other checks (a subset's
+/// size). Said before any trial, not at a midpoint.
+fn check_checkpoint_counts(
+    config: &Config,
+    request: &SweepRequest,
+    min: u64,
+    unit: u64,
+) -> Result<()> {
+    if !config.workflow.checkpoint {
+        return Ok(());
+    }
+    let parallelism = &config.model.parallelism;
+    let replica = parallelism
+        .tensor
+        .saturating_mul(parallelism.pipeline)
+        .max(1);
+    if config.checkpoint.mode == crate::config::CheckpointMode::Default && unit % replica != 0 {
+        return Err(Error::usage(format!(
+            "this workload's checkpoints need whole model replicas of \
+             workload.model.parallelism.tensor × pipeline = {} × {} = {replica} ranks, and the \
+             sweep would try counts that are not multiples of {replica}: add --step {} (bounds \
+             on it too)",
+            parallelism.tensor,
+            parallelism.pipeline,
+            least_common_multiple(request.step.max(1), replica)
+        )));
+    }
+    for n in [min, request.max] {
+        crate::checkpoint::Geometry::new(config, n)
+            .map_err(|e| Error::usage(format!("a trial of {n} accelerator(s): {e}")))?;
     }
     Ok(())
 }

@@ -157,6 +157,16 @@ fn a_sweep_refuses_what_it_cannot_search() {
             vec!["--max-accelerators=100000"],
             "--max-accelerators (100000): the training set has",
         ),
+        // llama3_70b's checkpoints need replicas of 8 ranks (tensor parallelism 8).
+        (
+            vec![
+                "--max-accelerators=16",
+                "--min-accelerators=8",
+                "workload=llama3_70b",
+                "++workload.workflow.checkpoint=True",
+            ],
+            "multiples of 8: add --step 8",
+        ),
     ] {
         let mut words = strings(&["sweep", "workload=default", "-o", &out]);
         words.extend(strings(&args));

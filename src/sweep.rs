@@ -218,11 +218,11 @@ impl Sweeper<'_> {
         let mut passing: Option<u64> = None;
         let mut failing: Option<u64> = None;
         // Both ends first, then halves: each step is a trial, run or read from the saved ones.
-        let mut next = Some(min);
+        let mut next = next_count(request, unit, None, None);
         while let Some(n) = next {
             let trial = match state.trials.iter().find(|t| t.accelerators == n) {
                 Some(done) => done.clone(),
-                None => match self.run_trial(&config, n, &state)? {
+                None => match self.run_trial(&config, n, &state, passing, failing)? {
                     Ran::Stopped(signal) => return stopped(state, signal),
                     Ran::Measured(trial) => {
                         state.trials.push(trial.clone());
@@ -236,15 +236,7 @@ impl Sweeper<'_> {
             } else {
                 failing = Some(n);
             }
-            next = match (passing, failing) {
-                (None, Some(_)) => None,
-                (Some(p), None) if p == request.max => None,
-                (Some(_), None) => Some(request.max),
-                (Some(p), Some(f)) if f - p > request.precision && f - p > unit => {
-                    Some(p + (f - p) / 2 / unit * unit)
-                }
-                _ => None,
-            };
+            next = next_count(request, unit, passing, failing);
         }
         state.answer = Some(Answer {
             most_passing: passing,
@@ -285,15 +277,24 @@ impl Sweeper<'_> {
 
     /// Runs the trial of `n` accelerators in `OUTPUT/trial-N`, every process its share of the
     /// ranks; process 0 judges it and every process learns the verdict.
-    fn run_trial(&self, config: &Config, n: u64, state: &Sweep) -> Result<Ran> {
+    fn run_trial(
+        &self,
+        config: &Config,
+        n: u64,
+        state: &Sweep,
+        passing: Option<u64>,
+        failing: Option<u64>,
+    ) -> Result<Ran> {
         let folder = self.output.join(format!("trial-{n}"));
         let spread = match state.processes {
             1 => String::new(),
             p => format!(" ({} in each of {p} processes)", n / p),
         };
+        let unit = unit(self.request, state.processes);
         self.tell(format_args!(
-            "trial {}: {n} accelerator(s){spread}…",
-            state.trials.len() + 1
+            "trial {}: {n} accelerator(s){spread}… (at most {} trials in all)",
+            state.trials.len() + 1,
+            state.trials.len() as u64 + trials_left(self.request, unit, passing, failing, n)
         ));
         let ran = self.run(
             &folder,
@@ -403,6 +404,57 @@ fn check_bounds(request: &SweepRequest, min: u64, unit: u64, processes: u64) -> 
         )));
     }
     Ok(())
+}
+
+/// The next count to try, given the most that passed and the fewest that failed so far: both
+/// ends first, then halves (on the unit), until they are `precision` (or a unit) apart.
+fn next_count(
+    request: &SweepRequest,
+    unit: u64,
+    passing: Option<u64>,
+    failing: Option<u64>,
+) -> Option<u64> {
+    match (passing, failing) {
+        (None, None) => Some(request.min.unwrap_or(unit)),
+        (None, Some(_)) => None,
+        (Some(p), None) if p == request.max => None,
+        (Some(_), None) => Some(request.max),
+        (Some(p), Some(f)) if f - p > request.precision && f - p > unit => {
+            Some(p + (f - p) / 2 / unit * unit)
+        }
+        _ => None,
+    }
+}
+
+/// The most trials still to run, `n` (the next) included, however they turn out: the sweep's
+/// progress.
+fn trials_left(
+    request: &SweepRequest,
+    unit: u64,
+    passing: Option<u64>,
+    failing: Option<u64>,
+    n: u64,
+) -> u64 {
+    // Halvings of a gap between a pass and a failure; the larger part is the longer.
+    let halvings = |mut gap: u64| {
+        let mut trials = 0;
+        while gap > request.precision && gap > unit {
+            let half = gap / 2 / unit * unit;
+            if half == 0 {
+                break;
+            }
+            gap -= half;
+            trials += 1;
+        }
+        trials
+    };
+    1 + match (passing, failing) {
+        // The lower bound; if it passes, the upper, then the halvings between.
+        (None, _) if n < request.max => 1 + halvings(request.max - n),
+        (None, _) => 0,
+        (Some(p), None) => halvings(n - p),
+        (Some(p), Some(f)) => halvings(n - p).max(halvings(f - n)),
+    }
 }
 
 /// A workload that checkpoints needs counts its checkpoint can be laid out on: whole model
@@ -843,6 +895,63 @@ mod tests {
         };
         assert!(message.contains("multiples of --step (4)"), "{message}");
         assert!(check_bounds(&request(0), 1, 1, 1).is_err());
+    }
+
+    /// For every answer a storage could have (the most accelerators that pass), the bisection
+    /// finds it, and the trials it runs never exceed what its progress promised at any step; the
+    /// first promise is met by some answer.
+    #[test]
+    fn the_bisection_finds_every_answer_within_the_trials_it_announces() {
+        for (min, max, step, processes, precision) in [
+            (None, 12, 1, 1, 1),
+            (None, 16, 1, 2, 1),
+            (Some(3), 100, 1, 1, 1),
+            (None, 64, 8, 1, 1),
+            (None, 1000, 1, 1, 10),
+            (Some(6), 96, 3, 2, 1),
+        ] {
+            let request = SweepRequest {
+                min,
+                max,
+                step,
+                precision,
+                ..request(step)
+            };
+            let unit = unit(&request, processes);
+            let lowest = request.min.unwrap_or(unit);
+            let mut longest = 0;
+            let mut first_promise = None;
+            for answer in lowest - 1..=max {
+                let (mut passing, mut failing) = (None, None);
+                let mut trials = 0;
+                let mut next = next_count(&request, unit, None, None);
+                while let Some(n) = next {
+                    assert_eq!(n % unit, 0, "{n} is off the unit {unit}");
+                    let promised = trials + trials_left(&request, unit, passing, failing, n);
+                    first_promise.get_or_insert(promised);
+                    trials += 1;
+                    if n <= answer {
+                        passing = Some(n);
+                    } else {
+                        failing = Some(n);
+                    }
+                    next = next_count(&request, unit, passing, failing);
+                    assert!(trials <= promised, "{request:?}, answer {answer}");
+                }
+                longest = longest.max(trials);
+                // The answer lies between the last pass and the first failure, within precision.
+                match (passing, failing) {
+                    (Some(p), Some(f)) => {
+                        assert!(p <= answer && answer < f, "{request:?}, answer {answer}");
+                        assert!(f - p <= precision.max(unit), "{request:?}, answer {answer}");
+                    }
+                    (Some(p), None) => assert_eq!(p, max),
+                    (None, Some(f)) => assert!(f == lowest && answer < lowest),
+                    (None, None) => unreachable!(),
+                }
+            }
+            assert_eq!(first_promise, Some(longest), "{request:?}");
+        }
     }
 
     #[test]

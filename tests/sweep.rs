@@ -35,6 +35,13 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         ran.context()
     );
     assert!(ran.stderr.contains("the dataset is kept for every trial"));
+    // Its progress: 1, 12, then at most 4 halvings of 11.
+    assert!(
+        ran.stderr
+            .contains("trial 1: 1 accelerator(s)… (at most 6 trials in all)"),
+        "{}",
+        ran.context()
+    );
     let saved = read_json(&tmp.join("sweep/sweep.json"));
     let trials = at(&saved, "/trials").as_array().unwrap().clone();
     // 1 and 12, then halves: 6, 3, then 4 and 5 (or 5 alone): at most 6 trials, not 12.

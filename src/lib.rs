@@ -2,7 +2,7 @@
 //!
 //! The flow of a run, one module per step: [`config`] (workload + overrides, validated) →
 //! [`dataset`] (names, sizes) → [`generate`] (format writers through [`storage`]) or training:
-//! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`] readers) →
+//! [`plan`] (the pure per-epoch order) → [`loader`] (reader threads, [`format`](mod@format) readers) →
 //! [`trainer`] (emulated [`compute`], barriers over [`comm`]) → [`stats`] → [`report`]; a traced
 //! run can be checked against its plan afterwards by [`audit`], and a plan shown beforehand by
 //! [`preview`]; [`datasize`] says how large a dataset MLPerf Storage's rule asks for, and

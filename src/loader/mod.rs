@@ -367,7 +367,7 @@ pub struct Loader<'scope, 'env> {
 }
 
 impl<'scope, 'env> Loader<'scope, 'env> {
-    /// Starts the readers of one epoch; `buffers` (one per reader) come back from [`finish`].
+    /// Starts the readers of one epoch; `buffers` (one per reader) come back from [`finish`](Self::finish).
     pub fn start(
         scope: &'scope Scope<'scope, 'env>,
         source: &'env BatchSource<'env>,

@@ -3,7 +3,7 @@
 //!
 //! Each rank writes `trace/{rank}.csv` in the output folder. Its reader threads format rows into
 //! their own small buffer and append it to the rank's file in chunks, so tracing costs a few
-//! integer formats per read and one locked write per [`FLUSH_AT`] bytes: no allocation per row,
+//! integer formats per read and one locked write per `FLUSH_AT` bytes: no allocation per row,
 //! no lock per row. Rows of one thread stay in read order; chunks of different threads of the
 //! same epoch interleave. The file is written under a temporary name and renamed when the rank
 //! finishes, so a trace that exists is complete.

@@ -11,7 +11,7 @@
 //! (`TFRecordDataset(num_parallel_reads=…)` interleaves them), each from its first record to its
 //! last by one reader; here the rank's files are dealt to `lanes` (one per reader thread) and the
 //! batch of step k, which the loader gives to thread k mod lanes, takes the next records of lane
-//! k mod lanes (see [`Lanes`]). TensorFlow's sample shuffle is a buffer that reorders records after
+//! k mod lanes (see `Lanes`). TensorFlow's sample shuffle is a buffer that reorders records after
 //! they are read, so it does not change what storage sees, and the read order is the stream's.
 
 pub mod permutation;

@@ -450,7 +450,7 @@ impl Storage for S3Storage {
         }
     }
 
-    /// `max_in_flight` if set, else [`DEFAULT_WRITERS`].
+    /// `max_in_flight` if set, else `DEFAULT_WRITERS`.
     fn writers(&self) -> Option<usize> {
         Some(self.writers)
     }

@@ -29,6 +29,24 @@ fn mpirun_with<S: AsRef<str>>(
     bin: &str,
     args: &[S],
 ) -> (Ran, Duration) {
+    let (cmd, what) = mpirun_command(cwd, launcher_args, env, processes, bin, args);
+    run_bounded(
+        cmd,
+        format!("{what} (install Open MPI as .ci/run does: openmpi-bin)"),
+        LAUNCH_LIMIT,
+    )
+}
+
+/// The command `mpirun LAUNCHER_ARGS -n PROCESSES BIN ARGS` with `env` added, and how it is named
+/// in messages.
+fn mpirun_command<S: AsRef<str>>(
+    cwd: &Path,
+    launcher_args: &[&str],
+    env: &[(&str, &str)],
+    processes: usize,
+    bin: &str,
+    args: &[S],
+) -> (Command, String) {
     let mut cmd = Command::new("mpirun");
     cmd.current_dir(cwd)
         .args(["--oversubscribe", "--allow-run-as-root"])
@@ -40,12 +58,12 @@ fn mpirun_with<S: AsRef<str>>(
     }
     cmd.envs(env.iter().copied());
     let what = format!(
-        "mpirun {} -n {processes} {} {} (install Open MPI as .ci/run does: openmpi-bin)",
+        "mpirun {} -n {processes} {} {}",
         launcher_args.join(" "),
         Path::new(bin).file_name().unwrap().to_string_lossy(),
         args.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(" ")
     );
-    run_bounded(cmd, what, LAUNCH_LIMIT)
+    (cmd, what)
 }
 
 /// The tests of the MPI build.
@@ -763,23 +781,9 @@ mod with_mpi {
 
     /// `mpirun -n PROCESSES dlio-rs ARGS`, running: its lines arrive as they are said.
     fn mpirun_live(cwd: &Path, processes: usize, args: &[String]) -> Live {
-        let mut cmd = Command::new("mpirun");
-        cmd.current_dir(cwd)
-            .args([
-                "--oversubscribe",
-                "--allow-run-as-root",
-                "--bind-to",
-                "none",
-            ])
-            .args(["-n", &processes.to_string(), DLIO_RS])
-            .args(args);
-        for k in ISOLATED_ENV {
-            cmd.env_remove(k);
-        }
-        Live::spawn(
-            cmd,
-            format!("mpirun -n {processes} dlio-rs {}", args.join(" ")),
-        )
+        let (cmd, what) =
+            mpirun_command(cwd, &["--bind-to", "none"], &[], processes, DLIO_RS, args);
+        Live::spawn(cmd, what)
     }
 
     /// Sends SIGTERM to the process of index `process` of the job `run` launched (a child of

@@ -783,8 +783,11 @@ mod tests {
     use crate::config::overrides::Overrides;
     use crate::config::Source;
 
-    // Reference values: /tmp/research/ckpt_sizes.py, a mirror of DLIO's base_checkpointing.py
-    // checked against DLIO's own code. Units: bytes; fp16 = 2 B, fp32 = 4 B.
+    // Reference values: computed by DLIO's own formulas (argonne-lcf/dlio_benchmark e1919d7,
+    // the same as mlperf_storage_v2.0 392621b in these parts:
+    // dlio_benchmark/checkpointing/base_checkpointing.py, get_num_parameters,
+    // get_layer_parameters, get_layer_state, get_optimization_groups, the allocation in
+    // BaseCheckpointing.__init__; utils/config.py validate). Units: bytes; fp16 = 2 B, fp32 = 4 B.
 
     fn config(words: &[&str]) -> Config {
         Source {

@@ -8,10 +8,10 @@ use clap::{Args, Parser, Subcommand};
 use crate::audit::audit;
 use crate::config::overrides::Overrides;
 use crate::config::{workloads, Source};
+use crate::console::print_out;
 use crate::error::{Error, Result};
 use crate::plan::{draw_run_entropy, Phase};
 use crate::preview::{preview, PreviewRequest};
-use crate::report::terminal::print_out;
 use crate::run::{run, RunOptions};
 
 const EXAMPLES: &str = "\
@@ -261,8 +261,7 @@ fn source(args: &ConfigArgs) -> Result<Source> {
 
 /// Prints an error the way both binaries do and returns the exit code.
 pub fn fail(error: &Error) -> i32 {
-    error.print();
-    error.exit_code()
+    crate::console::print_error(error)
 }
 
 /// The exit code of a command that returned `outcome`: a run a signal stopped (in any of its
@@ -272,7 +271,7 @@ fn exit_code(outcome: Result<Option<i32>>) -> i32 {
         Ok(stopped_by) => match stopped_by.or_else(crate::interrupt::received) {
             Some(signal) => crate::interrupt::exit_code(signal),
             // Said when it failed; the results are in the run's files.
-            None if crate::report::terminal::stdout_failed() => 1,
+            None if crate::console::stdout_failed() => 1,
             None => 0,
         },
         Err(e) => fail(&e),
@@ -322,7 +321,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         Command::Config { config } => source(&config).and_then(|s| {
             let resolved = s.resolve(config.strict)?;
             for key in &resolved.unknown_keys {
-                crate::report::terminal::tell(format_args!(
+                crate::console::tell(format_args!(
                     "warning: unknown configuration key workload.{key}"
                 ));
             }
@@ -343,7 +342,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         } => source(&config).and_then(|s| {
             let resolved = s.resolve(config.strict)?;
             for key in &resolved.unknown_keys {
-                crate::report::terminal::tell(format_args!(
+                crate::console::tell(format_args!(
                     "warning: unknown configuration key workload.{key}"
                 ));
             }
@@ -409,7 +408,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
                     }
                     print_out(&swept.sweep.render())?;
                     if swept.stopped.is_some() {
-                        crate::report::terminal::tell(format_args!(
+                        crate::console::tell(format_args!(
                             "the sweep was interrupted; its trials are in {}: run the same \
                              command to continue",
                             output.join("sweep.json").display()

@@ -109,11 +109,12 @@ impl Error {
             Error::Reported { exit_code } => *exit_code,
         }
     }
+}
 
-    /// Tells the user, on standard error (nothing for an error already reported).
-    pub fn print(&self) {
-        if !matches!(self, Error::Reported { .. }) {
-            crate::report::terminal::tell(format_args!("error: {self}"));
+impl From<crate::interrupt::Interrupted> for Error {
+    fn from(interrupted: crate::interrupt::Interrupted) -> Error {
+        Error::Interrupted {
+            signal: interrupted.signal,
         }
     }
 }

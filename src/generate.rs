@@ -70,7 +70,7 @@ pub fn begin(dataset: &Dataset, storage: &dyn Storage) -> Result<()> {
         "dlio-rs is generating this dataset ({} files) since {}, process {} on {}; while this file \
          exists the dataset is incomplete\n",
         dataset.total_files(),
-        crate::report::timestamp(std::time::SystemTime::now()),
+        crate::system::timestamp(std::time::SystemTime::now()),
         std::process::id(),
         crate::system::hostname()
     );
@@ -132,9 +132,19 @@ pub fn write_share(
                                 continue;
                             }
                             // A signal stops the generation between files; the marker stays.
-                            let written = crate::interrupt::check().and_then(|()| {
-                                write_file(dataset, format, storage, file, &mut key, &mut buffer)
-                            });
+                            let written =
+                                crate::interrupt::check()
+                                    .map_err(Error::from)
+                                    .and_then(|()| {
+                                        write_file(
+                                            dataset,
+                                            format,
+                                            storage,
+                                            file,
+                                            &mut key,
+                                            &mut buffer,
+                                        )
+                                    });
                             match written {
                                 Ok(written) => {
                                     files += 1;

@@ -13,8 +13,6 @@ use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
-
 /// How long a sleep goes without looking for a signal: the most it delays a stop.
 pub const LONGEST_WAIT: Duration = Duration::from_millis(50);
 
@@ -53,11 +51,19 @@ pub fn received() -> Option<i32> {
     }
 }
 
-/// Fails with [`Error::Interrupted`] once a signal has asked the process to stop.
-pub fn check() -> Result<()> {
+/// A signal asked the process to stop: what [`check`] fails with. It becomes the crate's
+/// [`Error::Interrupted`](crate::error::Error::Interrupted) where it meets other errors; this
+/// module stays below the error kinds so that everything may look here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    pub signal: i32,
+}
+
+/// Fails with [`Interrupted`] once a signal has asked the process to stop.
+pub fn check() -> Result<(), Interrupted> {
     match received() {
         None => Ok(()),
-        Some(signal) => Err(Error::Interrupted { signal }),
+        Some(signal) => Err(Interrupted { signal }),
     }
 }
 
@@ -96,9 +102,9 @@ mod tests {
         assert_eq!(name(libc::SIGTERM), "SIGTERM");
         assert_eq!(exit_code(libc::SIGINT), 130);
         assert_eq!(exit_code(libc::SIGTERM), 143);
-        let error = Error::Interrupted {
+        let error = crate::error::Error::from(Interrupted {
             signal: libc::SIGTERM,
-        };
+        });
         assert_eq!(error.exit_code(), 143);
         assert_eq!(error.to_string(), "interrupted by SIGTERM");
     }

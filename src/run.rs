@@ -13,17 +13,16 @@ use crate::dataset::listing::FileList;
 use crate::dataset::names::{self, ListingRules, SplitNames};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::folder::{self, Access, FolderLock, OutputFolder};
 use crate::format::{self, FileFormat};
 use crate::generate::{self, Generated, Share};
 use crate::loader::trace;
-use crate::lock::{Access, FolderLock};
 use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
-use crate::report::folder::{self, OutputFolder};
 use crate::report::log::DlioLog;
 use crate::report::{
-    self, html, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
+    html, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
     RunTimes, Startup,
 };
 use crate::stats::{Clock, RankRecord};
@@ -215,7 +214,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
         }
         let dataset_size = validity::DatasetSize::new(&config, hosts.total_memory_bytes());
         if let (true, true, Some(warning)) = (lead, trains, dataset_size.warning(&config)) {
-            crate::report::terminal::tell(format_args!("warning: {warning}"));
+            crate::console::tell(format_args!("warning: {warning}"));
         }
 
         // Drawn once so every rank plans the same `random` order; saved so an audit can replan it.
@@ -325,7 +324,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
     config.output.trace |= options.trace;
     if lead {
         for key in &config.unknown_keys {
-            crate::report::terminal::tell(format_args!(
+            crate::console::tell(format_args!(
                 "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
             ));
         }
@@ -333,7 +332,7 @@ fn set_up(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resu
     config.check_supported()?;
     let object_store = config.storage.storage_type == StorageType::S3;
     if let (true, true, Some(keys)) = (lead, object_store, cache_keys_set(&config)) {
-        crate::report::terminal::tell(format_args!(
+        crate::console::tell(format_args!(
             "warning: {keys} ignored with storage_type = s3: objects are read over the network, \
              and nothing of them is cached on this host"
         ));
@@ -669,7 +668,7 @@ fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<
     if let Some(dir) = &source.overrides.hydra_run_dir {
         return Ok(PathBuf::from(dir));
     }
-    let stamp = report::timestamp(start);
+    let stamp = crate::system::timestamp(start);
     let (date, time) = stamp.split_once('T').unwrap_or((&stamp, ""));
     let time = time.split('.').next().unwrap_or("").replace(':', "-");
     folder::new_unique_folder(
@@ -1008,7 +1007,7 @@ fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Re
     }];
     comm.all_reduce(&mut narrowest, Reduce::Min)?;
     if comm.process() == 0 && narrowest[0].is_finite() {
-        crate::report::terminal::tell(format_args!(
+        crate::console::tell(format_args!(
             "warning: a process may run on only {} of its host's CPUs (its launcher's CPU binding), but its {} \
              rank(s) with {} reader thread(s) each run {threads_needed} threads, which then share them and \
              slow the run; launch with mpirun --bind-to none, or give each process \
@@ -1108,8 +1107,8 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
         let table = terminal::render(config, &results, &inputs.startup, inputs.output_folder);
         // The results are saved by now: a terminal that cannot take the table does not fail
         // the run.
-        if let Err(e) = terminal::print_out(&table) {
-            crate::report::terminal::tell(format_args!(
+        if let Err(e) = crate::console::print_out(&table) {
+            crate::console::tell(format_args!(
                 "warning: {e}; the results are in {}",
                 inputs.output_folder.display()
             ));
@@ -1117,7 +1116,7 @@ fn report_run(inputs: &ReportInputs) -> Result<Results> {
     }
     // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
     for warning in &results.warnings {
-        crate::report::terminal::tell(format_args!("WARNING: {warning}"));
+        crate::console::tell(format_args!("WARNING: {warning}"));
     }
     Ok(results)
 }

@@ -169,7 +169,7 @@ impl Sweeper<'_> {
             && mode == Mode::Training
             && crate::report::validity::cache_defeated_by(&config).is_none()
         {
-            crate::report::terminal::tell(format_args!(
+            crate::console::tell(format_args!(
                 "WARNING: nothing keeps the page cache out of the trials: each trial's cache share \
                  is in the table, and a trial the cache served more than {:.0} % of is flagged; \
                  add ++workload.reader.page_cache=evict_after_read (or reader.odirect=True)",
@@ -177,7 +177,7 @@ impl Sweeper<'_> {
             ));
         }
         if self.speaks && !config.dataset.keep_files {
-            crate::report::terminal::tell(format_args!(
+            crate::console::tell(format_args!(
                 "note: the dataset is kept for every trial (workload.dataset.keep_files = False \
                  would delete it after the first)"
             ));
@@ -186,7 +186,7 @@ impl Sweeper<'_> {
             self.comm,
             self.speaks
                 .then(|| {
-                    crate::report::folder::make_folder(self.output, "the sweep folder (--output)")?;
+                    crate::folder::make_folder(self.output, "the sweep folder (--output)")?;
                     load(self.output, request, processes)
                 })
                 .transpose(),
@@ -345,7 +345,7 @@ impl Sweeper<'_> {
     /// Says `line` on the terminal, once for the job.
     fn tell(&self, line: std::fmt::Arguments) {
         if self.speaks {
-            crate::report::terminal::tell(line);
+            crate::console::tell(line);
         }
     }
 
@@ -630,7 +630,7 @@ fn tell_figures(trial: &Trial, state: &Sweep) {
             }
         ),
     };
-    crate::report::terminal::tell(format_args!(
+    crate::console::tell(format_args!(
         "trial {}: {n} accelerator(s): {figures}{}",
         state.trials.len() + 1,
         if trial.warnings.is_empty() {
@@ -640,10 +640,10 @@ fn tell_figures(trial: &Trial, state: &Sweep) {
         }
     ));
     for warning in &trial.warnings {
-        crate::report::terminal::tell(format_args!("WARNING (trial of {n}): {warning}"));
+        crate::console::tell(format_args!("WARNING (trial of {n}): {warning}"));
     }
     if let Some(files) = trial.files_for_rule {
-        crate::report::terminal::tell(format_args!(
+        crate::console::tell(format_args!(
             "WARNING (trial of {n}): MLPerf Storage's rule asks for {files} training files for \
              {n} accelerator(s) on the memory of this run's hosts (dlio-rs datasize); the dataset has fewer"
         ));
@@ -690,7 +690,7 @@ fn load(output: &Path, request: &SweepRequest, processes: u64) -> Result<Option<
             saved.processes
         )));
     }
-    crate::report::terminal::tell(format_args!(
+    crate::console::tell(format_args!(
         "continuing the sweep in {} from its {} trial(s)",
         output.display(),
         saved.trials.len()

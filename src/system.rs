@@ -1,4 +1,5 @@
-//! Facts about this host that DLIO records in its summary: name, CPUs, memory.
+//! Facts about this host that DLIO records in its summary: name, CPUs, memory; and its local
+//! time, as DLIO writes it.
 
 use serde_json::{Map, Value};
 
@@ -197,4 +198,28 @@ pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
     // SAFETY: statvfs succeeded, so it filled the struct.
     let stat = unsafe { stat.assume_init() };
     Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.
+pub fn timestamp(time: std::time::SystemTime) -> String {
+    let since_epoch = time
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seconds = since_epoch.as_secs() as libc::time_t;
+    // SAFETY: localtime_r writes only into the tm we pass; both pointers are valid for the call.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&seconds, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since_epoch.subsec_micros()
+    )
 }

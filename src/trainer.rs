@@ -54,31 +54,6 @@ struct RankResources {
     buffers: Vec<ReadBuffer>,
 }
 
-/// Whether evaluation runs after `epoch` (1-based).
-/// DLIO's rule: the next eval epoch starts at `eval_after_epoch`; an epoch at or past it
-/// evaluates and moves it on by `epochs_between_evals` (so `eval_after_epoch: 0` evaluates after
-/// epoch 1 too).
-pub fn eval_due(config: &Config, epoch: u64) -> bool {
-    let e = &config.evaluation;
-    if !config.workflow.evaluation || config.dataset.num_files_eval == 0 {
-        return false;
-    }
-    let mut next = e.eval_after_epoch;
-    for past in 1..epoch {
-        if past >= next {
-            next += e.epochs_between_evals;
-        }
-    }
-    epoch >= next
-}
-
-pub fn metric_window(config: &Config) -> MetricWindow {
-    MetricWindow {
-        exclude_start: config.output.exclude_start_steps as usize,
-        exclude_end: config.output.exclude_end_steps as usize,
-    }
-}
-
 pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     tighten_timer_slack();
     let mut resources = RankResources::default();
@@ -129,7 +104,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                     checkpoints.save(ctx.clock, place, || Ok(()))?;
                 }
             }
-            let eval = if eval_due(config, epoch) {
+            let eval = if crate::plan::eval_due(config, epoch) {
                 Some(run_phase(
                     ctx,
                     rank,
@@ -386,7 +361,7 @@ fn run_phase(
         record.blocks.push(block);
     }
     if let Some(p) = progress {
-        let window = metric_window(config);
+        let window = MetricWindow::from(config);
         let rates = match phase {
             Phase::Train => {
                 phase_rates(&record, |b| window.train_block(b, config.reader.batch_size))
@@ -398,27 +373,4 @@ fn run_phase(
         p.phase_done(epoch, phase, rates, world, &record);
     }
     Ok(record)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::value::Value;
-
-    fn due_epochs(after: u64, between: u64) -> Vec<u64> {
-        let yaml = format!(
-            "workflow:\n  evaluation: True\ndataset:\n  num_files_eval: 2\nevaluation:\n  eval_after_epoch: {after}\n  epochs_between_evals: {between}\n"
-        );
-        let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
-        (1..=8).filter(|&e| eval_due(&config, e)).collect()
-    }
-
-    #[test]
-    fn eval_schedule_follows_dlio() {
-        assert_eq!(due_epochs(1, 1), vec![1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(due_epochs(2, 3), vec![2, 5, 8]);
-        // DLIO's stateful rule: after 0 with step 2 evaluates after epochs 1, 2, 4, 6, 8.
-        assert_eq!(due_epochs(0, 2), vec![1, 2, 4, 6, 8]);
-        assert_eq!(due_epochs(9, 1), Vec::<u64>::new());
-    }
 }

@@ -38,8 +38,8 @@ use crate::config::Config;
 use crate::dataset::listing::list_split;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::plan::eval_due;
 use crate::plan::{EpochPlan, Phase, PlanSpec};
-use crate::trainer::eval_due;
 
 use bitset::BitSet;
 use file_names::FileNames;

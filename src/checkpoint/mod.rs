@@ -12,9 +12,6 @@ pub mod preview;
 pub mod schedule;
 pub mod transfer;
 
-use std::path::PathBuf;
-
-use crate::config::Config;
 use crate::error::Result;
 use crate::stats::{CheckpointOp, CheckpointRecord, Clock};
 use crate::storage::Storage;
@@ -31,12 +28,6 @@ pub struct Checkpointing<'a> {
     pub storage: &'a dyn Storage,
     pub fsync: bool,
     pub randomize: bool,
-}
-
-/// The checkpoint folder: `checkpoint.checkpoint_folder`, below `storage.storage_root` when
-/// relative, as DLIO resolves it.
-pub fn folder(config: &Config) -> PathBuf {
-    config.resolve_against_storage_root(&config.checkpoint.folder)
 }
 
 /// Where a save or load goes: `global_epoch{epoch}_step{step}`, DLIO's `{op}_ckpt{index}`.

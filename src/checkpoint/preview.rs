@@ -63,7 +63,7 @@ pub fn render(config: &Config, world: u64, rank: u64) -> Result<String> {
         gib(total),
         gib(model),
         gib(optimizer),
-        super::folder(config).display()
+        config.checkpoint_folder().display()
     );
     let _ = writeln!(
         text,

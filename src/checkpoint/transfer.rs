@@ -13,7 +13,6 @@ use rand::SeedableRng;
 use super::geometry::ShardFile;
 use crate::error::{Error, Result};
 use crate::format::random::BulkRandom;
-use crate::report::validity;
 use crate::storage::{IoBuffer, Storage};
 
 /// The size of each write and read request, and of the one buffer a rank streams through: large
@@ -159,8 +158,10 @@ impl<'a> Transfer<'a> {
         let kernel_count = kernel_before
             .zip(crate::system::thread_read_bytes())
             .map(|(before, after)| after.saturating_sub(before));
-        moved.bytes_from_storage =
-            validity::bytes_from_storage(&self.storage.accounting(), moved.bytes, kernel_count);
+        moved.bytes_from_storage = self
+            .storage
+            .accounting()
+            .bytes_from_storage(moved.bytes, kernel_count);
         Ok(moved)
     }
 

@@ -185,7 +185,7 @@ pub fn agree<T>(comm: &dyn Comm, outcome: Result<T>) -> Result<T> {
     };
     if first == comm.process() {
         if let Err(e) = &outcome {
-            e.print();
+            crate::console::print_error(e);
         }
     }
     Err(Error::Reported {

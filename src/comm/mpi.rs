@@ -197,7 +197,9 @@ impl Comm for MpiGroup {
             // Nobody else to stop: the run ends through its error, as with threads.
             return;
         }
-        self.reported.call_once(|| reason.print());
+        self.reported.call_once(|| {
+            crate::console::print_error(reason);
+        });
         world().abort(reason.exit_code())
     }
 

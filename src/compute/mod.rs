@@ -11,8 +11,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson};
 
-use crate::config::value::Value;
-
 /// The longest time a [`TimeSpec`] may ask for, on average and per draw: 10^6 s (11.6 days). A
 /// step or a pause longer than that is a typo, not a workload.
 pub const MAX_SECONDS: f64 = 1e6;
@@ -31,78 +29,8 @@ pub enum TimeSpec {
 impl TimeSpec {
     pub const ZERO: TimeSpec = TimeSpec::Fixed(0.0);
 
-    /// Reads every form DLIO accepts: a number; `{mean}`; `{mean, stdev}`; `{type: normal|uniform|
-    /// gamma|exponential|poisson, ...}`. `flat_stdev` is the old `<key>_stdev` form.
-    pub fn from_value(value: &Value, flat_stdev: Option<f64>) -> Result<TimeSpec, String> {
-        let number = |v: &Value| match v {
-            Value::Int(i) => Some(*i as f64),
-            Value::Float(f) if f.is_finite() => Some(*f),
-            _ => None,
-        };
-        let spec = match value {
-            Value::Null => TimeSpec::ZERO,
-            // DLIO's default is `{}`: no sleep.
-            Value::Map(entries) if entries.is_empty() => TimeSpec::ZERO,
-            Value::Map(entries) => {
-                let field = |name: &str| -> Result<Option<f64>, String> {
-                    match entries.iter().find(|(k, _)| k == name) {
-                        None => Ok(None),
-                        Some((_, v)) => number(v)
-                            .map(Some)
-                            .ok_or_else(|| format!("'{name}' must be a number")),
-                    }
-                };
-                let need = |name: &str| -> Result<f64, String> {
-                    field(name)?.ok_or_else(|| format!("this distribution needs '{name}'"))
-                };
-                if let Some((key, _)) = entries.iter().find(|(k, _)| {
-                    ![
-                        "type", "mean", "stdev", "min", "max", "shape", "scale", "lam",
-                    ]
-                    .contains(&k.as_str())
-                }) {
-                    return Err(format!(
-                        "unknown field '{key}'; fields are type, mean, stdev, min, max, shape, scale, lam"
-                    ));
-                }
-                let kind = match entries.iter().find(|(k, _)| k == "type") {
-                    None => "normal".to_string(),
-                    Some((_, Value::Str(s))) => s.to_ascii_lowercase(),
-                    Some((_, other)) => {
-                        return Err(format!("'type' must be a name, not {}", other.kind()))
-                    }
-                };
-                match kind.as_str() {
-                    "normal" => {
-                        let mean = need("mean")?;
-                        let stdev = field("stdev")?.or(flat_stdev).unwrap_or(0.0);
-                        TimeSpec::normal(mean, stdev)
-                    }
-                    "uniform" => TimeSpec::Uniform { min: need("min")?, max: need("max")? },
-                    "gamma" => TimeSpec::Gamma { shape: need("shape")?, scale: need("scale")? },
-                    "exponential" => TimeSpec::Exponential { scale: need("scale")? },
-                    "poisson" => TimeSpec::Poisson { lam: need("lam")? },
-                    other => {
-                        return Err(format!(
-                            "unknown distribution type '{other}'; valid types are normal, uniform, gamma, \
-                             exponential, poisson"
-                        ))
-                    }
-                }
-            }
-            other => match number(other) {
-                Some(seconds) => TimeSpec::normal(seconds, flat_stdev.unwrap_or(0.0)),
-                None => return Err(
-                    "expected seconds as a number or a distribution like {mean: 0.5, stdev: 0.1}"
-                        .into(),
-                ),
-            },
-        };
-        spec.validate()?;
-        Ok(spec)
-    }
-
-    fn normal(mean: f64, stdev: f64) -> TimeSpec {
+    /// A normal distribution, or the fixed time when it has no spread.
+    pub fn normal(mean: f64, stdev: f64) -> TimeSpec {
         if stdev == 0.0 {
             TimeSpec::Fixed(mean)
         } else {
@@ -112,7 +40,7 @@ impl TimeSpec {
 
     /// Refuses parameters the distribution cannot take, and times beyond [`MAX_SECONDS`]: a draw
     /// that cannot be made must not become 0 s of compute, and a 10^30 s step is a typo.
-    fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         let ok = match *self {
             TimeSpec::Fixed(_) => true,
             TimeSpec::Normal { stdev, .. } => (0.0..=MAX_SECONDS).contains(&stdev),
@@ -239,76 +167,6 @@ impl Sleeper {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spec(yaml: &str) -> Result<TimeSpec, String> {
-        TimeSpec::from_value(&Value::from_yaml(yaml).unwrap(), None)
-    }
-
-    #[test]
-    fn every_dlio_syntax() {
-        assert_eq!(spec("0.5").unwrap(), TimeSpec::Fixed(0.5));
-        assert_eq!(spec("{}").unwrap(), TimeSpec::ZERO);
-        assert_eq!(spec("2").unwrap(), TimeSpec::Fixed(2.0));
-        assert_eq!(spec("{mean: 0.5}").unwrap(), TimeSpec::Fixed(0.5));
-        assert_eq!(
-            spec("{mean: 0.5, stdev: 0.1}").unwrap(),
-            TimeSpec::Normal {
-                mean: 0.5,
-                stdev: 0.1
-            }
-        );
-        assert_eq!(
-            spec("{type: uniform, min: 1, max: 2}").unwrap(),
-            TimeSpec::Uniform { min: 1.0, max: 2.0 }
-        );
-        assert_eq!(
-            spec("{type: gamma, shape: 2, scale: 0.5}").unwrap(),
-            TimeSpec::Gamma {
-                shape: 2.0,
-                scale: 0.5
-            }
-        );
-        assert_eq!(
-            spec("{type: exponential, scale: 0.5}").unwrap(),
-            TimeSpec::Exponential { scale: 0.5 }
-        );
-        assert_eq!(
-            spec("{type: poisson, lam: 3}").unwrap(),
-            TimeSpec::Poisson { lam: 3.0 }
-        );
-        let flat = TimeSpec::from_value(&Value::Float(1.0), Some(0.2)).unwrap();
-        assert_eq!(
-            flat,
-            TimeSpec::Normal {
-                mean: 1.0,
-                stdev: 0.2
-            }
-        );
-        assert!(spec("{type: weibull, a: 1}").is_err());
-        assert!(spec("{type: uniform, min: 2, max: 1}").is_err());
-        assert!(spec("{type: gamma, shape: 2}")
-            .unwrap_err()
-            .contains("scale"));
-        assert!(spec("fast").is_err());
-        // Absurd but finite: refused, not slept, and never silently 0 s.
-        for absurd in [
-            "1e30",
-            "-1e30",
-            "{mean: 2e6}",
-            "{mean: 1, stdev: 1e7}",
-            "{type: poisson, lam: 1e300}",
-            "{type: gamma, shape: 1e200, scale: 1e200}",
-            "{type: exponential, scale: 1e9}",
-            "{type: uniform, min: 0, max: 1e9}",
-        ] {
-            let refused = spec(absurd).unwrap_err();
-            assert!(
-                refused.contains("1e6") || refused.contains("stdev"),
-                "{absurd}: {refused}"
-            );
-        }
-        assert_eq!(spec("1e6").unwrap(), TimeSpec::Fixed(1e6));
-    }
 
     #[test]
     fn the_sleeper_never_wakes_early() {

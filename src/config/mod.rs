@@ -8,6 +8,7 @@
 pub mod fields;
 pub mod formats;
 pub mod overrides;
+pub mod time_spec;
 pub mod value;
 pub mod word_value;
 pub mod workloads;
@@ -19,6 +20,7 @@ use crate::compute::TimeSpec;
 use crate::error::{Error, Result};
 use fields::Fields;
 use overrides::Overrides;
+use time_spec::time_spec;
 use value::Value;
 
 choice_enum!(Framework { Tensorflow => "tensorflow", Pytorch => "pytorch" });
@@ -667,26 +669,6 @@ fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
     }
 }
 
-fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
-    let flat_stdev = match f.raw(&format!("{key}_stdev")) {
-        Some(Value::Int(i)) => Some(*i as f64),
-        Some(Value::Float(x)) => Some(*x),
-        _ => None,
-    };
-    let Some(value) = f.raw(key) else {
-        return match flat_stdev {
-            Some(stdev) => {
-                TimeSpec::from_value(&Value::Float(0.0), Some(stdev)).unwrap_or(TimeSpec::ZERO)
-            }
-            None => TimeSpec::ZERO,
-        };
-    };
-    TimeSpec::from_value(value, flat_stdev).unwrap_or_else(|why| {
-        f.fail(key, value, &why);
-        TimeSpec::ZERO
-    })
-}
-
 /// The most bytes one sample (and its spread) may have: 1 TiB.
 const MAX_SAMPLE_BYTES: u64 = 1 << 40;
 /// The most files a split may have (2^40), and samples per file or per batch (2^32): beyond them
@@ -1000,6 +982,12 @@ impl Config {
     /// The data folder, resolved against `storage.storage_root` as DLIO does for relative paths.
     pub fn data_folder(&self) -> PathBuf {
         self.resolve_against_storage_root(&self.dataset.data_folder)
+    }
+
+    /// The checkpoint folder: `checkpoint.checkpoint_folder`, resolved against
+    /// `storage.storage_root` as DLIO does for relative paths.
+    pub fn checkpoint_folder(&self) -> PathBuf {
+        self.resolve_against_storage_root(&self.checkpoint.folder)
     }
 
     /// A folder of the configuration, below `storage.storage_root` when relative.

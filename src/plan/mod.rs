@@ -126,6 +126,24 @@ impl PlanSpec {
     }
 }
 
+/// Whether evaluation runs after `epoch` (1-based).
+/// DLIO's rule: the next eval epoch starts at `eval_after_epoch`; an epoch at or past it
+/// evaluates and moves it on by `epochs_between_evals` (so `eval_after_epoch: 0` evaluates after
+/// epoch 1 too).
+pub fn eval_due(config: &Config, epoch: u64) -> bool {
+    let e = &config.evaluation;
+    if !config.workflow.evaluation || config.dataset.num_files_eval == 0 {
+        return false;
+    }
+    let mut next = e.eval_after_epoch;
+    for past in 1..epoch {
+        if past >= next {
+            next += e.epochs_between_evals;
+        }
+    }
+    epoch >= next
+}
+
 /// Entropy for a run's `random` shuffles, drawn once per run so every rank plans the same order.
 pub fn draw_run_entropy() -> u64 {
     use rand::{RngCore, SeedableRng};
@@ -724,5 +742,23 @@ mod tests {
             let files: HashSet<u64> = plan.batch(0, step).map(|r| r.file).collect();
             assert_eq!(files.len(), 1);
         }
+    }
+
+    fn due_epochs(after: u64, between: u64) -> Vec<u64> {
+        let yaml = format!(
+            "workflow:\n  evaluation: True\ndataset:\n  num_files_eval: 2\nevaluation:\n  eval_after_epoch: {after}\n  epochs_between_evals: {between}\n"
+        );
+        let config =
+            Config::from_tree("t", crate::config::value::Value::from_yaml(&yaml).unwrap()).unwrap();
+        (1..=8).filter(|&e| eval_due(&config, e)).collect()
+    }
+
+    #[test]
+    fn eval_schedule_follows_dlio() {
+        assert_eq!(due_epochs(1, 1), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(due_epochs(2, 3), vec![2, 5, 8]);
+        // DLIO's stateful rule: after 0 with step 2 evaluates after epochs 1, 2, 4, 6, 8.
+        assert_eq!(due_epochs(0, 2), vec![1, 2, 4, 6, 8]);
+        assert_eq!(due_epochs(9, 1), Vec::<u64>::new());
     }
 }

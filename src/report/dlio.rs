@@ -6,13 +6,13 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::{checkpoints, timestamp, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
+use super::{checkpoints, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
 use crate::comm::Hosts;
 use crate::config::Config;
 use crate::error::Result;
 use crate::stats::{phase_rates, CheckpointOp, Clock, PhaseRecord, RankRecord, StepTiming};
 use crate::system;
-use crate::trainer::metric_window;
+use crate::system::timestamp;
 
 fn meets(ok: bool) -> &'static str {
     if ok {
@@ -185,7 +185,7 @@ pub fn rank_output(
     clock: &Clock,
     hosts: &Hosts,
 ) -> Value {
-    let window = metric_window(config);
+    let window = crate::stats::MetricWindow::from(config);
     let host = &hosts.hosts[hosts.host_of_process[hosts.process]];
     let mut out = Map::new();
     out.insert("host_memory_GB".into(), json!(gib(host.memory_bytes)));

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use super::{timestamp, FinishedRun};
+use super::FinishedRun;
 use crate::checkpoint::geometry::{Geometry, ShardKind};
 use crate::config::value::Value;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::plan::{Phase, PlanSpec};
 use crate::stats::{mean_stdev, phase_rates};
-use crate::trainer::metric_window;
+use crate::system::timestamp;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -61,7 +61,7 @@ impl DlioLog {
             return;
         }
         if let Err(e) = log.file.write_all(text.as_bytes()) {
-            crate::report::terminal::tell(format_args!(
+            crate::console::tell(format_args!(
                 "warning: cannot write {}: {e}; the run goes on, and fails at its end",
                 self.path.display()
             ));
@@ -161,7 +161,7 @@ impl DlioLog {
     pub fn epochs(&self, run: &FinishedRun) {
         let FinishedRun { config, clock, .. } = *run;
         let (rank0, world) = (&run.ranks[0], run.results.world as u64);
-        let window = metric_window(config);
+        let window = crate::stats::MetricWindow::from(config);
         let set_value = config
             .tree
             .get_path(&["train", "computation_time"])

@@ -5,7 +5,6 @@
 pub mod checkpoints;
 pub mod compare;
 pub mod dlio;
-pub mod folder;
 pub mod html;
 pub mod hydra;
 pub mod log;
@@ -25,7 +24,6 @@ use crate::stats::{
     across_ranks, mean_stdev, phase_rates, Clock, Histogram, PhaseRecord, RankRecord, Rates,
 };
 use crate::storage::Accounting;
-use crate::trainer::metric_window;
 
 /// One phase of one epoch, all ranks together.
 #[derive(Debug, Clone)]
@@ -170,7 +168,7 @@ fn phase_result(
     phase: Phase,
     records: &[&PhaseRecord],
 ) -> PhaseResult {
-    let window = metric_window(config);
+    let window = crate::stats::MetricWindow::from(config);
     let per_rank: Vec<Rates> = records
         .iter()
         .map(|r| match phase {
@@ -188,7 +186,7 @@ fn phase_result(
     let kernel_count = records
         .iter()
         .try_fold(0u64, |sum, r| Some(sum + r.bytes_from_storage?));
-    let bytes_from_storage = validity::bytes_from_storage(accounting, bytes_read, kernel_count);
+    let bytes_from_storage = accounting.bytes_from_storage(bytes_read, kernel_count);
     let start = records
         .iter()
         .map(|r| r.start)
@@ -302,30 +300,6 @@ pub struct Startup {
     pub first_batch_seconds: Option<f64>,
     /// How each split's files were found.
     pub file_names: Vec<crate::dataset::names::SplitNames>,
-}
-
-/// Local time as DLIO writes it: `2024-08-07T15:10:12.464949`.
-pub fn timestamp(time: SystemTime) -> String {
-    let since_epoch = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let seconds = since_epoch.as_secs() as libc::time_t;
-    // SAFETY: localtime_r writes only into the tm we pass; both pointers are valid for the call.
-    let tm = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        libc::localtime_r(&seconds, &mut tm);
-        tm
-    };
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        since_epoch.subsec_micros()
-    )
 }
 
 /// Writes a file under a temporary name, then renames it: readers never see half a file.

@@ -5,9 +5,10 @@
 use serde_json::{json, Value};
 
 use super::FinishedRun;
-use super::{timestamp, validity, PhaseResult};
+use super::{validity, PhaseResult};
 use crate::config::Config;
 use crate::stats::CheckpointOp;
+use crate::system::timestamp;
 
 fn latency(p: &PhaseResult, q: f64) -> Value {
     json!(p.read_latency.quantile_us(q))
@@ -68,7 +69,7 @@ fn hosts(run: &FinishedRun) -> Value {
             };
             let bytes_read: u64 = phases().map(|p| p.bytes_read).sum();
             let kernel_count = phases().try_fold(0u64, |sum, p| Some(sum + p.bytes_from_storage?));
-            let from_storage = validity::bytes_from_storage(accounting, bytes_read, kernel_count);
+            let from_storage = accounting.bytes_from_storage(bytes_read, kernel_count);
             let drops: Vec<f64> = ranks
                 .iter()
                 .flat_map(|r| r.epochs.iter().filter_map(|e| e.page_cache_drop_seconds))

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// PNG files.
 pub fn charts(page: &str, folder: &Path) -> Result<Vec<PathBuf>> {
     let browser = browser()?;
-    crate::report::folder::make_folder(folder, "the charts folder")?;
+    crate::folder::make_folder(folder, "the charts folder")?;
     let mut written = Vec::new();
     for (i, svg) in page.split("<svg ").skip(1).enumerate() {
         let Some(end) = svg.find("</svg>") else {

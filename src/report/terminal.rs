@@ -4,7 +4,6 @@ use std::fmt::Write;
 
 use super::{Results, Startup};
 use crate::config::Config;
-use crate::error::{Error, Result};
 use crate::stats::CheckpointOp;
 
 fn us(v: Option<f64>) -> String {
@@ -13,38 +12,6 @@ fn us(v: Option<f64>) -> String {
 
 fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.0}", v * 100.0))
-}
-
-/// Writes a line to standard error. One that cannot be written (a closed or full standard
-/// error) is lost: the run goes on, its results are in its files and its exit code says how it
-/// ended (`eprintln!` would panic instead).
-pub fn tell(line: std::fmt::Arguments) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
-/// Set once standard output failed a write: the command then exits 1, even when its results
-/// are saved in files.
-static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether a write to standard output failed.
-pub fn stdout_failed() -> bool {
-    STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Writes `text` to standard output. A reader that went away (`| head`) ends the output quietly,
-/// as it ends any Unix filter; any other failure (`> /dev/full`) is an error naming it.
-pub fn print_out(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let written = std::io::Write::write_all(&mut out, text.as_bytes())
-        .and_then(|()| std::io::Write::flush(&mut out));
-    match written {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            STDOUT_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
-            Err(Error::on_object("cannot write to", "standard output", e))
-        }
-        _ => Ok(()),
-    }
 }
 
 /// One line per use of an object storage: its requests by kind, retries, failures, latency.

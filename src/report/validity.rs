@@ -43,21 +43,6 @@ pub fn accounting_method(accounting: &Accounting) -> (&'static str, String) {
     }
 }
 
-/// Bytes of a phase that came from the storage, as far as they can be known, given the bytes
-/// the readers asked for and the kernel's count (`None` where it keeps none).
-pub fn bytes_from_storage(
-    accounting: &Accounting,
-    bytes_read: u64,
-    kernel_count: Option<u64>,
-) -> Option<u64> {
-    match accounting {
-        Accounting::Exact | Accounting::Requests | Accounting::Emulated => Some(bytes_read),
-        Accounting::KernelCounters => kernel_count,
-        Accounting::InMemory => Some(0),
-        Accounting::Unaccounted(_) => None,
-    }
-}
-
 /// The share of the bytes asked for that did not come from the storage: 0 when storage supplied
 /// at least as much as was asked (readahead can make it more), 1 when it supplied nothing.
 pub fn cache_served_fraction(bytes_read: u64, bytes_from_storage: Option<u64>) -> Option<f64> {
@@ -244,19 +229,19 @@ mod tests {
         assert_eq!(cache_served_fraction(0, Some(0)), None);
         assert_eq!(cache_served_fraction(1000, None), None);
         assert_eq!(
-            bytes_from_storage(&Accounting::Exact, 1000, Some(3)),
+            Accounting::Exact.bytes_from_storage(1000, Some(3)),
             Some(1000)
         );
         assert_eq!(
-            bytes_from_storage(&Accounting::KernelCounters, 1000, Some(3)),
+            Accounting::KernelCounters.bytes_from_storage(1000, Some(3)),
             Some(3)
         );
         assert_eq!(
-            bytes_from_storage(&Accounting::InMemory, 1000, Some(3)),
+            Accounting::InMemory.bytes_from_storage(1000, Some(3)),
             Some(0)
         );
         assert_eq!(
-            bytes_from_storage(&Accounting::Unaccounted("nfs".into()), 1000, Some(3)),
+            Accounting::Unaccounted("nfs".into()).bytes_from_storage(1000, Some(3)),
             None
         );
     }

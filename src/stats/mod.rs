@@ -191,6 +191,16 @@ pub struct Rates {
     pub samples_per_second: f64,
 }
 
+/// The configuration's window: `output.exclude_start_steps` and `output.exclude_end_steps`.
+impl From<&crate::config::Config> for MetricWindow {
+    fn from(config: &crate::config::Config) -> MetricWindow {
+        MetricWindow {
+            exclude_start: config.output.exclude_start_steps as usize,
+            exclude_end: config.output.exclude_end_steps as usize,
+        }
+    }
+}
+
 impl MetricWindow {
     /// The inclusive range of counted steps of a block with `steps` steps, if any.
     fn range(&self, steps: usize) -> Option<(usize, usize)> {

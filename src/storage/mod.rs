@@ -88,7 +88,7 @@ fn checkpoint_storage(
         return object_store(config, &config.checkpoint.folder, concurrency);
     }
     let storage = LocalFs::with_options(
-        crate::checkpoint::folder(config),
+        config.checkpoint_folder(),
         LocalOptions {
             odirect: config.checkpoint.odirect,
             evict_after_read: false,
@@ -367,6 +367,19 @@ pub enum Accounting {
     /// The kernel does not account this file system's reads (NFS, FUSE, unknown): the reason,
     /// naming the file system type.
     Unaccounted(String),
+}
+
+impl Accounting {
+    /// Bytes of a phase that came from the storage, as far as they can be known, given the
+    /// bytes the readers asked for and the kernel's count (`None` where it keeps none).
+    pub fn bytes_from_storage(&self, bytes_read: u64, kernel_count: Option<u64>) -> Option<u64> {
+        match self {
+            Accounting::Exact | Accounting::Requests | Accounting::Emulated => Some(bytes_read),
+            Accounting::KernelCounters => kernel_count,
+            Accounting::InMemory => Some(0),
+            Accounting::Unaccounted(_) => None,
+        }
+    }
 }
 
 /// A fresh directory beside the test binary, on the build's file system (a disk here), where

@@ -1,12 +1,12 @@
 //! The output folder, owned by one run at a time: taken with a lock that dies with the process
-//! ([`crate::lock`]), then cleared of the result files an earlier run left, so that what the
+//! ([`super::lock`]), then cleared of the result files an earlier run left, so that what the
 //! folder holds after a run (finished, failed or interrupted) is this run's and nothing else's.
 
-use std::io;
 use std::path::{Path, PathBuf};
 
+use super::lock::{Access, FolderLock};
+use super::make_folder;
 use crate::error::{Error, Result};
-use crate::lock::{Access, FolderLock};
 
 /// An output folder this run holds; the lock goes with it (or with the process).
 #[derive(Debug)]
@@ -45,18 +45,6 @@ impl OutputFolder {
     }
 }
 
-/// Makes the folder `path` (`what` names it in errors) and those above it. A file where the folder
-/// should be is a usage error: the path given is wrong.
-pub fn make_folder(path: &Path, what: &str) -> Result<()> {
-    std::fs::create_dir_all(path).map_err(|e| match std::fs::metadata(path) {
-        Ok(found) if !found.is_dir() => Error::usage(format!(
-            "{what} {} is not a folder; give a folder's path",
-            path.display()
-        )),
-        _ => Error::io("cannot create folder", path, e),
-    })
-}
-
 /// Whether `name` is a result file a run writes into its output folder.
 fn is_result(name: &str, log_file: &str) -> bool {
     let per_rank = |suffix: &str| {
@@ -84,59 +72,10 @@ fn clear_results(folder: &Path, log_file: &str) -> Result<()> {
     Ok(())
 }
 
-/// A folder named `base`, or `base-1`, `base-2`, … where that exists: made here, so that two runs
-/// started in the same second (Hydra's default name has one-second resolution) never share one.
-pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {
-    if let Some(parent) = base.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io("cannot create output folder", parent, e))?;
-    }
-    let name = base
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    const TRIES: u32 = 10_000;
-    for n in 0..TRIES {
-        let candidate = match n {
-            0 => base.to_path_buf(),
-            n => base.with_file_name(format!("{name}-{n}")),
-        };
-        match std::fs::create_dir(&candidate) {
-            Ok(()) => return Ok(candidate),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io("cannot create output folder", &candidate, e)),
-        }
-    }
-    Err(Error::run(format!(
-        "cannot create output folder {}: it and {TRIES} numbered ones beside it exist",
-        base.display()
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lock::LOCK_FILE;
-
-    #[test]
-    fn runs_started_in_the_same_second_get_folders_of_their_own() {
-        let dir = crate::storage::scratch_dir("unique-folder");
-        let base = dir.join("hydra_log/unet3d/2026-11-25-05-00-00");
-        let made: Vec<PathBuf> = (0..3).map(|_| new_unique_folder(&base).unwrap()).collect();
-        let names: Vec<String> = made
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "2026-11-25-05-00-00",
-                "2026-11-25-05-00-00-1",
-                "2026-11-25-05-00-00-2"
-            ]
-        );
-        assert!(made.iter().all(|p| p.is_dir()));
-        std::fs::remove_dir_all(dir).unwrap();
-    }
+    use crate::folder::lock::LOCK_FILE;
 
     #[test]
     fn result_files_are_known_by_name_and_nothing_else_is() {

@@ -1,7 +1,7 @@
 //! Folders owned by one run at a time: an `flock`, which dies with the process however it ends
 //! (even `kill -9`), so a stale lock can never block a later run.
 //!
-//! The output folder is taken exclusively for a run ([`crate::report::folder`]), through a lock
+//! The output folder is taken exclusively for a run ([`super::OutputFolder`]), through a lock
 //! file in it that names the holder for the message a refused run gets; the file stays when the
 //! lock is dropped, as removing it could let two runs lock two different files of the same name.
 //! The data folder is locked itself, so that nothing is added to a dataset DLIO also reads:
@@ -103,7 +103,7 @@ impl FolderLock {
                 return Ok(Err(Busy { holder }));
             }
             if cannot_lock_here(&error) {
-                crate::report::terminal::tell(format_args!(
+                crate::console::tell(format_args!(
                     "warning: {} cannot be locked on its file system ({error}); nothing stops \
                      another run from using it at the same time",
                     folder.display()

@@ -1,0 +1,80 @@
+//! Folders a run owns: made where they are missing, taken with a lock that dies with the
+//! process ([`lock`]), and for the output folder cleared of an earlier run's results
+//! ([`OutputFolder`]), so that what a folder holds after a run is this run's. Every writer of
+//! the run's files (reports, traces, generation, checkpoints) stands above this module.
+
+pub mod lock;
+mod output;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+pub use lock::{Access, Busy, FolderLock};
+pub use output::OutputFolder;
+
+/// Makes the folder `path` (`what` names it in errors) and those above it. A file where the folder
+/// should be is a usage error: the path given is wrong.
+pub fn make_folder(path: &Path, what: &str) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(|e| match std::fs::metadata(path) {
+        Ok(found) if !found.is_dir() => Error::usage(format!(
+            "{what} {} is not a folder; give a folder's path",
+            path.display()
+        )),
+        _ => Error::io("cannot create folder", path, e),
+    })
+}
+
+/// A folder named `base`, or `base-1`, `base-2`, … where that exists: made here, so that two runs
+/// started in the same second (Hydra's default name has one-second resolution) never share one.
+pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {
+    if let Some(parent) = base.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io("cannot create output folder", parent, e))?;
+    }
+    let name = base
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    const TRIES: u32 = 10_000;
+    for n in 0..TRIES {
+        let candidate = match n {
+            0 => base.to_path_buf(),
+            n => base.with_file_name(format!("{name}-{n}")),
+        };
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("cannot create output folder", &candidate, e)),
+        }
+    }
+    Err(Error::run(format!(
+        "cannot create output folder {}: it and {TRIES} numbered ones beside it exist",
+        base.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_started_in_the_same_second_get_folders_of_their_own() {
+        let dir = crate::storage::scratch_dir("unique-folder");
+        let base = dir.join("hydra_log/unet3d/2026-11-25-05-00-00");
+        let made: Vec<PathBuf> = (0..3).map(|_| new_unique_folder(&base).unwrap()).collect();
+        let names: Vec<String> = made
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "2026-11-25-05-00-00",
+                "2026-11-25-05-00-00-1",
+                "2026-11-25-05-00-00-2"
+            ]
+        );
+        assert!(made.iter().all(|p| p.is_dir()));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

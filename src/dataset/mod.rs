@@ -214,11 +214,6 @@ impl Dataset {
             element: self.element,
         }
     }
-
-    /// Bytes of a sample on average, as configured (DLIO's nominal size for MB/s).
-    pub fn nominal_sample_bytes(&self) -> u64 {
-        self.record_length
-    }
 }
 
 #[cfg(test)]

@@ -235,7 +235,7 @@ fn datasize(
 /// as image files.
 fn report_page(folder: &std::path::Path, png: bool) -> Result<Option<i32>> {
     let page = match crate::sweep::saved(folder)? {
-        Some(sweep) => crate::report::html::for_sweep(&sweep),
+        Some(sweep) => crate::sweep::page(&sweep),
         None => crate::report::html::from_folder(folder)?,
     };
     let path = folder.join("report.html");

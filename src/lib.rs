@@ -27,6 +27,7 @@ pub mod plan;
 pub mod preview;
 pub mod progress;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod stats;
 pub mod storage;

@@ -21,10 +21,8 @@ use crate::plan::{Phase, PlanSpec};
 use crate::progress::{Display, EpochProgress};
 use crate::report::dlio as dlio_report;
 use crate::report::log::DlioLog;
-use crate::report::{
-    html, hydra, ours, terminal, validity, write_json, FinishedRun, Interruption, Results,
-    RunTimes, Startup,
-};
+use crate::report::{html, hydra, ours, terminal, write_json, FinishedRun, RunTimes, Startup};
+use crate::results::{validity, Interruption, Results};
 use crate::stats::{Clock, RankRecord};
 use crate::storage::{self, Accounting, RequestCounts, Storage};
 use crate::trainer::{self, RunContext};

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::{checkpoints, write_json, FinishedRun, PhaseMetrics, Results, RunTimes};
+use super::{write_json, FinishedRun, RunTimes};
 use crate::comm::Hosts;
 use crate::config::Config;
 use crate::error::Result;
+use crate::results::{checkpoints, PhaseMetrics, Results};
 use crate::stats::{phase_rates, CheckpointOp, Clock, PhaseRecord, RankRecord, StepTiming};
 use crate::system;
 use crate::system::timestamp;

@@ -24,9 +24,9 @@ const TIMELINE_RANKS: usize = 32;
 
 const WIDTH: f64 = 880.0;
 const LOAD_COLOR: &str = "#d9534f";
-const COMPUTE_COLOR: &str = "#5cb85c";
+pub(crate) const COMPUTE_COLOR: &str = "#5cb85c";
 const BARRIER_COLOR: &str = "#f0ad4e";
-const STORAGE_COLOR: &str = "#337ab7";
+pub(crate) const STORAGE_COLOR: &str = "#337ab7";
 const CACHE_COLOR: &str = "#aaaaaa";
 
 /// One rank's steps: (load wait, compute, barrier and the rest) in seconds.
@@ -241,14 +241,14 @@ fn render(
 
 const NO_REPORT: &str = "<p class=\"note\">Not recorded: this chart needs dlio-rs's report.json (a run of Python DLIO has none).</p>\n";
 
-pub(super) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}.verdict{font-size:1.2em;padding:.5em;border-radius:4px}\
 .pass{background:#dff0d8}.fail{background:#f2dede}.warn{background:#fcf8e3;padding:.4em}\
 .note{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:right;\
 border-bottom:1px solid #ddd}svg{display:block;margin:.5em 0}svg text{font-size:11px;fill:#333}\
 @media print{h2{break-before:auto}svg{break-inside:avoid}}";
 
-fn section(html: &mut String, title: &str, text: &str) {
+pub(crate) fn section(html: &mut String, title: &str, text: &str) {
     let _ = writeln!(
         html,
         "<h2>{}</h2><p class=\"note\">{}</p>",
@@ -316,7 +316,7 @@ fn ordinals(n: usize) -> Vec<String> {
 
 /// A bar per value, with an optional dashed line (the threshold): `ticks` name the bars under
 /// the axis (`what` before them in each bar's title), `unit` follows the values in the titles.
-fn bars(
+pub(crate) fn bars(
     name: &str,
     title: &str,
     (what, ticks): (&str, &[String]),
@@ -586,118 +586,6 @@ fn checkpoints(list: &[Value]) -> String {
     )
 }
 
-/// A sweep's page: AU and samples/s against accelerators, the threshold, the answer marked.
-pub fn for_sweep(sweep: &crate::sweep::Sweep) -> String {
-    let mut trials: Vec<&crate::sweep::Trial> = sweep.trials.iter().collect();
-    trials.sort_by_key(|t| t.accelerators);
-    let ticks: Vec<String> = trials.iter().map(|t| t.accelerators.to_string()).collect();
-    let au: Vec<f64> = trials.iter().map(|t| t.au_percent).collect();
-    let samples: Vec<f64> = trials.iter().map(|t| t.samples_per_second).collect();
-    let answer = sweep.render();
-    let answer = answer.lines().last().unwrap_or("");
-    let most = sweep.answer.and_then(|a| a.most_passing);
-    let mut html = String::new();
-    let workload = sweep
-        .request
-        .words
-        .iter()
-        .find_map(|w| w.strip_prefix("workload="))
-        .unwrap_or("workload");
-    let title = format!("Sweep of {workload} · dlio-rs");
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
-         <style>{STYLE}</style></head><body>\n<h1>{}</h1>\n<p class=\"note\">{}</p>\n\
-         <p class=\"verdict\" data-answer=\"{}\">{}</p>\n",
-        escape(&title),
-        escape(&title),
-        escape(&match sweep.processes {
-            1 => sweep.request.words.join(" "),
-            p => format!(
-                "{} · each trial's ranks spread evenly over {p} MPI processes",
-                sweep.request.words.join(" ")
-            ),
-        }),
-        most.map_or("none".to_string(), |m| m.to_string()),
-        escape(answer)
-    );
-    let mut chart = match sweep.mode {
-        crate::sweep::Mode::Training => {
-            section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
-            let threshold = sweep.au_threshold_percent;
-            bars(
-                "sweep-au",
-                "AU against accelerators, percent",
-                ("accelerators", &ticks),
-                &au,
-                "%",
-                Some((threshold, format!("threshold {threshold:.0} %"))),
-                STORAGE_COLOR,
-            )
-        }
-        crate::sweep::Mode::Checkpointing => {
-            section(&mut html, "Save throughput per rank against ranks", "Each trial's checkpoint save GiB/s per rank; the answer is the most ranks at or above the hold (darker).");
-            let per_rank: Vec<f64> = trials
-                .iter()
-                .map(|t| t.per_rank_gib_per_second.unwrap_or(0.0))
-                .collect();
-            let hold = sweep.request.hold * per_rank.first().copied().unwrap_or(0.0);
-            bars(
-                "sweep-au",
-                "Checkpoint save GiB/s per rank against ranks",
-                ("ranks", &ticks),
-                &per_rank,
-                " GiB/s",
-                Some((hold, format!("hold {:.0} %", sweep.request.hold * 100.0))),
-                STORAGE_COLOR,
-            )
-        }
-    };
-    if let Some(most) = most {
-        // The answer's bar, darker.
-        let what = match sweep.mode {
-            crate::sweep::Mode::Training => "accelerators",
-            crate::sweep::Mode::Checkpointing => "ranks",
-        };
-        let marker = format!("<title>{what} {most}:");
-        if let Some(at) = chart.find(&marker) {
-            if let Some(fill) = chart[..at].rfind(STORAGE_COLOR) {
-                chart.replace_range(fill..fill + STORAGE_COLOR.len(), "#1b3f66");
-            }
-        }
-    }
-    html.push_str(&chart);
-    section(
-        &mut html,
-        "Throughput against accelerators",
-        "Samples per second, all accelerators of the trial.",
-    );
-    html.push_str(&bars(
-        "sweep-samples",
-        "Samples per second against accelerators",
-        ("accelerators", &ticks),
-        &samples,
-        " samples/s",
-        None,
-        COMPUTE_COLOR,
-    ));
-    html.push_str("<table><tr><th>accelerators</th><th>AU %</th><th>samples/s</th><th>MiB/s</th><th>valid</th><th>run</th></tr>");
-    for t in &trials {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
-            t.accelerators,
-            t.au_percent,
-            t.samples_per_second,
-            t.mib_per_second,
-            if t.warnings.is_empty() { "yes" } else { "no" },
-            escape(&t.output.display().to_string())
-        );
-    }
-    html.push_str("</table>\n</body></html>\n");
-    html
-}
-
 /// Two runs' values of one metric per epoch, side by side: A blue, B amber.
 pub(super) fn paired_bars(name: &str, a: &[f64], b: &[f64], unit: &str) -> String {
     let height = 160.0;
@@ -735,7 +623,7 @@ pub(super) fn paired_bars(name: &str, a: &[f64], b: &[f64], unit: &str) -> Strin
 }
 
 /// Text for HTML and SVG.
-pub(super) fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::FinishedRun;
-use super::{validity, PhaseResult};
 use crate::config::Config;
+use crate::results::{validity, PhaseResult, Results};
 use crate::stats::CheckpointOp;
 use crate::system::timestamp;
 
@@ -152,7 +152,7 @@ fn checkpoints(run: &FinishedRun) -> Value {
 
 /// The training reads' latencies over all epochs: `[middle µs, count]` per bucket that holds any
 /// (log-linear buckets, 32 per power of two).
-fn read_latency_histogram(results: &super::Results) -> Value {
+fn read_latency_histogram(results: &Results) -> Value {
     let mut all = crate::stats::histogram::Histogram::default();
     for epoch in &results.epochs {
         all.merge(&epoch.train.read_latency);
@@ -162,7 +162,7 @@ fn read_latency_histogram(results: &super::Results) -> Value {
 
 /// The requests of an object storage, per use (`data`, `checkpoints`) and kind: counts, retries,
 /// failures, bytes, latency percentiles in µs; `null` for file systems.
-fn storage_requests(results: &super::Results) -> Value {
+fn storage_requests(results: &Results) -> Value {
     if results.requests.is_empty() {
         return Value::Null;
     }

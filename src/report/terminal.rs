@@ -2,8 +2,9 @@
 
 use std::fmt::Write;
 
-use super::{Results, Startup};
+use super::Startup;
 use crate::config::Config;
+use crate::results::{validity, Results};
 use crate::stats::CheckpointOp;
 
 fn us(v: Option<f64>) -> String {
@@ -142,9 +143,7 @@ pub fn render(
         match (results.interrupted, t.meets_expectation) {
             // Too few epochs for a result: what was measured is shown, not judged.
             (Some(_), _) => "no verdict (interrupted)",
-            _ if super::validity::unmeasured_epochs(config, results).len()
-                == results.epochs.len() =>
-            {
+            _ if validity::unmeasured_epochs(config, results).len() == results.epochs.len() => {
                 "no verdict (the metric window measured nothing)"
             }
             (None, true) => "PASS",
@@ -159,7 +158,7 @@ pub fn render(
             results.train_samples_not_read
         );
     }
-    let (method, _) = super::validity::accounting_method(&results.accounting);
+    let (method, _) = validity::accounting_method(&results.accounting);
     let _ = writeln!(
         out,
         "Cache %: share of the bytes read that did not come from the storage ({method}; docs/valid-measurement.md)"
@@ -203,9 +202,7 @@ fn checkpoint_rows(out: &mut String, results: &Results) {
         };
         let cache = match c.op {
             CheckpointOp::Save => None,
-            CheckpointOp::Load => {
-                super::validity::cache_served_fraction(c.bytes, c.bytes_from_storage)
-            }
+            CheckpointOp::Load => validity::cache_served_fraction(c.bytes, c.bytes_from_storage),
         };
         let _ = writeln!(
             out,

@@ -1,0 +1,184 @@
+//! A sweep as `OUTPUT/sweep.json` holds it: what it searches ([`SweepRequest`]), what its
+//! trials are judged by ([`Mode`]), each trial's figures ([`Trial`]) and the answer. It is saved
+//! whole after every trial (written aside, then renamed), so an interrupted sweep continues from
+//! its trials; a saved sweep of other words, bounds or processes is refused, not mixed in.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::search::unit;
+use crate::error::{Error, Result};
+
+/// What a sweep searches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRequest {
+    /// The run's words (workload and overrides), as given.
+    pub words: Vec<String>,
+    pub config_dir: Option<PathBuf>,
+    /// The fewest accelerators to try; `None`: the fewest the sweep can try (its unit).
+    pub min: Option<u64>,
+    /// The most accelerators to try.
+    pub max: u64,
+    /// The answer is known once the last passing and the first failing counts are this close.
+    pub precision: u64,
+    /// Every count tried is a multiple of this (a workload whose model parallelism needs 8 ranks).
+    pub step: u64,
+    /// Checkpoint sweeps: the share of the first trial's throughput per rank a trial must hold.
+    pub hold: f64,
+}
+
+/// What a trial is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Training AU against `metric.au`.
+    Training,
+    /// Checkpoint saves' throughput per rank against the first trial's.
+    Checkpointing,
+}
+
+/// One trial's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    pub accelerators: u64,
+    pub au_percent: f64,
+    pub passed: bool,
+    pub samples_per_second: f64,
+    /// Bytes read over the training phases' wall time, MiB/s (mean over epochs).
+    pub mib_per_second: f64,
+    pub bytes_read: u64,
+    pub bytes_from_storage: Option<u64>,
+    /// The share of the bytes read that the storage did not serve.
+    pub cache_share: Option<f64>,
+    /// Checkpoint saves: GiB/s of all ranks (MLPerf's: bytes over the slowest rank's time),
+    /// the mean over the saves; and per rank.
+    pub checkpoint_gib_per_second: Option<f64>,
+    pub per_rank_gib_per_second: Option<f64>,
+    /// Why the trial may not describe the storage (the run's warnings).
+    pub warnings: Vec<String>,
+    /// Training files MLPerf Storage's rule asks for at this accelerator count on this host's
+    /// memory (`dlio-rs datasize`), where the dataset has fewer: said loudly, not disqualifying
+    /// (a storage the cache cannot serve, or a quick look, may use less).
+    #[serde(default)]
+    pub files_for_rule: Option<u64>,
+    pub output: PathBuf,
+}
+
+/// The sweep as saved in `sweep.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub request: SweepRequest,
+    /// The processes a trial's ranks are spread over, evenly (`mpirun -n P`; 1 without MPI).
+    pub processes: u64,
+    pub mode: Mode,
+    pub au_threshold_percent: f64,
+    /// The dataset was generated for the sweep (when its words ask for a generation).
+    pub generated: bool,
+    pub trials: Vec<Trial>,
+    pub answer: Option<Answer>,
+}
+
+/// The most accelerators that passed, and the fewest that failed above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// `None`: even the fewest failed.
+    pub most_passing: Option<u64>,
+    /// `None`: even the most passed (the answer is at least `max`).
+    pub fewest_failing: Option<u64>,
+}
+
+const SWEEP_FILE: &str = "sweep.json";
+
+/// The saved sweep in `output`, if there is one; one of another request, or whose trials ran on
+/// another number of processes, is refused.
+pub(super) fn load(output: &Path, request: &SweepRequest, processes: u64) -> Result<Option<Sweep>> {
+    let Some(saved) = saved(output)? else {
+        return Ok(None);
+    };
+    let path = output.join(SWEEP_FILE);
+    if saved.request != *request {
+        return Err(Error::usage(format!(
+            "{} holds a sweep of other words or bounds ({:?}, {}..{}, precision {}); continue it \
+             with those, or choose another --output",
+            path.display(),
+            saved.request.words,
+            saved.min(),
+            saved.request.max,
+            saved.request.precision
+        )));
+    }
+    if saved.processes != processes {
+        return Err(Error::usage(format!(
+            "{} holds a sweep whose trials ran in {} process(es), and this one runs in {processes}: \
+             a trial's figures depend on how its ranks are spread; continue it with mpirun -n {} \
+             (or without mpirun for 1), or choose another --output",
+            path.display(),
+            saved.processes,
+            saved.processes
+        )));
+    }
+    crate::console::tell(format_args!(
+        "continuing the sweep in {} from its {} trial(s)",
+        output.display(),
+        saved.trials.len()
+    ));
+    Ok(Some(saved))
+}
+
+/// The sweep saved in `output` (its `sweep.json`), if there is one.
+pub fn saved(output: &Path) -> Result<Option<Sweep>> {
+    let path = output.join(SWEEP_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::on_object(
+                "cannot read",
+                path.display().to_string(),
+                e,
+            ))
+        }
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        Error::usage(format!(
+            "{} is not a sweep dlio-rs saved ({e}); remove it or choose another --output",
+            path.display()
+        ))
+    })
+}
+
+/// Writes the sweep whole, then puts it in place: a sweep stopped while saving keeps the last
+/// complete one.
+pub(super) fn save(output: &Path, sweep: &Sweep) -> Result<()> {
+    let path = output.join(SWEEP_FILE);
+    let partial = output.join(format!(".{SWEEP_FILE}.partial"));
+    let text = serde_json::to_string_pretty(sweep).map_err(|e| Error::run(e.to_string()))?;
+    std::fs::write(&partial, text + "\n")
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))
+}
+
+impl Sweep {
+    /// The fewest accelerators tried: the first trial.
+    pub fn min(&self) -> u64 {
+        self.request
+            .min
+            .unwrap_or_else(|| unit(&self.request, self.processes))
+    }
+}
+
+/// A request of the default workload for up to 16 accelerators, for the tests of the sweep's
+/// parts.
+#[cfg(test)]
+pub(super) fn request(step: u64) -> SweepRequest {
+    SweepRequest {
+        words: vec!["workload=default".into()],
+        config_dir: None,
+        min: None,
+        max: 16,
+        precision: 1,
+        step,
+        hold: 0.9,
+    }
+}

@@ -1,0 +1,321 @@
+//! A sweep for people: each trial's figures and warnings as it ends, the table of trials with
+//! the answer and its margin on standard output, and the sweep's page (`report.html`: AU or
+//! checkpoint throughput against the count, the answer marked), drawn with the run page's
+//! chart pieces.
+
+use std::fmt::Write as _;
+
+use super::record::{Answer, Mode, Sweep, Trial};
+use super::search::unit;
+use crate::report::html::{bars, escape, section, COMPUTE_COLOR, STORAGE_COLOR, STYLE};
+
+/// A trial's figures and warnings, on the terminal.
+pub(super) fn tell_figures(trial: &Trial, state: &Sweep) {
+    let n = trial.accelerators;
+    let figures = match state.mode {
+        Mode::Training => format!(
+            "AU {:.2} % ({} {:.0} %), {:.1} samples/s, {:.1} MiB/s",
+            trial.au_percent,
+            if trial.passed { "meets" } else { "below" },
+            state.au_threshold_percent,
+            trial.samples_per_second,
+            trial.mib_per_second
+        ),
+        Mode::Checkpointing => format!(
+            "saves {:.3} GiB/s, {:.3} GiB/s per rank ({})",
+            trial.checkpoint_gib_per_second.unwrap_or(0.0),
+            trial.per_rank_gib_per_second.unwrap_or(0.0),
+            if trial.passed {
+                "holds"
+            } else {
+                "falls below the hold"
+            }
+        ),
+    };
+    crate::console::tell(format_args!(
+        "trial {}: {n} accelerator(s): {figures}{}",
+        state.trials.len() + 1,
+        if trial.warnings.is_empty() {
+            ""
+        } else {
+            " — NOT A VALID MEASUREMENT, see its warnings"
+        }
+    ));
+    for warning in &trial.warnings {
+        crate::console::tell(format_args!("WARNING (trial of {n}): {warning}"));
+    }
+    if let Some(files) = trial.files_for_rule {
+        crate::console::tell(format_args!(
+            "WARNING (trial of {n}): MLPerf Storage's rule asks for {files} training files for \
+             {n} accelerator(s) on the memory of this run's hosts (dlio-rs datasize); the dataset has fewer"
+        ));
+    }
+}
+
+impl Sweep {
+    /// Why the counts between a passing and a failing trial `gap` apart were not tried.
+    fn why_untried(&self, gap: u64) -> String {
+        match unit(&self.request, self.processes) {
+            unit if gap == unit => format!(" (the sweep tries multiples of {unit} only)"),
+            _ => String::new(),
+        }
+    }
+
+    /// The table of trials, in accelerator order, and the answer with its margin.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut trials: Vec<&Trial> = self.trials.iter().collect();
+        trials.sort_by_key(|t| t.accelerators);
+        let flag = |t: &Trial| {
+            let mut flags = String::new();
+            if !t.warnings.is_empty() {
+                flags.push_str("  (not valid: see warnings)");
+            }
+            if let Some(files) = t.files_for_rule {
+                let _ = write!(flags, "  (MLPerf's rule: {files} files)");
+            }
+            flags
+        };
+        match self.mode {
+            Mode::Training => {
+                let _ = writeln!(
+                    out,
+                    "\n{:>12} {:>8} {:>6} {:>11} {:>9} {:>16} {:>8}",
+                    "accelerators", "AU %", "pass", "samples/s", "MiB/s", "from storage", "cache %"
+                );
+                for t in &trials {
+                    let _ = writeln!(
+                        out,
+                        "{:>12} {:>8.2} {:>6} {:>11.1} {:>9.1} {:>16} {:>8}{}",
+                        t.accelerators,
+                        t.au_percent,
+                        if t.passed { "yes" } else { "no" },
+                        t.samples_per_second,
+                        t.mib_per_second,
+                        t.bytes_from_storage
+                            .map_or("unknown".to_string(), |b| b.to_string()),
+                        t.cache_share
+                            .map_or("-".to_string(), |c| format!("{:.1}", c * 100.0)),
+                        flag(t)
+                    );
+                }
+            }
+            Mode::Checkpointing => {
+                let _ = writeln!(
+                    out,
+                    "\n{:>12} {:>12} {:>16} {:>6}",
+                    "ranks", "save GiB/s", "GiB/s per rank", "pass"
+                );
+                for t in &trials {
+                    let _ = writeln!(
+                        out,
+                        "{:>12} {:>12.3} {:>16.3} {:>6}{}",
+                        t.accelerators,
+                        t.checkpoint_gib_per_second.unwrap_or(0.0),
+                        t.per_rank_gib_per_second.unwrap_or(0.0),
+                        if t.passed { "yes" } else { "no" },
+                        flag(t)
+                    );
+                }
+            }
+        }
+        let request = &self.request;
+        let criterion = match self.mode {
+            Mode::Training => format!("above {:.0} % AU", self.au_threshold_percent),
+            Mode::Checkpointing => format!(
+                "at {:.0} % or more of the save throughput per rank of {} rank(s)",
+                request.hold * 100.0,
+                self.min()
+            ),
+        };
+        let answer = match self.answer {
+            Some(Answer {
+                most_passing: None, ..
+            }) => format!(
+                "Even {} accelerator(s) are not {criterion}: this storage keeps fewer busy than \
+                 the sweep's lower bound",
+                self.min()
+            ),
+            Some(Answer {
+                most_passing: Some(p),
+                fewest_failing: None,
+            }) => format!(
+                "This storage keeps at least {p} accelerator(s) {criterion}: the sweep's upper \
+                 bound passed; raise --max-accelerators to find the limit"
+            ),
+            Some(Answer {
+                most_passing: Some(p),
+                fewest_failing: Some(f),
+            }) => format!(
+                "This storage keeps {p} accelerator(s) {criterion} ({f} are not{}): answer {p}, \
+                 margin {}",
+                match f - p {
+                    1 => String::new(),
+                    2 => format!("; {} was not tried{}", p + 1, self.why_untried(f - p)),
+                    _ => format!(
+                        "; counts from {} to {} were not tried{}",
+                        p + 1,
+                        f - 1,
+                        self.why_untried(f - p)
+                    ),
+                },
+                f - p - 1
+            ),
+            None => "The sweep stopped before its answer; run it again to continue".to_string(),
+        };
+        let _ = writeln!(out, "\n{answer}");
+        out
+    }
+}
+
+/// The sweep's page: AU (or save throughput per rank) and samples/s against the count, the
+/// threshold (or hold), the answer marked.
+pub fn page(sweep: &Sweep) -> String {
+    let mut trials: Vec<&Trial> = sweep.trials.iter().collect();
+    trials.sort_by_key(|t| t.accelerators);
+    let ticks: Vec<String> = trials.iter().map(|t| t.accelerators.to_string()).collect();
+    let au: Vec<f64> = trials.iter().map(|t| t.au_percent).collect();
+    let samples: Vec<f64> = trials.iter().map(|t| t.samples_per_second).collect();
+    let answer = sweep.render();
+    let answer = answer.lines().last().unwrap_or("");
+    let most = sweep.answer.and_then(|a| a.most_passing);
+    let mut html = String::new();
+    let workload = sweep
+        .request
+        .words
+        .iter()
+        .find_map(|w| w.strip_prefix("workload="))
+        .unwrap_or("workload");
+    let title = format!("Sweep of {workload} · dlio-rs");
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>{STYLE}</style></head><body>\n<h1>{}</h1>\n<p class=\"note\">{}</p>\n\
+         <p class=\"verdict\" data-answer=\"{}\">{}</p>\n",
+        escape(&title),
+        escape(&title),
+        escape(&match sweep.processes {
+            1 => sweep.request.words.join(" "),
+            p => format!(
+                "{} · each trial's ranks spread evenly over {p} MPI processes",
+                sweep.request.words.join(" ")
+            ),
+        }),
+        most.map_or("none".to_string(), |m| m.to_string()),
+        escape(answer)
+    );
+    let mut chart = match sweep.mode {
+        Mode::Training => {
+            section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
+            let threshold = sweep.au_threshold_percent;
+            bars(
+                "sweep-au",
+                "AU against accelerators, percent",
+                ("accelerators", &ticks),
+                &au,
+                "%",
+                Some((threshold, format!("threshold {threshold:.0} %"))),
+                STORAGE_COLOR,
+            )
+        }
+        Mode::Checkpointing => {
+            section(&mut html, "Save throughput per rank against ranks", "Each trial's checkpoint save GiB/s per rank; the answer is the most ranks at or above the hold (darker).");
+            let per_rank: Vec<f64> = trials
+                .iter()
+                .map(|t| t.per_rank_gib_per_second.unwrap_or(0.0))
+                .collect();
+            let hold = sweep.request.hold * per_rank.first().copied().unwrap_or(0.0);
+            bars(
+                "sweep-au",
+                "Checkpoint save GiB/s per rank against ranks",
+                ("ranks", &ticks),
+                &per_rank,
+                " GiB/s",
+                Some((hold, format!("hold {:.0} %", sweep.request.hold * 100.0))),
+                STORAGE_COLOR,
+            )
+        }
+    };
+    if let Some(most) = most {
+        // The answer's bar, darker.
+        let what = match sweep.mode {
+            Mode::Training => "accelerators",
+            Mode::Checkpointing => "ranks",
+        };
+        let marker = format!("<title>{what} {most}:");
+        if let Some(at) = chart.find(&marker) {
+            if let Some(fill) = chart[..at].rfind(STORAGE_COLOR) {
+                chart.replace_range(fill..fill + STORAGE_COLOR.len(), "#1b3f66");
+            }
+        }
+    }
+    html.push_str(&chart);
+    section(
+        &mut html,
+        "Throughput against accelerators",
+        "Samples per second, all accelerators of the trial.",
+    );
+    html.push_str(&bars(
+        "sweep-samples",
+        "Samples per second against accelerators",
+        ("accelerators", &ticks),
+        &samples,
+        " samples/s",
+        None,
+        COMPUTE_COLOR,
+    ));
+    html.push_str("<table><tr><th>accelerators</th><th>AU %</th><th>samples/s</th><th>MiB/s</th><th>valid</th><th>run</th></tr>");
+    for t in &trials {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+            t.accelerators,
+            t.au_percent,
+            t.samples_per_second,
+            t.mib_per_second,
+            if t.warnings.is_empty() { "yes" } else { "no" },
+            escape(&t.output.display().to_string())
+        );
+    }
+    html.push_str("</table>\n</body></html>\n");
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::record::request;
+
+    #[test]
+    fn the_answer_says_why_counts_between_were_not_tried() {
+        let answer = |unit: u64, passing: u64, failing: u64| {
+            let sweep = Sweep {
+                request: request(1),
+                processes: unit,
+                mode: Mode::Training,
+                au_threshold_percent: 90.0,
+                generated: false,
+                trials: Vec::new(),
+                answer: Some(Answer {
+                    most_passing: Some(passing),
+                    fewest_failing: Some(failing),
+                }),
+            };
+            sweep.render().lines().last().unwrap().to_string()
+        };
+        assert_eq!(
+            answer(1, 5, 6),
+            "This storage keeps 5 accelerator(s) above 90 % AU (6 are not): answer 5, margin 0"
+        );
+        assert_eq!(
+            answer(2, 10, 12),
+            "This storage keeps 10 accelerator(s) above 90 % AU (12 are not; 11 was not tried \
+             (the sweep tries multiples of 2 only)): answer 10, margin 1"
+        );
+        assert_eq!(
+            answer(1, 4, 8),
+            "This storage keeps 4 accelerator(s) above 90 % AU (8 are not; counts from 5 to 7 \
+             were not tried): answer 4, margin 3"
+        );
+    }
+}

@@ -54,6 +54,29 @@ pub struct Startup {
     pub file_names: Vec<crate::dataset::names::SplitNames>,
 }
 
+/// Every file of a finished run that process 0 writes: DLIO's summary.json and the end of its
+/// log, our report.json, and the page (built from the files just written, as `dlio-rs report`
+/// rebuilds it). The ranks' own files are each process's ([`dlio::write_rank_files`]).
+pub fn write_all(folder: &Path, log: &log::DlioLog, run: &FinishedRun) -> Result<()> {
+    log.epochs(run);
+    if let Some(interrupted) = &run.results.interrupted {
+        log.warning(&interrupted.describe(run.results));
+    }
+    for warning in &run.results.warnings {
+        log.warning(warning);
+    }
+    dlio::write_summary(folder, run)?;
+    write_json(&folder.join("report.json"), &ours::report(run))?;
+    let page = html::from_folder(folder)?;
+    let path = folder.join("report.html");
+    std::fs::write(&path, page)
+        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+    log.output(&format!("Saved outputs in {}", folder.display()));
+    log.metric_block(&dlio::metric_block(run.results));
+    log.output("outputs saved in RANKID_output.json");
+    Ok(())
+}
+
 /// Writes a file under a temporary name, then renames it: readers never see half a file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     write_atomic_with(path, |file| file.write_all(contents))

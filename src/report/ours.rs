@@ -4,8 +4,11 @@
 
 use serde_json::{json, Value};
 
-use super::FinishedRun;
+use std::path::Path;
+
+use super::{write_json, FinishedRun};
 use crate::config::Config;
+use crate::error::Error;
 use crate::results::{validity, PhaseResult, Results};
 use crate::stats::CheckpointOp;
 use crate::system::timestamp;
@@ -276,4 +279,22 @@ pub fn report(run: &FinishedRun) -> Value {
         "warnings": results.warnings,
         "configuration": without_credentials(config.tree.to_json()),
     })
+}
+
+/// A failed (or interrupted) run's report.json, in place of results: its status, the error and
+/// the exit code it gives. Best effort: the error itself is what the user must see, and it is
+/// printed regardless.
+pub fn write_failure(folder: &Path, error: &Error) {
+    let status = match error {
+        Error::Interrupted { .. } => "interrupted",
+        _ => "failed",
+    };
+    let report = serde_json::json!({
+        "tool": "dlio-rs",
+        "status": status,
+        "error": error.to_string(),
+        "exit_code": error.exit_code(),
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let _ = write_json(&folder.join("report.json"), &report);
 }

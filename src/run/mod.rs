@@ -1,0 +1,149 @@
+//! A whole run, as `dlio-rs run` and `dlio_benchmark` perform it. One process runs it alone, or
+//! each process of an MPI job runs its part (see [`crate::comm`]): process 0 leads (it writes the
+//! run's shared files, finds the dataset's files for everyone, and prints), every process writes
+//! its own ranks' files, and each step that can fail in one process and not another ends in an
+//! agreement ([`crate::comm::agree`]), so all go on or all stop.
+//!
+//! [`run_in`] tells the story, one call per phase, each phase in a file of its own:
+//! [`setup`] (the configuration checked, and what the run reads and writes through) →
+//! [`outputs`] (the output folder claimed, the log begun) → [`dataset`] (generated, or found) →
+//! [`ranks`] (this process's ranks train, or checkpoint) → [`gather`] (every process's records
+//! to process 0, which writes the reports) → [`dataset`] again (deleted if not kept).
+
+mod dataset;
+mod gather;
+mod outputs;
+mod ranks;
+mod setup;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::comm::{self, Comm, Hosts, Processes};
+use crate::config::Source;
+use crate::error::Result;
+use crate::generate::Generated;
+use crate::progress::Display;
+use crate::results::Results;
+use dataset::DataFolder;
+use outputs::Outputs;
+use setup::Setup;
+
+pub(crate) use setup::check_steps;
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Emulated accelerators (ranks) in this process, each a set of threads; an MPI job has this
+    /// many in each of its processes.
+    pub accelerators: usize,
+    /// No progress and no end-of-run table.
+    pub quiet: bool,
+    /// The end-of-run table, unless quiet (a sweep prints its own, of all its trials).
+    pub table: bool,
+    pub strict: bool,
+    /// Check data checksums on every read (CPU work DLIO's numpy readers do).
+    pub verify: bool,
+    /// Write the read trace (as `output.trace: True` does).
+    pub trace: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            accelerators: 1,
+            quiet: false,
+            table: true,
+            strict: false,
+            verify: false,
+            trace: false,
+        }
+    }
+}
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct Outcome {
+    pub output_folder: PathBuf,
+    pub generated: Option<Generated>,
+    pub results: Option<Results>,
+    /// The signal the run stopped for, in every process (whichever received it).
+    pub stopped_by: Option<i32>,
+}
+
+/// The run of `source` in the job this process was started in (alone, or one of `mpirun`'s).
+pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
+    run_among(&Processes::join()?, source, options)
+}
+
+/// The run of `source` by the processes of `processes`, each hosting `options.accelerators`
+/// ranks; several runs may follow one another in one job (a sweep's trials).
+pub fn run_among(processes: &Processes, source: &Source, options: &RunOptions) -> Result<Outcome> {
+    let comm = processes.group(options.accelerators)?;
+    let outcome = run_in(comm.as_ref(), source, options);
+    comm::conclude(comm.as_ref(), outcome)
+}
+
+/// The run as one process of `comm` performs it: checked, then the output folder claimed, then
+/// the rest, whose failure is recorded in that folder.
+fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outcome> {
+    // Bad input is refused by every process before anything is written.
+    let mut setup = setup::set_up(comm, source, options)?;
+    let hosts = setup::gather_hosts(comm, &setup.config)?;
+    // The output folder is taken before anything can fail for want of data, so that the folder
+    // of a failed run holds its log, never an earlier run's results.
+    let outputs = outputs::claim(comm, &setup.config, source)?;
+    let outcome = run_claimed(comm, source, options, &mut setup, &hosts, &outputs);
+    if let Err(error) = &outcome {
+        outputs.record_failure(error);
+    }
+    outcome
+}
+
+/// The run once its output folder is its own: the dataset generated or found, the ranks run,
+/// their records reported, the dataset deleted if it is not kept.
+fn run_claimed(
+    comm: &dyn Comm,
+    source: &Source,
+    options: &RunOptions,
+    setup: &mut Setup,
+    hosts: &Hosts,
+    outputs: &Outputs,
+) -> Result<Outcome> {
+    let display = Display::for_stderr(options.quiet || comm.process() != 0);
+    let mut data = DataFolder::default();
+    let generated = match setup.config.workflow.generate_data && setup.needs_data() {
+        true => Some(data.generate(comm, setup, &outputs.log, display)?),
+        false => None,
+    };
+    // Start-up is timed from the start of the process, or from the end of generation.
+    let startup_origin = match generated {
+        Some(_) => Instant::now(),
+        None => crate::system::process_start(),
+    };
+    let outcome = |results, stopped_by| Outcome {
+        output_folder: outputs.folder.clone(),
+        generated,
+        results,
+        stopped_by,
+    };
+    if !setup.trains() && setup.checkpoints.is_none() {
+        // DLIO writes no result files for a generate-only run.
+        outputs.log.check()?;
+        return Ok(outcome(None, None));
+    }
+    // After the generation, if any: the files it made are found as any others.
+    let file_names = match setup.trains() && setup.needs_data() {
+        true => data.find(comm, setup, source, display)?,
+        false => Vec::new(),
+    };
+    outputs.announce(setup, hosts, &file_names, comm.world() as u64);
+    let done = ranks::run_ranks(comm, setup, hosts, &outputs.folder, display, startup_origin)?;
+    let stopped_by = done.interrupted.map(|i| i.signal);
+    let quiet = options.quiet || !options.table;
+    let results = gather::gather_and_report(comm, setup, hosts, outputs, done, file_names, quiet)?;
+    if !setup.config.dataset.keep_files && setup.needs_data() {
+        dataset::delete_dataset(comm, setup)?;
+    }
+    outputs.log.check()?;
+    Ok(outcome(results, stopped_by))
+}

@@ -1,0 +1,336 @@
+//! The first phase: the configuration resolved and checked, and what the run reads and writes
+//! through (dataset layout, format, storage, checkpoint layout), in every process before
+//! anything is written, so that bad input is a usage error that leaves nothing behind. Also the
+//! hosts of the run's processes, and the warnings about this host that a user should see before
+//! the run starts.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::RunOptions;
+use crate::checkpoint::{Checkpointing, Geometry, Schedule};
+use crate::comm::{agree, Comm, Hosts, Reduce};
+use crate::config::{Config, PageCache, Source, StorageType};
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::format::{self, FileFormat};
+use crate::plan::{Phase, PlanSpec};
+use crate::storage::{self, Storage};
+
+/// What every process sets up before it writes anything: the checked configuration and what it
+/// reads through.
+pub(super) struct Setup {
+    pub config: Config,
+    pub dataset: Dataset,
+    pub format: Box<dyn FileFormat>,
+    pub storage: Box<dyn Storage>,
+    /// How long a page-cache drop may take, when the run drops it (`drop_before_epoch`).
+    pub drop_timeout: Option<Duration>,
+    /// The run's checkpoints, when it saves or loads any.
+    pub checkpoints: Option<CheckpointSetup>,
+}
+
+/// What the checkpoints need, checked before anything is written.
+pub(super) struct CheckpointSetup {
+    pub geometry: Geometry,
+    pub schedule: Schedule,
+    pub storage: Box<dyn Storage>,
+}
+
+impl Setup {
+    /// Whether the run trains (else it generates, or only checkpoints).
+    pub fn trains(&self) -> bool {
+        self.config.workflow.train
+    }
+
+    /// Whether the run reads or writes a dataset: a format that reads no storage (synthetic)
+    /// needs none, so none is generated or looked for.
+    pub fn needs_data(&self) -> bool {
+        self.format.reads_storage()
+    }
+
+    /// What every rank shares about the run's checkpoints, when it has any.
+    pub fn checkpointing(&self) -> Option<Checkpointing<'_>> {
+        self.checkpoints.as_ref().map(|c| Checkpointing {
+            geometry: &c.geometry,
+            schedule: c.schedule,
+            storage: c.storage.as_ref(),
+            fsync: self.config.checkpoint.fsync,
+            randomize: self.config.checkpoint.randomize_tensor,
+        })
+    }
+}
+
+/// Resolves and checks the configuration in every process, which all go on or all stop; nothing
+/// is written yet.
+pub(super) fn set_up(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Setup> {
+    let checked = check(source, options, comm.world() as u64, comm.process() == 0);
+    agree(comm, checked)
+}
+
+/// The hosts of the run's processes, gathered from all of them, with a warning (once) when a
+/// launcher gave a process fewer CPUs than its threads need.
+pub(super) fn gather_hosts(comm: &dyn Comm, config: &Config) -> Result<Hosts> {
+    let hosts = Hosts::gather(comm)?;
+    warn_about_cpu_binding(comm, config, &hosts)?;
+    Ok(hosts)
+}
+
+/// This process's checks of the configuration and of what it names (storage, room, threads).
+fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Result<Setup> {
+    let mut config = source.resolve(options.strict)?;
+    config.output.trace |= options.trace;
+    if lead {
+        for key in &config.unknown_keys {
+            crate::console::tell(format_args!(
+                "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
+            ));
+        }
+    }
+    config.check_supported()?;
+    let object_store = config.storage.storage_type == StorageType::S3;
+    if let (true, true, Some(keys)) = (lead, object_store, cache_keys_set(&config)) {
+        crate::console::tell(format_args!(
+            "warning: {keys} ignored with storage_type = s3: objects are read over the network, \
+             and nothing of them is cached on this host"
+        ));
+    }
+    let drop_timeout = if config.workflow.train
+        && !object_store
+        && config.reader.page_cache == PageCache::DropBeforeEpoch
+    {
+        crate::system::check_can_drop_page_cache().map_err(|why| {
+            Error::usage(format!(
+                "workload.reader.page_cache = drop_before_epoch: {why}; \
+                 use evict_after_read, which needs no root"
+            ))
+        })?;
+        Some(crate::system::drop_cache_timeout().map_err(Error::usage)?)
+    } else {
+        None
+    };
+    let dataset = Dataset::from_config(&config);
+    let format = format::for_config(&config, options.verify)?;
+    let local_ranks = options.accelerators;
+    let storage = storage::for_data(&config, local_ranks * config.reader.read_threads as usize)?;
+    if config.workflow.generate_data || config.workflow.train {
+        storage.check_access(config.workflow.generate_data)?;
+    }
+    // Bad input is reported before anything is written.
+    if config.workflow.train {
+        check_steps(&config, world)?;
+        check_threads(options.accelerators as u64, config.reader.read_threads)?;
+    }
+    let checkpoints = match Schedule::for_config(&config) {
+        Schedule::Never => None,
+        schedule => Some(CheckpointSetup {
+            geometry: Geometry::new(&config, world)?,
+            schedule,
+            storage: storage::for_checkpoints(&config, local_ranks)?,
+        }),
+    };
+    if let Some(c) = &checkpoints {
+        c.storage
+            .check_access(!matches!(c.schedule, Schedule::Only { writes: 0, .. }))?;
+        if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
+            c.geometry.check_readable()?;
+        }
+        if let Some(folder) = c.storage.local_root() {
+            check_room_for_a_checkpoint(&c.geometry, folder, options.accelerators as u64)?;
+        }
+    }
+    Ok(Setup {
+        config,
+        dataset,
+        format,
+        storage,
+        drop_timeout,
+        checkpoints,
+    })
+}
+
+/// The page-cache and O_DIRECT settings of the configuration that are on, named; `None` if none
+/// is.
+fn cache_keys_set(config: &Config) -> Option<String> {
+    let set: Vec<&str> = [
+        (config.reader.odirect, "workload.reader.odirect"),
+        (
+            config.reader.page_cache != PageCache::Keep,
+            "workload.reader.page_cache",
+        ),
+        (config.checkpoint.odirect, "workload.checkpoint.odirect"),
+    ]
+    .into_iter()
+    .filter_map(|(on, key)| on.then_some(key))
+    .collect();
+    (!set.is_empty()).then(|| set.join(", "))
+}
+
+/// Refuses a checkpoint whose files from this process's ranks could not fit in the file system's
+/// free space: it would run until the disk is full, and fail there.
+fn check_room_for_a_checkpoint(geometry: &Geometry, folder: &Path, local_ranks: u64) -> Result<()> {
+    let Some(free) = crate::system::free_bytes(folder) else {
+        return Ok(());
+    };
+    // The ranks of any one process write about as much as those of another; the largest share
+    // is what must fit.
+    let mut shares: Vec<u64> = (0..geometry.world())
+        .map(|rank| geometry.files(rank).iter().map(|f| f.bytes).sum())
+        .collect();
+    shares.sort_unstable_by(|a, b| b.cmp(a));
+    let needed: u64 = shares.iter().take(local_ranks as usize).sum();
+    if needed > free {
+        return Err(Error::usage(format!(
+            "one checkpoint of this process's {local_ranks} rank(s) is {needed} bytes ({:.1} GiB), \
+             more than the {free} bytes ({:.1} GiB) free in {}; make the model smaller \
+             (workload.model.*), or give workload.checkpoint.checkpoint_folder more room",
+            needed as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses more rank and reader threads than this process can start: past the system's limits a
+/// thread cannot be made, or dies as it starts.
+fn check_threads(local_ranks: u64, read_threads: u64) -> Result<()> {
+    let threads = local_ranks.saturating_mul(read_threads.saturating_add(1));
+    let (limit, what) = crate::system::thread_limit();
+    // Room for the threads of everything else: the main one, MPI's, generation's writers.
+    let usable = limit.saturating_sub(limit / 8).saturating_sub(64);
+    if threads > usable {
+        return Err(Error::usage(format!(
+            "{local_ranks} accelerator(s) in this process × (1 + workload.reader.read_threads = \
+             {read_threads}) = {threads} threads, more than this system lets one process start \
+             (about {usable}: {limit} by {what}); lower --accelerators (-n) or \
+             workload.reader.read_threads, or spread the ranks over MPI processes"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `world` accelerators have a step to train: at least a batch each, and the steps asked
+/// for.
+pub(crate) fn check_steps(config: &Config, world: u64) -> Result<()> {
+    let spec = PlanSpec::for_phase(config, Phase::Train, world, 0);
+    let available = PlanSpec {
+        max_steps: 0,
+        ..spec.clone()
+    }
+    .steps();
+    if available == 0 {
+        return Err(Error::usage(format!(
+            "the training set has {} samples ({} files × {} samples per file), fewer than one batch for every accelerator \
+             ({} × {world}); raise workload.dataset.num_files_train or lower workload.reader.batch_size or --accelerators",
+            spec.total_samples(),
+            spec.files,
+            spec.samples_per_file,
+            spec.batch
+        )));
+    }
+    if config.train.total_training_steps > available as i64 {
+        return Err(Error::usage(format!(
+            "workload.train.total_training_steps = {}: the dataset has enough samples for only {available} steps per epoch \
+             with {world} accelerator(s)",
+            config.train.total_training_steps
+        )));
+    }
+    Ok(())
+}
+
+/// Warns when the launcher bound this process to fewer CPUs than its ranks and readers need (Open
+/// MPI binds each process to one core by default for `-n` ≤ 2), said once, by process 0.
+fn warn_about_cpu_binding(comm: &dyn Comm, config: &Config, hosts: &Hosts) -> Result<()> {
+    let threads_needed = comm.local_ranks().len() * (1 + config.reader.read_threads as usize);
+    let host_cpus = hosts.hosts[hosts.host_of_process[comm.process()]].cpu_count;
+    let usable = crate::system::cpu_count();
+    let mut narrowest = [if usable < threads_needed.min(host_cpus) {
+        usable as f64
+    } else {
+        f64::INFINITY
+    }];
+    comm.all_reduce(&mut narrowest, Reduce::Min)?;
+    if comm.process() == 0 && narrowest[0].is_finite() {
+        crate::console::tell(format_args!(
+            "warning: a process may run on only {} of its host's CPUs (its launcher's CPU binding), but its {} \
+             rank(s) with {} reader thread(s) each run {threads_needed} threads, which then share them and \
+             slow the run; launch with mpirun --bind-to none, or give each process \
+             more cores (--map-by node:PE=N)",
+            narrowest[0],
+            comm.local_ranks().len(),
+            config.reader.read_threads,
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::resolve;
+
+    /// The default workload with 4 files of 2 samples (8 samples) and batches of 2, and `extra`.
+    fn eight_samples(extra: &[&str]) -> Config {
+        let mut words = vec![
+            "workload=default",
+            "++workload.dataset.num_files_train=4",
+            "++workload.dataset.num_samples_per_file=2",
+            "++workload.reader.batch_size=2",
+        ];
+        words.extend_from_slice(extra);
+        resolve(&words).unwrap()
+    }
+
+    #[test]
+    fn every_accelerator_needs_a_batch_and_the_steps_asked_for() {
+        let config = eight_samples(&[]);
+        assert_eq!(check_steps(&config, 4), Ok(()));
+        let Err(Error::Usage(message)) = check_steps(&config, 5) else {
+            panic!("5 accelerators accepted for 8 samples in batches of 2");
+        };
+        assert!(
+            message.starts_with(
+                "the training set has 8 samples (4 files × 2 samples per file), fewer than one \
+                 batch for every accelerator (2 × 5)"
+            ),
+            "{message}"
+        );
+        let capped = eight_samples(&["++workload.train.total_training_steps=3"]);
+        assert_eq!(check_steps(&capped, 1), Ok(()));
+        let Err(Error::Usage(message)) = check_steps(&capped, 2) else {
+            panic!("3 steps accepted where 2 accelerators have 2");
+        };
+        assert_eq!(
+            message,
+            "workload.train.total_training_steps = 3: the dataset has enough samples for only 2 \
+             steps per epoch with 2 accelerator(s)"
+        );
+    }
+
+    #[test]
+    fn threads_past_the_system_s_limit_are_refused_naming_the_keys() {
+        assert_eq!(check_threads(2, 4), Ok(()));
+        let Err(Error::Usage(message)) = check_threads(1 << 40, 8) else {
+            panic!("2^40 ranks of 9 threads accepted");
+        };
+        assert!(
+            message.contains("× (1 + workload.reader.read_threads = 8)"),
+            "{message}"
+        );
+        assert!(message.contains("lower --accelerators (-n)"), "{message}");
+    }
+
+    #[test]
+    fn the_cache_settings_that_are_on_are_named() {
+        assert_eq!(cache_keys_set(&eight_samples(&[])), None);
+        let both = eight_samples(&[
+            "++workload.reader.odirect=True",
+            "++workload.reader.page_cache=evict_after_read",
+        ]);
+        assert_eq!(
+            cache_keys_set(&both).as_deref(),
+            Some("workload.reader.odirect, workload.reader.page_cache")
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The words of `dlio-rs`: its subcommands and their options, as clap derives them. Each
+//! subcommand's words are one struct, handed whole to its command ([`super::commands`]).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  dlio-rs workloads
+  dlio-rs run workload=unet3d_h100 ++workload.workflow.generate_data=True ++workload.workflow.train=False \\
+      ++workload.dataset.num_files_train=16 ++workload.dataset.data_folder=data/unet3d
+  dlio-rs run workload=unet3d_h100 --accelerators 4 ++workload.dataset.num_files_train=16 \\
+      ++workload.dataset.data_folder=data/unet3d ++workload.workflow.checkpoint=False ++hydra.run.dir=results/run1
+  dlio-rs config workload=resnet50_h100 ++workload.reader.read_threads=8
+  dlio-rs run --config-dir my_configs workload=mine
+  dlio-rs audit results/run1 --json
+
+Override words (DLIO / Hydra grammar):
+  workload=NAME            a shipped workload, or DIR/workload/NAME.yaml with --config-dir DIR
+  ++workload.a.b=VALUE     set a key (added if missing); VALUE is YAML: 8, True, [1,2], {mean: 1, stdev: 0.1}
+  workload.a.b=VALUE       change a key the workload has;  +workload.a.b=VALUE  add a key it has not
+  ~workload.a.b            delete a key
+  ++hydra.run.dir=DIR      the output folder;  ++hydra.output_subdir=NAME  where config.yaml etc. go";
+
+#[derive(Parser, Debug)]
+#[command(name = "dlio-rs", version, about = "Emulates the storage I/O of deep-learning training (DLIO-compatible)", after_help = EXAMPLES)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ConfigArgs {
+    /// Read workloads from DIR/workload/NAME.yaml instead of the shipped ones
+    #[arg(long, value_name = "DIR")]
+    pub(super) config_dir: Option<PathBuf>,
+    /// Reject unknown configuration keys instead of warning
+    #[arg(long)]
+    pub(super) strict: bool,
+    /// Override words: workload=NAME, ++workload.a.b=VALUE, ~workload.a.b, ++hydra.run.dir=DIR ...
+    #[arg(value_name = "WORDS", allow_hyphen_values = false)]
+    pub(super) words: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Command {
+    /// Generate data and/or train, as the workload's workflow says; writes DLIO's output files
+    Run(RunArgs),
+    /// Print the resolved workload configuration (after overrides) as YAML
+    Config(ConfigArgs),
+    /// Show what a rank will read in an epoch (the first batches: file#sample), without touching
+    /// storage, and how long computing the plan took
+    Plan(PlanArgs),
+    /// MLPerf Storage's dataset size for a workload, as mlpstorage's `training datasize` computes
+    /// it (5 × the client hosts' memory, and 500 steps per epoch for every accelerator), the disk
+    /// space it takes, and the command that generates it
+    Datasize(DatasizeArgs),
+    /// Find the most accelerators the storage keeps above the workload's AU threshold: bisects
+    /// the accelerator count between the bounds, a run per trial; saves every trial to
+    /// OUTPUT/sweep.json, and continues an interrupted sweep from it. Under mpirun, each trial's
+    /// ranks are spread evenly over the processes
+    Sweep(SweepArgs),
+    /// Rebuild OUTPUT_DIR/report.html from a run's output files (of dlio-rs, or of Python DLIO:
+    /// summary.json and {rank}_output.json)
+    Report(ReportArgs),
+    /// Two runs side by side (their output folders, of dlio-rs or Python DLIO): per-epoch
+    /// metrics with each difference flagged when larger than the runs' epoch-to-epoch noise, and
+    /// a page with the charts overlaid
+    Compare(CompareArgs),
+    /// List the workloads shipped in the binary
+    Workloads,
+    /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
+    /// code 1 when any read was missing, repeated, unplanned or out of place
+    Audit(AuditArgs),
+}
+
+// The words of `dlio-rs run`.
+#[derive(Args, Debug)]
+pub(super) struct RunArgs {
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
+    /// Number of emulated accelerators (ranks) in this process
+    #[arg(short = 'n', long, default_value_t = 1, value_name = "N")]
+    pub(super) accelerators: usize,
+    /// No progress and no end-of-run table (errors still print)
+    #[arg(short, long)]
+    pub(super) quiet: bool,
+    /// Verify the checksums of every sample read (npz CRC-32s, TFRecord payload CRCs, every CSV value); costs CPU, not I/O
+    #[arg(long)]
+    pub(super) verify: bool,
+    /// Write one CSV row per sample read to OUTPUT/trace/RANK.csv (for `dlio-rs audit`)
+    #[arg(long)]
+    pub(super) trace: bool,
+}
+
+// The words of `dlio-rs plan`.
+#[derive(Args, Debug)]
+pub(super) struct PlanArgs {
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
+    /// Number of emulated accelerators (ranks)
+    #[arg(short = 'n', long, default_value_t = 1, value_name = "N")]
+    pub(super) accelerators: u64,
+    /// The epoch, from 1
+    #[arg(long, default_value_t = 1, value_name = "E")]
+    pub(super) epoch: u64,
+    /// The rank, from 0
+    #[arg(long, default_value_t = 0, value_name = "R")]
+    pub(super) rank: u64,
+    /// How many of the rank's batches to list
+    #[arg(long, default_value_t = 4, value_name = "K")]
+    pub(super) head: u64,
+    /// The evaluation phase instead of training
+    #[arg(long)]
+    pub(super) eval: bool,
+}
+
+// The words of `dlio-rs datasize`.
+#[derive(Args, Debug)]
+pub(super) struct DatasizeArgs {
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
+    /// The most accelerators the storage will be tested with
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) max_accelerators: u64,
+    /// Memory of each client host, in GiB
+    #[arg(long, value_name = "GIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) client_host_memory_in_gb: u64,
+    /// Number of client hosts
+    #[arg(long, value_name = "HOSTS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) num_client_hosts: u64,
+    /// mlpstorage's model (unet3d, resnet50, cosmoflow...): with --accelerator-type, the
+    /// workload MODEL_TYPE, in place of a workload= word
+    #[arg(long, requires = "accelerator_type")]
+    pub(super) model: Option<String>,
+    /// mlpstorage's accelerator type (h100, a100...)
+    #[arg(long, requires = "model")]
+    pub(super) accelerator_type: Option<String>,
+    /// Print one JSON object instead of the text
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The words of `dlio-rs sweep`.
+#[derive(Args, Debug)]
+pub(super) struct SweepArgs {
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
+    /// The fewest accelerators to try [default: the fewest the sweep can: --step, and a
+    /// multiple of the processes under mpirun]
+    #[arg(long, value_name = "N")]
+    pub(super) min_accelerators: Option<u64>,
+    /// The most accelerators to try
+    #[arg(long, value_name = "N")]
+    pub(super) max_accelerators: u64,
+    /// Stop once the last passing and the first failing counts are this close
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(super) precision: u64,
+    /// Try only multiples of this many accelerators (a model parallelism that needs them)
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(super) step: u64,
+    /// Checkpoint sweeps: the share of the first trial's save throughput per rank a trial must
+    /// hold to pass
+    #[arg(long, default_value_t = 0.9, value_name = "SHARE")]
+    pub(super) hold: f64,
+    /// The sweep's folder: sweep.json and a run folder per trial
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "sweep")]
+    pub(super) output: PathBuf,
+}
+
+// The words of `dlio-rs report`.
+#[derive(Args, Debug)]
+pub(super) struct ReportArgs {
+    /// The run's output folder (or a sweep's folder)
+    #[arg(value_name = "OUTPUT_DIR")]
+    pub(super) output_dir: PathBuf,
+    /// Also write each chart as SVG and PNG into OUTPUT_DIR/charts, for slides (drawn by a
+    /// headless Chromium)
+    #[arg(long)]
+    pub(super) png: bool,
+}
+
+// The words of `dlio-rs compare`.
+#[derive(Args, Debug)]
+pub(super) struct CompareArgs {
+    #[arg(value_name = "DIR_A")]
+    pub(super) a: PathBuf,
+    #[arg(value_name = "DIR_B")]
+    pub(super) b: PathBuf,
+    /// Where to write the page
+    #[arg(long, value_name = "FILE", default_value = "compare.html")]
+    pub(super) html: PathBuf,
+}
+
+// The words of `dlio-rs audit`.
+#[derive(Args, Debug)]
+pub(super) struct AuditArgs {
+    /// The run's output folder (with report.json and trace/)
+    #[arg(value_name = "OUTPUT_DIR")]
+    pub(super) output_dir: PathBuf,
+    /// Print one JSON object instead of the text report
+    #[arg(long)]
+    pub(super) json: bool,
+}

@@ -1,0 +1,231 @@
+//! One function per subcommand of `dlio-rs`: each takes its words ([`super::args`]), does the
+//! work through the modules below, and prints its result on standard output. Each returns the
+//! signal that stopped it, if one did (`run`, `sweep`), for the exit code; `audit` returns its
+//! exit code itself (1 when the audit found something wrong).
+
+use std::path::Path;
+
+use super::args::{
+    AuditArgs, CompareArgs, ConfigArgs, DatasizeArgs, PlanArgs, ReportArgs, RunArgs, SweepArgs,
+};
+use crate::config::overrides::Overrides;
+use crate::config::{workloads, Config, Source};
+use crate::console::{print_error, print_out, tell};
+use crate::error::{Error, Result};
+use crate::plan::{draw_run_entropy, Phase};
+use crate::preview::{preview, PreviewRequest};
+use crate::run::RunOptions;
+use crate::sweep::SweepRequest;
+
+/// Where the words and `--config-dir` say the workload comes from.
+pub(super) fn source(args: &ConfigArgs) -> Result<Source> {
+    Ok(Source {
+        overrides: Overrides::parse(&args.words)?,
+        config_dir: args.config_dir.clone(),
+    })
+}
+
+/// Runs a run with SIGINT and SIGTERM stopping it cleanly ([`crate::interrupt`]); returns the
+/// signal it stopped for.
+pub(super) fn stoppable_run(source: &Source, options: &RunOptions) -> Result<Option<i32>> {
+    watch_signals()?;
+    crate::run::run(source, options).map(|outcome| outcome.stopped_by)
+}
+
+/// SIGINT and SIGTERM stop a run or a sweep cleanly from here on.
+fn watch_signals() -> Result<()> {
+    crate::interrupt::watch()
+        .map_err(|e| Error::run(format!("cannot watch for SIGINT and SIGTERM: {e}")))
+}
+
+/// `dlio-rs run`.
+pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
+    let options = RunOptions {
+        accelerators: args.accelerators,
+        quiet: args.quiet,
+        table: true,
+        strict: args.config.strict,
+        verify: args.verify,
+        trace: args.trace,
+    };
+    stoppable_run(&source(&args.config)?, &options)
+}
+
+/// The configuration the words resolve to, with a warning for each unknown key.
+fn resolve_warning_of_unknown_keys(args: &ConfigArgs) -> Result<Config> {
+    let resolved = source(args)?.resolve(args.strict)?;
+    for key in &resolved.unknown_keys {
+        tell(format_args!(
+            "warning: unknown configuration key workload.{key}"
+        ));
+    }
+    Ok(resolved)
+}
+
+/// `dlio-rs config`: the resolved workload as YAML, refused where `run` would refuse it.
+pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
+    let resolved = resolve_warning_of_unknown_keys(args)?;
+    resolved.check_supported()?;
+    crate::format::for_config(&resolved, false)?;
+    let tree = crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
+    print_out(&tree.to_yaml()).map(|()| None)
+}
+
+/// `dlio-rs plan`: the training plan of one rank and epoch, and the checkpoint plan, as the
+/// workflow has them.
+pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
+    let resolved = resolve_warning_of_unknown_keys(&args.config)?;
+    let request = PreviewRequest {
+        world: args.accelerators,
+        epoch: args.epoch,
+        rank: args.rank,
+        phase: if args.eval { Phase::Eval } else { Phase::Train },
+        head: args.head,
+    };
+    if resolved.workflow.train {
+        print_out(&preview(&resolved, &request, draw_run_entropy())?)?;
+    }
+    if resolved.workflow.checkpoint {
+        let checkpoints =
+            crate::checkpoint::preview::render(&resolved, args.accelerators, args.rank)?;
+        print_out(&checkpoints)?;
+    }
+    Ok(None)
+}
+
+/// `dlio-rs datasize`: the rule's answer for the workload the words (or mlpstorage's model and
+/// accelerator type) name.
+pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
+    let cluster = crate::datasize::Cluster {
+        max_accelerators: args.max_accelerators,
+        host_memory_gib: args.client_host_memory_in_gb,
+        client_hosts: args.num_client_hosts,
+    };
+    let mut words = args.config.words.clone();
+    if let (Some(model), Some(accelerator)) = (&args.model, &args.accelerator_type) {
+        if words.iter().any(|w| w.starts_with("workload=")) {
+            return Err(Error::usage(
+                "--model and --accelerator-type name the workload: give them or a workload= \
+                 word, not both",
+            ));
+        }
+        words.insert(0, format!("workload={model}_{accelerator}"));
+    }
+    let source = Source {
+        overrides: Overrides::parse(&words)?,
+        config_dir: args.config.config_dir.clone(),
+    };
+    let resolved = source.resolve(args.config.strict)?;
+    let size = crate::datasize::Datasize::compute(&resolved, &cluster);
+    if args.json {
+        let value = serde_json::json!({
+            "workload": resolved.workload_name,
+            "max_accelerators": cluster.max_accelerators,
+            "client_hosts": cluster.client_hosts,
+            "client_host_memory_gib": cluster.host_memory_gib,
+            "num_files_train": size.files,
+            "num_subfolders_train": size.subfolders,
+            "disk_bytes": size.disk_bytes,
+            "file_bytes": size.file_bytes,
+            "files_for_memory": size.files_for_memory,
+            "files_for_steps": size.files_for_steps,
+            "memory_bytes_times_5": size.memory_bytes,
+            "suggested_subfolders": size.suggested_subfolders(),
+        });
+        print_out(&format!("{value:#}\n"))?;
+    } else {
+        print_out(&size.render(&resolved, &cluster, &words))?;
+    }
+    Ok(None)
+}
+
+/// `dlio-rs sweep`: runs (or continues) the sweep; process 0 prints its table.
+pub(super) fn sweep(args: &SweepArgs) -> Result<Option<i32>> {
+    let request = SweepRequest {
+        words: args.config.words.clone(),
+        config_dir: args.config.config_dir.clone(),
+        min: args.min_accelerators,
+        max: args.max_accelerators,
+        precision: args.precision,
+        step: args.step,
+        hold: args.hold,
+    };
+    watch_signals()?;
+    let swept = crate::sweep::sweep(&request, &args.output, args.config.strict)?;
+    if !swept.speaks {
+        return Ok(swept.stopped);
+    }
+    print_out(&swept.sweep.render())?;
+    if swept.stopped.is_some() {
+        tell(format_args!(
+            "the sweep was interrupted; its trials are in {}: run the same command to continue",
+            args.output.join("sweep.json").display()
+        ));
+    }
+    Ok(swept.stopped)
+}
+
+/// `dlio-rs report`: rebuilds the page of a run's (or a sweep's) folder, and with `--png` its
+/// charts as image files.
+pub(super) fn report(args: &ReportArgs) -> Result<Option<i32>> {
+    let folder = &args.output_dir;
+    let page = match crate::sweep::saved(folder)? {
+        Some(sweep) => crate::sweep::page(&sweep),
+        None => crate::report::html::from_folder(folder)?,
+    };
+    let path = folder.join("report.html");
+    std::fs::write(&path, &page)
+        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+    let mut written = vec![path];
+    if args.png {
+        written.extend(crate::report::png::charts(&page, &folder.join("charts"))?);
+    }
+    let list: String = written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect();
+    print_out(&list).map(|()| None)
+}
+
+/// `dlio-rs compare`: the table on standard output, the page in `--html`.
+pub(super) fn compare(args: &CompareArgs) -> Result<Option<i32>> {
+    use crate::report::compare::{page, render, rows, RunFiles};
+    let a = RunFiles::read(&args.a)?;
+    let b = RunFiles::read(&args.b)?;
+    let rows = rows(&a, &b);
+    let html: &Path = &args.html;
+    std::fs::write(html, page(&a, &b, &rows))
+        .map_err(|e| Error::on_object("cannot write", html.display().to_string(), e))?;
+    print_out(&format!(
+        "{}\nPage: {}\n",
+        render(&a, &b, &rows),
+        html.display()
+    ))
+    .map(|()| None)
+}
+
+/// `dlio-rs workloads`: the shipped workloads, one line each.
+pub(super) fn workloads() -> Result<Option<i32>> {
+    let list: String = workloads::SHIPPED
+        .iter()
+        .map(|(name, text)| format!("{name:<20} {}\n", workloads::description(text)))
+        .collect();
+    print_out(&list).map(|()| None)
+}
+
+/// `dlio-rs audit`: the audit's report, and its exit code (0 passed, 1 failed, 2 misused).
+pub(super) fn audit(args: &AuditArgs) -> i32 {
+    let report = match crate::audit::audit(&args.output_dir) {
+        Ok(report) => report,
+        Err(e) => return print_error(&e),
+    };
+    let printed = match args.json {
+        true => print_out(&format!("{:#}\n", report.to_json())),
+        false => print_out(&report.to_text()),
+    };
+    match printed {
+        Err(e) => print_error(&e),
+        // The report already says why; no error line on top.
+        Ok(()) => i32::from(!report.passed),
+    }
+}

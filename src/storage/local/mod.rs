@@ -140,7 +140,6 @@ impl ObjectWriter for FileWriter {
     }
 }
 
-/// A name no other writer (thread, rank or process) uses at the same time.
 impl Storage for LocalFs {
     fn describe(&self, key: &str) -> String {
         self.path(key).display().to_string()

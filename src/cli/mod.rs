@@ -1,6 +1,6 @@
-//! The two command lines: `dlio-rs` (subcommands, [`args`]) and `dlio_benchmark` (DLIO's
-//! Hydra-style words only, [`dlio_benchmark`]). Each subcommand is one function of
-//! [`commands`]; this file parses the words, calls it, and turns its outcome into the exit code:
+//! The two command lines: `dlio-rs` (subcommands, `args.rs`) and `dlio_benchmark` (DLIO's
+//! Hydra-style words only, `dlio_benchmark.rs`). Each subcommand is one function of
+//! `commands.rs`; this file parses the words, calls it, and turns its outcome into the exit code:
 //! 0 done, 1 a failed run (or standard output that failed), 2 bad usage, 128 + the signal that
 //! stopped a run.
 

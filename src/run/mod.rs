@@ -4,11 +4,11 @@
 //! its own ranks' files, and each step that can fail in one process and not another ends in an
 //! agreement ([`crate::comm::agree`]), so all go on or all stop.
 //!
-//! [`run_in`] tells the story, one call per phase, each phase in a file of its own:
-//! [`setup`] (the configuration checked, and what the run reads and writes through) →
-//! [`outputs`] (the output folder claimed, the log begun) → [`dataset`] (generated, or found) →
-//! [`ranks`] (this process's ranks train, or checkpoint) → [`gather`] (every process's records
-//! to process 0, which writes the reports) → [`dataset`] again (deleted if not kept).
+//! `run_in` tells the story, one call per phase, each phase in a file of its own:
+//! `setup.rs` (the configuration checked, and what the run reads and writes through) →
+//! `outputs.rs` (the output folder claimed, the log begun) → `dataset.rs` (generated, or found) →
+//! `ranks.rs` (this process's ranks train, or checkpoint) → `gather.rs` (every process's records
+//! to process 0, which writes the reports) → `dataset.rs` again (deleted if not kept).
 
 mod dataset;
 mod gather;

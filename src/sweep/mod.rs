@@ -15,8 +15,8 @@
 //! for its accelerator count) and said loudly when it falls short.
 //!
 //! This file is the driver (the trials in order, run by every process, judged by process 0);
-//! [`search`] holds which counts are tried, [`record`] the sweep as `sweep.json` keeps it, and
-//! [`show`] the table, the figures and the page.
+//! `search.rs` holds which counts are tried, `record.rs` the sweep as `sweep.json` keeps it, and
+//! `show.rs` the table, the figures and the page.
 
 mod record;
 mod search;

@@ -3,20 +3,16 @@
 //! warnings; every process writes its own ranks' files first, and learns how process 0's
 //! reports went.
 
-use std::path::Path;
-
 use super::outputs::Outputs;
 use super::ranks::RanksDone;
 use super::setup::Setup;
 use crate::comm::{agree, gather_values, Comm, Hosts};
-use crate::config::Config;
 use crate::dataset::names::SplitNames;
 use crate::error::Result;
-use crate::report::log::DlioLog;
 use crate::report::{self, dlio as dlio_report, terminal, FinishedRun, RunTimes, Startup};
-use crate::results::{Interruption, Results};
-use crate::stats::{Clock, RankRecord};
-use crate::storage::{Accounting, RequestCounts};
+use crate::results::Results;
+use crate::stats::RankRecord;
+use crate::storage::RequestCounts;
 
 /// Writes this process's ranks' files, then gathers every process's records to process 0, which
 /// reports the run; its results, in process 0.
@@ -25,11 +21,10 @@ pub(super) fn gather_and_report(
     setup: &Setup,
     hosts: &Hosts,
     outputs: &Outputs,
-    done: RanksDone,
+    mut done: RanksDone,
     file_names: Vec<SplitNames>,
     quiet: bool,
 ) -> Result<Option<Results>> {
-    let checkpoint_bytes = setup.checkpoints.as_ref().map(|c| c.geometry.total_bytes());
     let written = dlio_report::write_rank_files(
         &outputs.folder,
         &setup.config,
@@ -37,14 +32,14 @@ pub(super) fn gather_and_report(
         comm.world() as u64,
         &done.clock,
         hosts,
-        checkpoint_bytes.unwrap_or(0),
+        checkpoint_bytes(setup).unwrap_or(0),
     );
     agree(comm, written)?;
     let gathered = gather_values(
         comm,
         &ProcessRecord {
             host: hosts.host_of_process[comm.process()],
-            ranks: done.ranks,
+            ranks: std::mem::take(&mut done.ranks),
             data_requests: setup.storage.request_counts(),
             checkpoint_requests: setup
                 .checkpoints
@@ -52,31 +47,19 @@ pub(super) fn gather_and_report(
                 .and_then(|c| c.storage.request_counts()),
         },
     )?;
-    let reported = gathered.map(|processes| {
-        report_run(&ReportInputs {
-            config: &setup.config,
-            processes,
-            accounting: setup.storage.accounting(),
-            hosts,
-            clock: &done.clock,
-            times: RunTimes {
-                start: outputs.start,
-                end: done.end,
-            },
-            run_entropy: done.run_entropy,
-            startup: Startup {
-                first_batch_seconds: done.first_batch_seconds,
-                file_names,
-            },
-            output_folder: &outputs.folder,
-            log: &outputs.log,
-            quiet,
-            checkpoint_bytes,
-            interrupted: done.interrupted,
-        })
-    });
+    let startup = Startup {
+        first_batch_seconds: done.first_batch_seconds,
+        file_names,
+    };
+    let reported = gathered
+        .map(|processes| report_run(setup, hosts, outputs, &done, &processes, &startup, quiet));
     // Every process learns how process 0's reports went.
     agree(comm, reported.transpose())
+}
+
+/// Bytes of one checkpoint, all ranks, when the run checkpoints.
+fn checkpoint_bytes(setup: &Setup) -> Option<u64> {
+    setup.checkpoints.as_ref().map(|c| c.geometry.total_bytes())
 }
 
 /// The requests of every process's object storage, summed: for the data, then the checkpoints
@@ -113,63 +96,56 @@ struct ProcessRecord {
     checkpoint_requests: Option<RequestCounts>,
 }
 
-/// What process 0 needs to write the run's reports.
-struct ReportInputs<'a> {
-    config: &'a Config,
-    processes: Vec<ProcessRecord>,
-    accounting: Accounting,
-    hosts: &'a Hosts,
-    clock: &'a Clock,
-    times: RunTimes,
-    run_entropy: u64,
-    startup: Startup,
-    output_folder: &'a Path,
-    log: &'a DlioLog,
+/// Process 0: the results of all ranks (`done` has the clock, its ranks' records are in
+/// `processes`), the run's files, and the terminal report.
+fn report_run(
+    setup: &Setup,
+    hosts: &Hosts,
+    outputs: &Outputs,
+    done: &RanksDone,
+    processes: &[ProcessRecord],
+    startup: &Startup,
     quiet: bool,
-    /// Bytes of one checkpoint, all ranks, when the run checkpoints.
-    checkpoint_bytes: Option<u64>,
-    /// Set when a signal stopped the run.
-    interrupted: Option<Interruption>,
-}
-
-/// Process 0: the results of all ranks, the run's files, and the terminal report.
-fn report_run(inputs: &ReportInputs) -> Result<Results> {
-    let config = inputs.config;
+) -> Result<Results> {
+    let config = &setup.config;
     let mut host_of_rank = Vec::new();
     let mut ranks = Vec::new();
-    for process in &inputs.processes {
+    for process in processes {
         host_of_rank.extend(std::iter::repeat_n(process.host, process.ranks.len()));
         ranks.extend(process.ranks.iter().cloned());
     }
     let mut results = Results::from_ranks(
         config,
         &ranks,
-        inputs.accounting.clone(),
-        inputs.hosts.total_memory_bytes(),
+        setup.storage.accounting(),
+        hosts.total_memory_bytes(),
     );
-    results.checkpoint_bytes = inputs.checkpoint_bytes;
-    results.requests = requests_of_all(&inputs.processes);
-    results.interrupted = inputs.interrupted;
+    results.checkpoint_bytes = checkpoint_bytes(setup);
+    results.requests = requests_of_all(processes);
+    results.interrupted = done.interrupted;
     let finished = FinishedRun {
         config,
         results: &results,
         ranks: &ranks,
-        clock: inputs.clock,
-        times: inputs.times,
-        run_entropy: inputs.run_entropy,
-        startup: &inputs.startup,
-        hosts: inputs.hosts,
+        clock: &done.clock,
+        times: RunTimes {
+            start: outputs.start,
+            end: done.end,
+        },
+        run_entropy: done.run_entropy,
+        startup,
+        hosts,
         host_of_rank: &host_of_rank,
     };
-    report::write_all(inputs.output_folder, inputs.log, &finished)?;
-    if !inputs.quiet {
-        let table = terminal::render(config, &results, &inputs.startup, inputs.output_folder);
+    report::write_all(&outputs.folder, &outputs.log, &finished)?;
+    if !quiet {
+        let table = terminal::render(config, &results, startup, &outputs.folder);
         // The results are saved by now: a terminal that cannot take the table does not fail
         // the run.
         if let Err(e) = crate::console::print_out(&table) {
             crate::console::tell(format_args!(
                 "warning: {e}; the results are in {}",
-                inputs.output_folder.display()
+                outputs.folder.display()
             ));
         }
     }

@@ -28,7 +28,17 @@
 //! the levels of uncompressed pages are decoded and the values counted (rows × size); pages a
 //! codec compressed (files written elsewhere, e.g. pyarrow's default snappy) are checked by
 //! their headers only, as dlio-rs carries no parquet codecs.
+//!
+//! The files: `write.rs` writes a file; `read.rs` is the row-group reader, deciding what bytes
+//! are fetched and when (the footer's tail, the coalesced ranges, their pieces and reads in
+//! flight); `footer.rs` parses the footer into row groups, leaf columns and chunk ranges;
+//! `page_header.rs` parses a page header; `pages.rs` walks a chunk's pages as the pieces arrive
+//! and, with `verify`, decodes their levels and measures their values; `thrift.rs` is thrift's
+//! compact protocol, written and read; `tests.rs` holds the tests of the reader and writer.
 
+mod footer;
+mod page_header;
+mod pages;
 mod read;
 mod thrift;
 mod write;

@@ -8,8 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 struct Case {
     id: &'static str,

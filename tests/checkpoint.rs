@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -9,8 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Relative equality for values computed by the same formula in two places.
 fn assert_close(actual: f64, expected: f64, what: &str) {

@@ -11,8 +11,7 @@
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// (workload, max accelerators, GiB per host, hosts, files, disk bytes), with the derivation.
 const TABLE: &[(&str, u64, u64, u64, u64, u64)] = &[

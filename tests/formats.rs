@@ -6,8 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Words that generate and train one short epoch with no compute, data and output in `tmp`.
 fn quick(tmp: &Scratch, name: &str) -> Vec<String> {

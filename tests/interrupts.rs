@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A training run of `epochs` epochs of about a second each, on `ranks` ranks, needing no data
 /// (the synthetic format): 4 steps per rank and epoch of 0.25 s of compute.

@@ -7,8 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// How long any one mpirun may take before the test kills it and fails.
 const LAUNCH_LIMIT: Duration = Duration::from_secs(120);
@@ -102,13 +101,13 @@ mod with_mpi {
     #[test]
     fn mpi_processes_generate_and_train_through_a_bucket() {
         let tmp = Scratch::new("mpi-s3");
-        let server = common::seaweed::SeaweedFs::start(&tmp.path)
+        let server = crate::common::seaweed::SeaweedFs::start(&tmp.path)
             .unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"));
         let endpoint = server.endpoint();
         let env = [
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
-            ("AWS_ACCESS_KEY_ID", common::seaweed::ACCESS_KEY),
-            ("AWS_SECRET_ACCESS_KEY", common::seaweed::SECRET_KEY),
+            ("AWS_ACCESS_KEY_ID", crate::common::seaweed::ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", crate::common::seaweed::SECRET_KEY),
         ];
         // mlpstorage v3's words for object storage; the data folder below the bucket, or as a
         // URI: the same keys.

@@ -7,8 +7,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A run that needs no data: the synthetic format, one short epoch.
 fn quick_run(out: &Path) -> Vec<String> {

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// The `data-value`s of the marks of the chart `name`, in order.
 fn marks(html: &str, name: &str) -> Vec<f64> {

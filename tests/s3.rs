@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-mod common;
-use common::fault_proxy::{Fault, FaultPlan, FaultProxy};
-use common::seaweed::{self, SeaweedFs};
-use common::*;
+use crate::common::fault_proxy::{Fault, FaultPlan, FaultProxy};
+use crate::common::seaweed::{self, SeaweedFs};
+use crate::common::*;
 
 fn start(tmp: &Scratch) -> SeaweedFs {
     SeaweedFs::start(&tmp.path).unwrap_or_else(|e| panic!("SeaweedFS did not start: {e}"))

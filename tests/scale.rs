@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn shape(files: u64, epochs: u64) -> Shape {
     Shape {

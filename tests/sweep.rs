@@ -4,8 +4,7 @@
 
 use serde_json::Value;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Through one 52 MiB/s link, 5 accelerators ask for 50 MiB/s (AU near 100 %) and 6 for
 /// 60 MiB/s (below the 90 % threshold): the answer is 5.

@@ -1,5 +1,5 @@
 //! A loopback HTTP/1.1 proxy that injects S3-style faults into chosen requests, for testing a
-//! client's retries and timeouts against a real server.
+//! client's retries against a real server.
 //!
 //! Every request head gets `Connection: close`, so each request travels on its own connection:
 //! the client reconnects for the next one, and a fault hits exactly one request. Requests are
@@ -33,18 +33,11 @@ pub enum Fault {
     /// (or an unexpected EOF if it was not reading yet). The head is only peeked, never read, so
     /// closing the socket with unread data makes the kernel send an RST — std has no `SO_LINGER`.
     Reset,
-    /// Takes the request and never answers, holding the connection open until the proxy is
-    /// dropped: for read-timeout tests.
-    Stall,
 }
 
 impl Fault {
-    const ALL: [Fault; 4] = [
-        Fault::Forward,
-        Fault::ServiceUnavailable,
-        Fault::Reset,
-        Fault::Stall,
-    ];
+    /// Every kind, [`Fault::Forward`] included.
+    pub const ALL: [Fault; 3] = [Fault::Forward, Fault::ServiceUnavailable, Fault::Reset];
 
     fn index(self) -> usize {
         self as usize
@@ -56,50 +49,20 @@ impl Fault {
 /// `FaultPlan::every(3, Fault::ServiceUnavailable).and_every(5, Fault::Reset)` (15 gets the 503).
 #[derive(Clone, Debug, Default)]
 pub struct FaultPlan {
-    rules: Vec<Rule>,
+    /// (n, fault): requests n, 2n, 3n, … get `fault`.
+    rules: Vec<(usize, Fault)>,
 }
 
-#[derive(Clone, Debug)]
-enum Rule {
-    Every(usize, Fault),
-    First(usize, Fault),
-    Sequence(Vec<Fault>),
-}
-
-#[allow(dead_code)]
 impl FaultPlan {
-    /// No faults: a plain proxy (useful to count requests).
-    pub fn none() -> FaultPlan {
-        FaultPlan::default()
-    }
-
     /// Requests n, 2n, 3n, … get `fault`.
     pub fn every(n: usize, fault: Fault) -> FaultPlan {
-        FaultPlan::none().and_every(n, fault)
-    }
-
-    /// Requests 1..=k get `fault`.
-    pub fn first(k: usize, fault: Fault) -> FaultPlan {
-        FaultPlan::none().and_first(k, fault)
-    }
-
-    /// Request i (from 1) gets `faults[i - 1]`; later ones are left to the next rules.
-    pub fn sequence(faults: Vec<Fault>) -> FaultPlan {
-        FaultPlan {
-            rules: vec![Rule::Sequence(faults)],
-        }
+        FaultPlan::default().and_every(n, fault)
     }
 
     /// Adds a rule after the existing ones: requests n, 2n, … get `fault`.
     pub fn and_every(mut self, n: usize, fault: Fault) -> FaultPlan {
         assert!(n > 0, "every 0th request");
-        self.rules.push(Rule::Every(n, fault));
-        self
-    }
-
-    /// Adds a rule after the existing ones: requests 1..=k get `fault`.
-    pub fn and_first(mut self, k: usize, fault: Fault) -> FaultPlan {
-        self.rules.push(Rule::First(k, fault));
+        self.rules.push((n, fault));
         self
     }
 
@@ -107,11 +70,7 @@ impl FaultPlan {
     pub fn fault_for(&self, n: usize) -> Fault {
         self.rules
             .iter()
-            .find_map(|rule| match rule {
-                Rule::Every(k, fault) => (n % k == 0).then_some(*fault),
-                Rule::First(k, fault) => (n <= *k).then_some(*fault),
-                Rule::Sequence(faults) => n.checked_sub(1).and_then(|i| faults.get(i)).copied(),
-            })
+            .find_map(|&(k, fault)| (n % k == 0).then_some(fault))
             .unwrap_or(Fault::Forward)
     }
 }
@@ -130,7 +89,7 @@ const DISCARD_TIMEOUT: Duration = Duration::from_secs(5);
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running proxy on `127.0.0.1:<free port>`. Drop stops it promptly: the accept loop ends, every
-/// open connection (stalled or forwarding) is shut down, and its threads end.
+/// open connection is shut down, and its threads end.
 pub struct FaultProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -141,8 +100,9 @@ struct Shared {
     upstream: SocketAddr,
     plan: FaultPlan,
     stop: AtomicBool,
+    /// Requests seen so far (heads received): the last one's number.
     requests: AtomicUsize,
-    injected: [AtomicUsize; 4],
+    injected: [AtomicUsize; Fault::ALL.len()],
     /// Every open socket (clients and upstreams), to shut down at drop.
     open: Mutex<Open>,
 }
@@ -214,32 +174,17 @@ impl FaultProxy {
     }
 
     /// `http://127.0.0.1:PORT`, to give the client as its endpoint.
-    #[allow(dead_code)]
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// The proxy's listening address.
-    #[allow(dead_code)]
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Requests seen so far (heads received), whatever their fault.
-    #[allow(dead_code)]
-    pub fn requests(&self) -> usize {
-        self.shared.requests.load(Ordering::SeqCst)
-    }
-
     /// Requests given `kind` so far (`Fault::Forward`: the ones forwarded). Counted before the fault
     /// acts, so once the client has seen a request's outcome, it is counted.
-    #[allow(dead_code)]
     pub fn injected(&self, kind: Fault) -> usize {
         self.shared.injected[kind.index()].load(Ordering::SeqCst)
     }
 
     /// Requests given any fault other than `Forward`.
-    #[allow(dead_code)]
     pub fn faults(&self) -> usize {
         Fault::ALL
             .iter()
@@ -322,13 +267,6 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
     match fault {
         Fault::Forward => forward(client, &head, shared),
         Fault::ServiceUnavailable => slow_down(client, &head),
-        // Registered: shut down at drop; keep the thread until then, so the socket stays open.
-        Fault::Stall => {
-            let mut sink = [0u8; 4096];
-            client.set_read_timeout(None)?;
-            while client.read(&mut sink)? > 0 {}
-            Ok(())
-        }
         Fault::Reset => unreachable!(),
     }
 }

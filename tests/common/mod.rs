@@ -1,6 +1,5 @@
 //! Helpers shared by the end-to-end tests: scratch folders, running the binaries as processes,
 //! and reading their JSON outputs.
-#![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -12,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[cfg(feature = "s3")]
 pub mod fault_proxy;
+#[cfg(feature = "s3")]
 pub mod seaweed;
 
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");

@@ -263,7 +263,6 @@ impl SeaweedFs {
     }
 
     /// The S3 endpoint, e.g. `http://127.0.0.1:12345`.
-    #[allow(dead_code)]
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr())
@@ -274,22 +273,9 @@ impl SeaweedFs {
         SocketAddr::from(([127, 0, 0, 1], self.ports[3]))
     }
 
-    /// The `weed` process id (one process serves master, volume, filer and S3; it has no children).
-    #[allow(dead_code)]
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// The server's folder (data in `data/`, output in `weed.log`), removed at drop.
-    #[allow(dead_code)]
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Freezes the server (SIGSTOP) without closing its connections: the kernel still accepts
     /// connections and takes requests, but nothing answers — a "server stopped answering" test.
     /// Returns once the process is stopped.
-    #[allow(dead_code)]
     pub fn pause(&self) {
         self.signal("STOP");
         wait_for_state(self.pid, |s| s == 'T' || s == 't');
@@ -297,7 +283,6 @@ impl SeaweedFs {
 
     /// Lets a [`pause`](Self::pause)d server go on (SIGCONT); requests it took meanwhile are
     /// answered then.
-    #[allow(dead_code)]
     pub fn resume(&self) {
         self.signal("CONT");
         wait_for_state(self.pid, |s| s != 'T' && s != 't');
@@ -305,7 +290,6 @@ impl SeaweedFs {
 
     /// Kills the server now (SIGKILL) — a "server gone" test: connections are reset and the port
     /// refuses. The folder stays until drop.
-    #[allow(dead_code)]
     pub fn kill(&mut self) {
         self.stop();
     }

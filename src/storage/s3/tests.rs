@@ -16,6 +16,17 @@ mod seaweed;
 use fault_proxy::{Fault, FaultPlan, FaultProxy};
 use seaweed::SeaweedFs;
 
+/// What only these tests ask a proxy: every request it took, whatever its fault.
+trait Requests {
+    fn requests(&self) -> usize;
+}
+
+impl Requests for FaultProxy {
+    fn requests(&self) -> usize {
+        Fault::ALL.iter().map(|&f| self.injected(f)).sum()
+    }
+}
+
 fn server(name: &str) -> SeaweedFs {
     let parent = crate::storage::scratch_dir(name);
     std::fs::create_dir_all(&parent).unwrap();

@@ -1,0 +1,46 @@
+//! The end-to-end tests, in one binary (`integration`): each module is one area, and
+//! `common` (scratch folders, the binaries run as processes, their JSON outputs, SeaweedFS and a
+//! fault-injecting proxy for the S3 tests) is compiled once for all of them.
+//!
+//! - `catalogue`: a catalogue of bad input (words, YAML, values, damaged files, signals), each
+//!   with its exit code and message;
+//! - `checkpoint`: checkpoint files, sizes and figures against DLIO's geometry, loads, failures
+//!   and fsync;
+//! - `cli`: the two command lines, `dlio-rs` and `dlio_benchmark`: output files, Hydra files,
+//!   errors, the dataset layout;
+//! - `datasize`: `dlio-rs datasize` against mlpstorage's `training datasize`;
+//! - `formats`: every data format, read and written, against Python DLIO and the Python tools;
+//! - `grammar`: configuration text read as OmegaConf and Hydra read it (proptest included);
+//! - `interrupts`: SIGINT/SIGTERM during runs, and concurrent generations;
+//! - `mpi`: runs under `mpirun` (the `mpi` feature's tests, or the default build's refusal);
+//! - `output_folder`: a run owns its output folder;
+//! - `report_html`: report.html, written, rebuilt and rendered by a headless browser;
+//! - `s3` (with the `s3` feature): runs against a real S3 server (SeaweedFS), faults injected;
+//! - `scale`: how a run finds its files (scheme-named, listed, unfinished);
+//! - `sweep`: `dlio-rs sweep` on a storage of known speed;
+//! - `validity`: traced runs checked by `dlio-rs audit`, and the bytes each epoch read.
+//!
+//! One area: `cargo test --release --test integration cli::` (the filter is matched against each
+//! test's path, `module::test`); `--features fault-injection,s3` adds the tests of those features,
+//! as `.ci/run` does when it runs them all.
+
+mod common;
+
+mod catalogue;
+mod checkpoint;
+mod cli;
+mod datasize;
+mod formats;
+// proptest keeps grammar's failing cases in tests/grammar.proptest-regressions, beside the module
+// file, because no folder above it holds a lib.rs or main.rs; were this file tests/main.rs, they
+// would move to proptest-regressions/grammar.txt.
+mod grammar;
+mod interrupts;
+mod mpi;
+mod output_folder;
+mod report_html;
+#[cfg(feature = "s3")]
+mod s3;
+mod scale;
+mod sweep;
+mod validity;

@@ -12,6 +12,7 @@
 //! - `formats`: every data format, read and written, against Python DLIO and the Python tools;
 //! - `grammar`: configuration text read as OmegaConf and Hydra read it (proptest included);
 //! - `interrupts`: SIGINT/SIGTERM during runs, and concurrent generations;
+//! - `layers`: the modules of src/ use one another only down the floors lib.rs draws;
 //! - `mpi`: runs under `mpirun` (the `mpi` feature's tests, or the default build's refusal);
 //! - `output_folder`: a run owns its output folder;
 //! - `report_html`: report.html, written, rebuilt and rendered by a headless browser;
@@ -36,6 +37,7 @@ mod formats;
 // would move to proptest-regressions/grammar.txt.
 mod grammar;
 mod interrupts;
+mod layers;
 mod mpi;
 mod output_folder;
 mod report_html;

@@ -1,3 +1,7 @@
+//! The epoch plan against its promises: every sample at most once per epoch in equal steps,
+//! inverse look-ups, reader threads' lanes, the orders seeded and random shuffles give, and
+//! DLIO's evaluation schedule.
+
 use super::*;
 use proptest::prelude::*;
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! The third phase, and the last: the dataset. A run that generates writes it with every
+//! The third phase, the dataset (and the last, when the dataset is not kept). A run that generates writes it with every
 //! process (each its ranks' files) and commits it once all are flushed; a run that trains then
 //! finds its files once, in process 0, by DLIO's naming scheme or by one listing, and gives
 //! them to every process. Process 0 holds the data folder meanwhile ([`DataFolder`]: alone

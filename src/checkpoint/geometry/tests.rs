@@ -1,3 +1,7 @@
+//! The checkpoint geometry against DLIO's own formulas: files and bytes per rank for every
+//! parallelism and ZeRO stage, the reference values computed by DLIO's code, and the keys a bad
+//! layout names.
+
 use super::*;
 use crate::config::overrides::Overrides;
 use crate::config::Source;

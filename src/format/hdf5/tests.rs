@@ -1,3 +1,6 @@
+//! HDF5 files of h5py read byte for byte, files written here read back in every layout, the
+//! bytes a sample costs, damaged and truncated files, and configuration errors.
+
 use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;

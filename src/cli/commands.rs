@@ -229,3 +229,17 @@ pub(super) fn audit(args: &AuditArgs) -> i32 {
         Ok(()) => i32::from(!report.passed),
     }
 }
+
+/// The exit code of a command that returned `outcome`: a run a signal stopped (in any of its
+/// processes) exits as the signal says (130, 143), even when it reported what it completed.
+pub(super) fn exit_code(outcome: Result<Option<i32>>) -> i32 {
+    match outcome {
+        Ok(stopped_by) => match stopped_by.or_else(crate::interrupt::received) {
+            Some(signal) => crate::interrupt::exit_code(signal),
+            // Said when it failed; the results are in the run's files.
+            None if crate::console::stdout_failed() => 1,
+            None => 0,
+        },
+        Err(e) => print_error(&e),
+    }
+}

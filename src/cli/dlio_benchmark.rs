@@ -4,8 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::commands::stoppable_run;
-use super::exit_code;
+use super::commands::{exit_code, stoppable_run};
 use crate::config::overrides::Overrides;
 use crate::config::Source;
 use crate::console::{print_error, print_out};

@@ -10,9 +10,9 @@ mod dlio_benchmark;
 
 use clap::Parser;
 
-use crate::console::{print_error, print_out};
-use crate::error::Result;
+use crate::console::print_out;
 use args::{Cli, Command};
+use commands::exit_code;
 
 pub use dlio_benchmark::dlio_benchmark_main;
 
@@ -40,18 +40,4 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         Command::Audit(args) => return commands::audit(&args),
     };
     exit_code(outcome)
-}
-
-/// The exit code of a command that returned `outcome`: a run a signal stopped (in any of its
-/// processes) exits as the signal says (130, 143), even when it reported what it completed.
-fn exit_code(outcome: Result<Option<i32>>) -> i32 {
-    match outcome {
-        Ok(stopped_by) => match stopped_by.or_else(crate::interrupt::received) {
-            Some(signal) => crate::interrupt::exit_code(signal),
-            // Said when it failed; the results are in the run's files.
-            None if crate::console::stdout_failed() => 1,
-            None => 0,
-        },
-        Err(e) => print_error(&e),
-    }
 }

@@ -30,35 +30,7 @@ use outputs::Outputs;
 use setup::Setup;
 
 pub(crate) use setup::check_steps;
-
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Emulated accelerators (ranks) in this process, each a set of threads; an MPI job has this
-    /// many in each of its processes.
-    pub accelerators: usize,
-    /// No progress and no end-of-run table.
-    pub quiet: bool,
-    /// The end-of-run table, unless quiet (a sweep prints its own, of all its trials).
-    pub table: bool,
-    pub strict: bool,
-    /// Check data checksums on every read (CPU work DLIO's numpy readers do).
-    pub verify: bool,
-    /// Write the read trace (as `output.trace: True` does).
-    pub trace: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            accelerators: 1,
-            quiet: false,
-            table: true,
-            strict: false,
-            verify: false,
-            trace: false,
-        }
-    }
-}
+pub use setup::RunOptions;
 
 /// What a finished run leaves behind.
 #[derive(Debug)]

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::RunOptions;
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
 use crate::comm::{agree, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source, StorageType};
@@ -16,6 +15,36 @@ use crate::error::{Error, Result};
 use crate::format::{self, FileFormat};
 use crate::plan::{Phase, PlanSpec};
 use crate::storage::{self, Storage};
+
+/// What the caller asks of a run beyond its configuration: the command line's options.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Emulated accelerators (ranks) in this process, each a set of threads; an MPI job has this
+    /// many in each of its processes.
+    pub accelerators: usize,
+    /// No progress and no end-of-run table.
+    pub quiet: bool,
+    /// The end-of-run table, unless quiet (a sweep prints its own, of all its trials).
+    pub table: bool,
+    pub strict: bool,
+    /// Check data checksums on every read (CPU work DLIO's numpy readers do).
+    pub verify: bool,
+    /// Write the read trace (as `output.trace: True` does).
+    pub trace: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            accelerators: 1,
+            quiet: false,
+            table: true,
+            strict: false,
+            verify: false,
+            trace: false,
+        }
+    }
+}
 
 /// What every process sets up before it writes anything: the checked configuration and what it
 /// reads through.

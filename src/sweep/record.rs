@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::search::unit;
 use crate::error::{Error, Result};
 
 /// What a sweep searches.
@@ -157,15 +156,6 @@ pub(super) fn save(output: &Path, sweep: &Sweep) -> Result<()> {
     std::fs::write(&partial, text + "\n")
         .and_then(|()| std::fs::rename(&partial, &path))
         .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))
-}
-
-impl Sweep {
-    /// The fewest accelerators tried: the first trial.
-    pub fn min(&self) -> u64 {
-        self.request
-            .min
-            .unwrap_or_else(|| unit(&self.request, self.processes))
-    }
 }
 
 /// A request of the default workload for up to 16 accelerators, for the tests of the sweep's

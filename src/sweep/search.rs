@@ -5,9 +5,18 @@
 //! they are `--precision` (or a unit) apart. It is sound because both AU and a rank's checkpoint
 //! throughput only fall as ranks are added once the storage is the bottleneck.
 
-use super::record::SweepRequest;
+use super::record::{Sweep, SweepRequest};
 use crate::config::Config;
 use crate::error::{Error, Result};
+
+impl Sweep {
+    /// The fewest accelerators tried: the first trial.
+    pub fn min(&self) -> u64 {
+        self.request
+            .min
+            .unwrap_or_else(|| unit(&self.request, self.processes))
+    }
+}
 
 /// The bounds must be counts the sweep can try: multiples of its unit, in order.
 pub(super) fn check_bounds(

@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::reads::not_a_file;
+use super::open::not_a_file;
 use crate::storage::{IoBuffer, ObjectWriter};
 
 /// The size of an O_DIRECT file and the unit its offsets and lengths must be multiples of: the

@@ -48,7 +48,7 @@ use direct::{
     DirectFileWriter,
 };
 // Mapped reads (`mapped.rs`) check their file the same way.
-pub(super) use reads::regular_file_len;
+pub(super) use open::regular_file_len;
 use reads::SequentialReader;
 
 /// How [`LocalFs`] reads; the default reads through the page cache and leaves it alone.

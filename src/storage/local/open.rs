@@ -76,3 +76,20 @@ impl LocalFs {
         })
     }
 }
+
+/// The size of `file`, which must be a regular file (not a FIFO, device or socket).
+pub(in crate::storage) fn regular_file_len(file: &File) -> io::Result<u64> {
+    let found = file.metadata()?;
+    if !found.is_file() {
+        return Err(not_a_file());
+    }
+    Ok(found.len())
+}
+
+/// What reading a FIFO, device or socket where a data file should be gives.
+pub(super) fn not_a_file() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, a device or a socket)",
+    )
+}

@@ -14,6 +14,7 @@ use std::os::fd::AsRawFd;
 
 use super::cache::{advise_will_need, evict_from_page_cache};
 use super::direct::{direct_io_geometry, explain_direct_io_error_if};
+use super::open::regular_file_len;
 use super::LocalFs;
 use crate::storage::{uring, IoBuffer, ObjectReader, OnRange, RangeRead, Window};
 
@@ -387,21 +388,4 @@ fn read_at(
         }
     }
     Ok(done)
-}
-
-/// The size of `file`, which must be a regular file (not a FIFO, device or socket).
-pub(in crate::storage) fn regular_file_len(file: &File) -> io::Result<u64> {
-    let found = file.metadata()?;
-    if !found.is_file() {
-        return Err(not_a_file());
-    }
-    Ok(found.len())
-}
-
-/// What reading a FIFO, device or socket where a data file should be gives.
-pub(super) fn not_a_file() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        "not a regular file (a FIFO, a device or a socket)",
-    )
 }

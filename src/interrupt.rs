@@ -7,17 +7,28 @@
 //! (a rank that stopped alone would leave the others waiting for it). The run writes the results
 //! of the epochs every rank completed, marked interrupted, and exits with 128 + the signal (130,
 //! 143), as a shell reports a process the signal ended. A second signal ends the process at once
-//! with that code.
+//! with that code; the first one delivered again within [`REPEAT_WINDOW`] is the same request,
+//! not a second one: `timeout` sends its signal to the process and then to the process's group,
+//! and a terminal's Ctrl-C reaches a launcher and the processes it started alike.
 
 use std::io;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a sleep goes without looking for a signal: the most it delays a stop.
 pub const LONGEST_WAIT: Duration = Duration::from_millis(50);
 
-/// The last signal received, 0 for none.
+/// The signal that asked the process to stop, 0 for none.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// When the first signal arrived, in nanoseconds of the monotonic clock; 0 before.
+static FIRST_AT: AtomicU64 = AtomicU64::new(0);
+
+/// How long after the first signal the same signal is taken for the same request delivered
+/// twice. Both deliveries of one `kill` burst come within microseconds, but the process may be
+/// scheduled late between handling them on a loaded host; a person who means a second request
+/// presses again after a pause.
+pub const REPEAT_WINDOW: Duration = Duration::from_secs(1);
 
 const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
 
@@ -26,8 +37,8 @@ const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
 /// EFBIG, an error that names the file, instead of killing the process without a word.
 pub fn watch() -> io::Result<()> {
     for signal in SIGNALS {
-        // SAFETY: the action only swaps an atomic integer and may call `_exit`; both are
-        // async-signal-safe.
+        // SAFETY: the action only reads the monotonic clock, exchanges atomic integers and may
+        // call `_exit`; all are async-signal-safe.
         unsafe { signal_hook::low_level::register(signal, move || on_signal(signal)) }?;
     }
     // SAFETY: ignoring a signal installs no handler; nothing runs on its delivery.
@@ -38,9 +49,33 @@ pub fn watch() -> io::Result<()> {
 }
 
 fn on_signal(signal: i32) {
-    if RECEIVED.swap(signal, Ordering::SeqCst) != 0 {
-        signal_hook::low_level::exit(exit_code(signal));
+    let now = monotonic_nanos();
+    // When the first came is noted before the signal itself, so that a second delivery, handled
+    // by another thread at the same time, sees it.
+    let _ = FIRST_AT.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst);
+    match RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        Err(first)
+            if first == signal
+                && now.saturating_sub(FIRST_AT.load(Ordering::SeqCst))
+                    < REPEAT_WINDOW.as_nanos() as u64 => {}
+        Err(_) => signal_hook::low_level::exit(exit_code(signal)),
     }
+}
+
+/// The monotonic clock in nanoseconds (never 0), read in a way a signal handler may:
+/// `clock_gettime` is async-signal-safe, `Instant::now` is not documented to be.
+fn monotonic_nanos() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into the timespec we pass, valid for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
+        .max(1)
 }
 
 /// The signal that asked this process to stop, if one did.

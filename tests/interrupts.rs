@@ -216,6 +216,55 @@ fn a_second_signal_ends_the_process_at_once() {
     );
 }
 
+#[test]
+fn one_signal_delivered_twice_is_one_request_to_stop() {
+    // `timeout` sends its signal to the process, then to the process's group: two deliveries of
+    // one request, which must stop the run cleanly, not end it at once.
+    let tmp = Scratch::new("interrupt-delivered-twice");
+    let out = tmp.join("out");
+    let mut run = Live::dlio_rs(&tmp.path, &training(&out, 1, 3));
+    run.wait_for("epoch 2/3 train");
+    run.signal(libc::SIGINT);
+    wait_until_delivered(&run, libc::SIGINT);
+    run.signal(libc::SIGINT);
+    let (ran, _) = run.finish();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(said.contains("interrupted by SIGINT"), "{}", ran.context());
+    // The clean stop reported what was complete; an end at once would have left nothing.
+    let summary = read_json(&out.join("summary.json"));
+    let completed = int(&summary, "/interrupted/epochs_completed");
+    assert!((1..=2).contains(&completed), "{}", ran.context());
+    assert_eq!(
+        at(&read_json(&out.join("report.json")), "/status"),
+        "interrupted"
+    );
+}
+
+/// Waits (bounded) until `signal`, sent to the whole process, is no longer pending in it: a
+/// thread has taken it, so the next one sent is a delivery of its own.
+fn wait_until_delivered(run: &Live, signal: i32) {
+    let status = format!("/proc/{}/status", run.pid());
+    let bit = 1u64 << (signal - 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&status).unwrap();
+        let pending = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ShdPnd:"))
+            .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+            .unwrap();
+        if pending & bit == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{signal} still pending after 10 s"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Generation of `files` npz files of 1 MiB into `data`.
 fn generation(data: &Path, files: u64) -> Vec<String> {
     let mut words = strings(&[

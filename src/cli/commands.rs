@@ -52,7 +52,7 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
 }
 
 /// The configuration the words resolve to, with a warning for each unknown key.
-fn resolve_warning_of_unknown_keys(args: &ConfigArgs) -> Result<Config> {
+fn resolve_and_warn(args: &ConfigArgs) -> Result<Config> {
     let resolved = source(args)?.resolve(args.strict)?;
     for key in &resolved.unknown_keys {
         tell(format_args!(
@@ -64,7 +64,7 @@ fn resolve_warning_of_unknown_keys(args: &ConfigArgs) -> Result<Config> {
 
 /// `dlio-rs config`: the resolved workload as YAML, refused where `run` would refuse it.
 pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
-    let resolved = resolve_warning_of_unknown_keys(args)?;
+    let resolved = resolve_and_warn(args)?;
     resolved.check_supported()?;
     crate::format::for_config(&resolved, false)?;
     let tree = crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
@@ -74,7 +74,7 @@ pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
 /// `dlio-rs plan`: the training plan of one rank and epoch, and the checkpoint plan, as the
 /// workflow has them.
 pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
-    let resolved = resolve_warning_of_unknown_keys(&args.config)?;
+    let resolved = resolve_and_warn(&args.config)?;
     let request = PreviewRequest {
         world: args.accelerators,
         epoch: args.epoch,

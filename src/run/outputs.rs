@@ -65,6 +65,11 @@ pub(super) fn claim(comm: &dyn Comm, config: &Config, source: &Source) -> Result
 }
 
 impl Outputs {
+    /// Whether this is process 0, which holds the folder and writes the run's shared files.
+    fn leads(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// Says in the log what the run will do: how it found its files, its plan, its checkpoints,
     /// DLIO's caching warning; and on the terminal (process 0) whether the dataset is too small
     /// for MLPerf Storage's rule.
@@ -86,11 +91,9 @@ impl Outputs {
             );
         }
         let dataset_size = validity::DatasetSize::new(config, hosts.total_memory_bytes());
-        if let (true, true, Some(warning)) = (
-            self.held.is_some(),
-            setup.trains(),
-            dataset_size.warning(config),
-        ) {
+        if let (true, true, Some(warning)) =
+            (self.leads(), setup.trains(), dataset_size.warning(config))
+        {
             crate::console::tell(format_args!("warning: {warning}"));
         }
     }
@@ -99,7 +102,7 @@ impl Outputs {
     /// report.json that says the run failed and why, in place of results (an error another
     /// process reported is told by it).
     pub fn record_failure(&self, error: &Error) {
-        if self.held.is_none() || matches!(error, Error::Reported { .. }) {
+        if !self.leads() || matches!(error, Error::Reported { .. }) {
             return;
         }
         self.log.error(&error.to_string());

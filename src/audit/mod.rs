@@ -45,7 +45,7 @@ use bitset::BitSet;
 use file_names::FileNames;
 use order::OrderTracker;
 use segment::SegmentCheck;
-pub use summary::{AuditReport, PhaseAudit};
+pub use summary::{AuditReport, PhaseAudit, StorageValidity};
 pub use trace::HEADER as TRACE_HEADER;
 use trace::{trace_label, TraceReader, TraceRow};
 use violations::Violations;
@@ -57,6 +57,8 @@ struct SavedRun {
     run_entropy: u64,
     /// Folders of the splits whose names the run listed (`startup.file_names`).
     listed: Vec<String>,
+    /// Whether the run measured the storage, as its verdict said.
+    storage: StorageValidity,
 }
 
 fn load_run(dir: &Path) -> Result<SavedRun> {
@@ -105,11 +107,28 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         .filter(|n| n["method"] == "listed")
         .filter_map(|n| n["folder"].as_str().map(str::to_string))
         .collect();
+    let storage = StorageValidity {
+        valid: json.pointer("/verdict/valid").and_then(|v| v.as_bool()),
+        reasons: json
+            .pointer("/verdict/reasons")
+            .and_then(|r| r.as_array())
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r["code"].as_str().unwrap_or("?"),
+                    r["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect(),
+    };
     Ok(SavedRun {
         config,
         world,
         run_entropy,
         listed,
+        storage,
     })
 }
 
@@ -257,6 +276,7 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
         world,
         run_entropy,
         listed,
+        storage,
     } = load_run(dir)?;
     if !config.workflow.train {
         return Err(Error::run(format!(
@@ -356,5 +376,6 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
         first_violations: violations.into_messages(),
         phases,
         world,
+        storage,
     })
 }

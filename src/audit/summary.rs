@@ -1,5 +1,7 @@
 //! An audit's result, as `dlio-rs audit` prints it: a line per epoch and phase and the first
-//! violations, or (`--json`) one JSON object with the same content.
+//! violations, then the verdict on the access pattern beside the run's own verdict on the
+//! storage (a run can read exactly as planned and still have measured the page cache), or
+//! (`--json`) one JSON object with the same content.
 
 use std::fmt::Write as _;
 
@@ -49,6 +51,17 @@ pub struct AuditReport {
     /// Ranks of the run.
     #[serde(skip)]
     pub world: u64,
+    /// Whether the run measured the storage: its report.json's verdict, not checked here.
+    pub storage: StorageValidity,
+}
+
+/// The run's own verdict on whether it measured the storage (report.json's `verdict`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StorageValidity {
+    /// `None`: the run's report.json has no verdict (an older dlio-rs).
+    pub valid: Option<bool>,
+    /// Each reason, `code: message`.
+    pub reasons: Vec<String>,
 }
 
 fn percent(fraction: f64) -> String {
@@ -131,10 +144,27 @@ impl AuditReport {
                 let _ = writeln!(text, "  … and {unlisted} more");
             }
         }
+        match self.storage.valid {
+            Some(true) => text.push_str("storage: VALID (the run's verdict)\n"),
+            Some(false) => {
+                text.push_str(
+                    "storage: NOT VALID (the run's verdict): its figures are not the storage's, \
+                     whatever the access pattern:\n",
+                );
+                for reason in &self.storage.reasons {
+                    let _ = writeln!(text, "  {reason}");
+                }
+            }
+            None => text.push_str("storage: not judged (report.json has no verdict)\n"),
+        }
         if self.passed {
-            text.push_str("audit passed\n");
+            text.push_str("access pattern: audit passed\n");
         } else {
-            let _ = writeln!(text, "audit FAILED: {} violations", self.violations);
+            let _ = writeln!(
+                text,
+                "access pattern: audit FAILED: {} violations",
+                self.violations
+            );
         }
         text
     }

@@ -362,8 +362,13 @@ fn json_report_has_the_documented_keys() {
         |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
     assert_eq!(
         keys(&json),
-        ["passed", "violations", "first_violations", "phases"]
+        ["passed", "violations", "first_violations", "phases", "storage"]
     );
+    // This run's report.json has no verdict: the storage is not judged, and said so.
+    assert_eq!(json["storage"]["valid"], serde_json::Value::Null);
+    assert!(report
+        .to_text()
+        .contains("storage: not judged (report.json has no verdict)"));
     assert_eq!(
         keys(&json["phases"][1]),
         [
@@ -751,6 +756,54 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     std::fs::remove_file(scratch.0.join("report.json")).unwrap();
     let err = audit(&scratch.0).unwrap_err();
     assert!(err.to_string().contains("cannot read") && err.to_string().contains("report.json"));
+}
+
+#[test]
+fn the_runs_own_verdict_on_the_storage_is_said_beside_the_access_pattern() {
+    let scratch = Scratch::new();
+    let report = serde_json::json!({
+        "workload": "w", "num_accelerators": 1, "run_entropy": 1, "configuration": {},
+        "verdict": {"valid": false, "reasons": [
+            {"code": "page_cache", "message": "epochs measured memory", "fix": "f"},
+            {"code": "dataset_size", "message": "too small", "fix": "g"},
+        ]},
+    });
+    std::fs::write(scratch.0.join("report.json"), report.to_string()).unwrap();
+    let saved = load_run(&scratch.0).unwrap();
+    assert_eq!(
+        saved.storage,
+        StorageValidity {
+            valid: Some(false),
+            reasons: vec![
+                "page_cache: epochs measured memory".into(),
+                "dataset_size: too small".into()
+            ],
+        }
+    );
+    let audited = AuditReport {
+        passed: true,
+        violations: 0,
+        first_violations: Vec::new(),
+        phases: Vec::new(),
+        world: 1,
+        storage: saved.storage,
+    };
+    assert_eq!(
+        audited.to_text(),
+        "storage: NOT VALID (the run's verdict): its figures are not the storage's, whatever \
+         the access pattern:\n  page_cache: epochs measured memory\n  dataset_size: too small\n\
+         access pattern: audit passed\n"
+    );
+    let valid = AuditReport {
+        storage: StorageValidity {
+            valid: Some(true),
+            reasons: Vec::new(),
+        },
+        ..audited
+    };
+    assert!(valid
+        .to_text()
+        .starts_with("storage: VALID (the run's verdict)\n"));
 }
 
 #[test]

@@ -92,6 +92,9 @@ pub(super) struct RunArgs {
     /// Write one CSV row per sample read to OUTPUT/trace/RANK.csv (for `dlio-rs audit`)
     #[arg(long)]
     pub(super) trace: bool,
+    /// Exit 1 when the verdict is FAIL or NOT VALID (for CI jobs); the results are written as usual
+    #[arg(long)]
+    pub(super) check: bool,
 }
 
 // The words of `dlio-rs plan`.

@@ -48,7 +48,17 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
         verify: args.verify,
         trace: args.trace,
     };
-    stoppable_run(&source(&args.config)?, &options)
+    let source = source(&args.config)?;
+    watch_signals()?;
+    let outcome = crate::run::run(&source, &options)?;
+    // Only the process that judged the run has its verdict (process 0 of an MPI job).
+    let verdict = outcome.results.as_ref().map(|r| &r.verdict);
+    match verdict {
+        Some(verdict) if args.check && outcome.stopped_by.is_none() && verdict.fails_check() => {
+            Err(Error::run(format!("--check: {}", verdict.line())))
+        }
+        _ => Ok(outcome.stopped_by),
+    }
 }
 
 /// The configuration the words resolve to, with a warning for each unknown key.

@@ -61,6 +61,64 @@ fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
     (tree, ignored)
 }
 
+impl Config {
+    /// The keys (dotted, below `workload.`) whose values differ between this configuration and
+    /// the built-in workload `name`, aliases read as their canonical names: changed, added or
+    /// removed, in the order of this configuration's tree, then the removed ones. `None` when
+    /// there is no such built-in workload.
+    pub fn keys_changed_from(&self, name: &str) -> Option<Vec<String>> {
+        let text = super::workloads::find(name)?;
+        let base = Value::from_yaml(text).ok()?;
+        let (base, _) = canonical_tree(&base);
+        let (mine, _) = canonical_tree(&self.tree);
+        let (mut base_leaves, mut my_leaves) = (Vec::new(), Vec::new());
+        leaves(&base, String::new(), &mut base_leaves);
+        leaves(&mine, String::new(), &mut my_leaves);
+        let mut changed: Vec<String> = my_leaves
+            .iter()
+            .filter(|(key, value)| {
+                base_leaves
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .is_none_or(|(_, v)| !same_value(v, value))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        changed.extend(
+            base_leaves
+                .iter()
+                .filter(|(key, _)| !my_leaves.iter().any(|(k, _)| k == key))
+                .map(|(key, _)| key.clone()),
+        );
+        Some(changed)
+    }
+}
+
+/// Every scalar or list of a tree with its dotted path; an empty mapping is a leaf.
+fn leaves<'a>(tree: &'a Value, prefix: String, out: &mut Vec<(String, &'a Value)>) {
+    match tree {
+        Value::Map(entries) if !entries.is_empty() => {
+            for (key, value) in entries {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                leaves(value, path, out);
+            }
+        }
+        _ => out.push((prefix, tree)),
+    }
+}
+
+/// Values equal as OmegaConf compares them: `0.9` and `0.90`, `5` and `5.0` are the same.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => *i as f64 == *f,
+        _ => a == b,
+    }
+}
+
 /// Largest sample count and sample size dlio-rs accepts: 2^48 (281 trillion) keeps every count,
 /// byte total and plan position far from overflow.
 const MAX_COUNT: u64 = 1 << 48;

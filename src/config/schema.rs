@@ -302,6 +302,28 @@ pub struct ReaderConfig {
     pub transfer_size: u64,
 }
 
+impl ReaderConfig {
+    /// PyTorch's rule for the batches each reader thread may hold ahead of the trainer:
+    /// `ceil(prefetch_size / read_threads)`, 2 when that is 0.
+    pub fn prefetch_factor(&self) -> u64 {
+        let factor = match self.read_threads {
+            0 => self.prefetch_size,
+            threads => self.prefetch_size.div_ceil(threads),
+        };
+        if factor == 0 {
+            2
+        } else {
+            factor
+        }
+    }
+
+    /// The batches a rank's loader can have read before the trainer asks for them (none when
+    /// the training loop reads each batch itself).
+    pub fn batches_in_flight(&self) -> u64 {
+        self.read_threads.saturating_mul(self.prefetch_factor())
+    }
+}
+
 /// TensorFlow's TFRecord read buffer when none is given (`_DEFAULT_READER_BUFFER_SIZE_BYTES`).
 pub const TENSORFLOW_READ_BUFFER: u64 = 256 * 1024;
 

@@ -132,32 +132,9 @@ fn render(
         escape(&title)
     );
     let _ = writeln!(html, "<h1>{}</h1>", escape(&title));
-    if let Some(interrupted) = ours.and_then(|o| o["interrupted"]["message"].as_str()) {
-        let _ = writeln!(html, "<p class=\"warn\">{}</p>", escape(interrupted));
-    }
-    match mean_au {
-        Some(mean) => {
-            let _ = writeln!(
-                html,
-                "<p class=\"verdict {}\" data-verdict=\"{}\">Training AU {mean:.2} % {} the \
-                 {threshold:.0} % threshold: <strong>{}</strong></p>",
-                if passed { "pass" } else { "fail" },
-                if passed { "pass" } else { "fail" },
-                if passed { "meets" } else { "is below" },
-                if passed { "PASS" } else { "FAIL" }
-            );
-        }
-        None => html.push_str("<p class=\"verdict\">No training epoch completed.</p>\n"),
-    }
+    banner(&mut html, mean_au, passed, threshold, ours);
     key_numbers(&mut html, metric, ours);
-    for warning in ours
-        .and_then(|o| o["warnings"].as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        let _ = writeln!(html, "<p class=\"warn\">Warning: {}</p>", escape(warning));
-    }
+    reasons(&mut html, ours);
 
     section(
         &mut html,
@@ -239,11 +216,76 @@ fn render(
     html
 }
 
+/// The verdict's banner: green only for PASS and VALID; red for FAIL; amber for a PASS that is
+/// not a valid measurement, or whose validity is not known (a run of Python DLIO has no
+/// report.json to say).
+fn banner(html: &mut String, mean_au: Option<f64>, passed: bool, threshold: f64, ours: Option<&Value>) {
+    let verdict = ours.map(|o| &o["verdict"]).filter(|v| v.is_object());
+    let valid = verdict.and_then(|v| v["valid"].as_bool());
+    let Some(mean) = mean_au else {
+        let _ = writeln!(
+            html,
+            "<p class=\"verdict unknown\" data-verdict=\"none\">No training epoch completed.{}</p>",
+            verdict
+                .and_then(|v| v["line"].as_str())
+                .map_or(String::new(), |line| format!(" {}", escape(line)))
+        );
+        return;
+    };
+    let class = match (passed, valid) {
+        (false, _) => "fail",
+        (true, Some(true)) => "pass",
+        (true, _) => "unknown",
+    };
+    let validity = match valid {
+        Some(true) => "VALID".to_string(),
+        Some(false) => "NOT VALID (the reasons are below)".to_string(),
+        None => "validity not known (no dlio-rs report.json)".to_string(),
+    };
+    let _ = writeln!(
+        html,
+        "<p class=\"verdict {class}\" data-verdict=\"{}\" data-valid=\"{}\">Training AU \
+         {mean:.2} % {} the {threshold:.0} % threshold: <strong>{}</strong> · \
+         <strong>{validity}</strong></p>",
+        if passed { "pass" } else { "fail" },
+        valid.map_or("unknown", |v| if v { "true" } else { "false" }),
+        if passed { "meets" } else { "is below" },
+        if passed { "PASS" } else { "FAIL" },
+    );
+    if let Some(line) = verdict.and_then(|v| v["line"].as_str()) {
+        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(line));
+    }
+}
+
+/// Every reason the run is not a valid measurement, with its fix.
+fn reasons(html: &mut String, ours: Option<&Value>) {
+    let reasons = ours
+        .and_then(|o| o["verdict"]["reasons"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    if reasons.is_empty() {
+        return;
+    }
+    html.push_str("<div class=\"warn\"><p><strong>Not a valid measurement of the storage:</strong></p><ul>\n");
+    for reason in &reasons {
+        let text = |key: &str| escape(reason[key].as_str().unwrap_or(""));
+        let _ = writeln!(
+            html,
+            "<li data-code=\"{}\"><strong>{}</strong>: {}<br>Fix: {}</li>",
+            text("code"),
+            text("code"),
+            text("message"),
+            text("fix")
+        );
+    }
+    html.push_str("</ul></div>\n");
+}
+
 const NO_REPORT: &str = "<p class=\"note\">Not recorded: this chart needs dlio-rs's report.json (a run of Python DLIO has none).</p>\n";
 
 pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:920px;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}.verdict{font-size:1.2em;padding:.5em;border-radius:4px}\
-.pass{background:#dff0d8}.fail{background:#f2dede}.warn{background:#fcf8e3;padding:.4em}\
+.pass{background:#dff0d8}.fail{background:#f2dede}.unknown{background:#fcf8e3}.warn{background:#fcf8e3;padding:.4em}\
 .note{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:right;\
 border-bottom:1px solid #ddd}svg{display:block;margin:.5em 0}svg text{font-size:11px;fill:#333}\
 @media print{h2{break-before:auto}svg{break-inside:avoid}}";

@@ -62,8 +62,8 @@ pub fn write_all(folder: &Path, log: &log::DlioLog, run: &FinishedRun) -> Result
     if let Some(interrupted) = &run.results.interrupted {
         log.warning(&interrupted.describe(run.results));
     }
-    for warning in &run.results.warnings {
-        log.warning(warning);
+    for reason in &run.results.verdict.reasons {
+        log.warning(&format!("not a valid measurement: {}", reason.message));
     }
     dlio::write_summary(folder, run)?;
     write_json(&folder.join("report.json"), &ours::report(run))?;

@@ -276,7 +276,7 @@ pub fn report(run: &FinishedRun) -> Value {
         "read_latency_histogram_us": read_latency_histogram(results),
         "hosts": hosts(run),
         "traced": config.output.trace,
-        "warnings": results.warnings,
+        "verdict": results.verdict.to_json(),
         "configuration": without_credentials(config.tree.to_json()),
     })
 }

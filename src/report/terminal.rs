@@ -51,9 +51,6 @@ pub fn render(
     output_folder: &std::path::Path,
 ) -> String {
     let mut out = String::new();
-    if let Some(interrupted) = &results.interrupted {
-        let _ = writeln!(out, "\n{}", interrupted.describe(results));
-    }
     if !results.trained() {
         let _ = writeln!(
             out,
@@ -88,15 +85,17 @@ pub fn render(
         "p99.9 µs"
     );
     let record_mib = config.dataset.record_length_bytes as f64 / 1048576.0;
+    let contradicted = &results.verdict.contradicted_epochs;
     for e in &results.epochs {
         let t = &e.train;
+        let mark = if contradicted.contains(&e.epoch) { "!" } else { "" };
         let _ = writeln!(
             out,
-            "{:<7}{:>9.2}{:>14.1}{:>13.1}{:>13.1}{:>9}{:>10}{:>10}{:>10}",
+            "{:<7}{:>9.2}{:>14.1}{:>13}{:>13.1}{:>9}{:>10}{:>10}{:>10}",
             e.epoch,
             t.rates.au_percent,
             t.rates.samples_per_second,
-            t.rates.samples_per_second * record_mib,
+            format!("{:.1}{mark}", t.rates.samples_per_second * record_mib),
             t.measured_mib_per_second(),
             percent(t.cache_served_fraction),
             us(t.read_latency.quantile_us(0.5)),
@@ -130,26 +129,13 @@ pub fn render(
         t.au_percent.stdev,
         t.samples_per_second.stdev
     );
-    let _ = writeln!(
-        out,
-        "\nTraining AU {:.2}% {} the {:.0}% threshold: {}",
-        t.au_percent.mean,
-        if t.meets_expectation {
-            "meets"
-        } else {
-            "is below"
-        },
-        config.au_threshold * 100.0,
-        match (results.interrupted, t.meets_expectation) {
-            // Too few epochs for a result: what was measured is shown, not judged.
-            (Some(_), _) => "no verdict (interrupted)",
-            _ if validity::unmeasured_epochs(config, results).len() == results.epochs.len() => {
-                "no verdict (the metric window measured nothing)"
-            }
-            (None, true) => "PASS",
-            (None, false) => "FAIL",
-        }
-    );
+    if !contradicted.is_empty() {
+        let _ = writeln!(
+            out,
+            "! DLIO's nominal MiB/s (samples/s × record_length_bytes) is contradicted by the bytes \
+             read: see the verdict's reasons"
+        );
+    }
     checkpoint_rows(&mut out, results);
     if results.train_samples_not_read > 0 {
         let _ = writeln!(

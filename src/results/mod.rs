@@ -1,11 +1,15 @@
 //! What a run measured, all ranks together: from the ranks' records ([`crate::stats`]) to the
 //! results of each phase of each epoch (AU and throughput by DLIO's formulas, bytes read and from
 //! storage, read latency), their mean and spread over the epochs, every checkpoint save and load
-//! ([`checkpoints`]), and whether the numbers describe the storage ([`validity`]). Every output
-//! ([`crate::report`]) and a sweep's judgement of a trial read them from here.
+//! ([`checkpoints`]), how the bytes from storage were counted ([`validity`]), and the run's
+//! [`verdict`]: PASS or FAIL, VALID or NOT VALID with its reasons, and its MLPerf category
+//! (`category.rs`). Every output ([`crate::report`]) and a sweep's judgement of a trial read
+//! them from here.
 
+mod category;
 pub mod checkpoints;
 pub mod validity;
+pub mod verdict;
 
 use crate::config::Config;
 use crate::plan::{EpochPlan, Phase, PlanSpec};
@@ -91,9 +95,9 @@ pub struct Results {
     pub accounting: Accounting,
     /// Memory of all client hosts together, in bytes (MLPerf's dataset-size rule).
     pub client_memory_bytes: u64,
-    /// Why the numbers may not describe the storage (validity::warnings), computed once for
-    /// every output that shows them.
-    pub warnings: Vec<String>,
+    /// PASS or FAIL, VALID or not and why, and the MLPerf category: judged once, for every
+    /// output that shows it.
+    pub verdict: verdict::Verdict,
     /// Every checkpoint save and load, in order.
     pub checkpoints: Vec<checkpoints::CheckpointResult>,
     /// Bytes of one checkpoint, all ranks, when the run checkpoints (even if none fell due).
@@ -102,6 +106,14 @@ pub struct Results {
     pub interrupted: Option<Interruption>,
     /// The requests of an object storage, all processes: for `data`, for `checkpoints`.
     pub requests: Vec<(&'static str, crate::storage::RequestCounts)>,
+}
+
+/// How the run's bytes were measured, and the memory that decides the dataset-size rule.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub accounting: Accounting,
+    /// Memory of all client hosts together, in bytes.
+    pub client_memory_bytes: u64,
 }
 
 /// A run a signal stopped ([`crate::interrupt`]): its results are of the epochs, and the
@@ -211,11 +223,14 @@ fn phase_metrics(config: &Config, results: &[&PhaseResult]) -> PhaseMetrics {
 }
 
 impl Results {
+    /// The results of the ranks' records, judged ([`verdict::Verdict::judge`]) with the host's
+    /// AU `ceiling` and the interruption that ended the run early, if one did.
     pub fn from_ranks(
         config: &Config,
         ranks: &[RankRecord],
-        accounting: Accounting,
-        client_memory_bytes: u64,
+        measured: Measured,
+        interrupted: Option<Interruption>,
+        ceiling: verdict::Ceiling,
     ) -> Results {
         let epochs: Vec<EpochResult> = (0..ranks.first().map_or(0, |r| r.epochs.len()))
             .map(|e| {
@@ -226,9 +241,9 @@ impl Results {
                     .collect();
                 EpochResult {
                     epoch: ranks[0].epochs[e].epoch,
-                    train: phase_result(config, &accounting, Phase::Train, &train),
+                    train: phase_result(config, &measured.accounting, Phase::Train, &train),
                     eval: (!eval.is_empty())
-                        .then(|| phase_result(config, &accounting, Phase::Eval, &eval)),
+                        .then(|| phase_result(config, &measured.accounting, Phase::Eval, &eval)),
                 }
             })
             .collect();
@@ -244,15 +259,18 @@ impl Results {
             train_samples_not_read: plan.samples_not_read(),
             world: ranks.len(),
             epochs,
-            accounting,
-            client_memory_bytes,
-            warnings: Vec::new(),
+            accounting: measured.accounting,
+            client_memory_bytes: measured.client_memory_bytes,
+            verdict: verdict::Verdict::unjudged(),
             checkpoints: checkpoints::from_ranks(ranks),
             checkpoint_bytes: None,
-            interrupted: None,
+            interrupted,
             requests: Vec::new(),
         };
-        results.warnings = validity::warnings(config, &results);
+        results.verdict = verdict::Verdict::judge(config, &results, ceiling);
         results
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,9 @@
 //! Whether a run measured the storage or the host's memory: how many of the bytes each epoch read
-//! really came from the storage device, whether the dataset is large enough that the page cache
-//! cannot hold it, and the warnings that follow. Definitions: docs/valid-measurement.md.
+//! really came from the storage device, which option keeps the page cache out, and whether the
+//! dataset is large enough that the page cache cannot hold it. The verdict's reasons
+//! ([`super::verdict`]) are built on these. Definitions: docs/valid-measurement.md.
 
-use super::{PhaseResult, Results};
+use super::Results;
 use crate::config::{Config, PageCache};
 use crate::storage::Accounting;
 
@@ -92,45 +93,8 @@ impl DatasetSize {
                 .host_memory_bytes
                 .saturating_mul(MLPERF_DATASET_TO_MEMORY)
     }
-
-    /// Why caching can inflate the result, unless an option keeps the cache out.
-    pub fn warning(&self, config: &Config) -> Option<String> {
-        if cache_defeated_by(config).is_some() || self.meets_mlperf_rule() {
-            return None;
-        }
-        Some(format!(
-            "the training dataset ({}) is smaller than {MLPERF_DATASET_TO_MEMORY} × the client hosts' memory ({}, \
-             MLPerf Storage's rule){}: the page cache can serve reads and inflate the result. Use \
-             ++workload.reader.odirect=True, ++workload.reader.page_cache=evict_after_read (or \
-             drop_before_epoch), or a larger dataset",
-            gib(self.dataset_bytes),
-            gib(self.host_memory_bytes),
-            if self.dataset_bytes < self.host_memory_bytes {
-                "; it even fits in memory whole"
-            } else {
-                ""
-            }
-        ))
-    }
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / 1024f64.powi(3))
-}
-
-fn phase_warning(label: &str, phase: &PhaseResult) -> Option<String> {
-    let fraction = phase.cache_served_fraction?;
-    (fraction > CACHE_WARNING_FRACTION).then(|| {
-        format!(
-            "{label}: {:.0}% of the {:.1} MiB read was served from the page cache, not the storage; \
-             this epoch measured memory",
-            fraction * 100.0,
-            phase.bytes_read as f64 / 1048576.0
-        )
-    })
-}
-
-/// Every warning about the validity of a finished run, in the order users should read them.
 /// The training epochs whose metric window keeps none of their steps: their AU and samples/s
 /// are 0 and measured nothing.
 pub fn unmeasured_epochs(config: &Config, results: &Results) -> Vec<u64> {
@@ -144,68 +108,6 @@ pub fn unmeasured_epochs(config: &Config, results: &Results) -> Vec<u64> {
         .filter(|e| e.train.steps as u64 <= excluded)
         .map(|e| e.epoch)
         .collect()
-}
-
-pub fn warnings(config: &Config, results: &Results) -> Vec<String> {
-    let mut warnings: Vec<String> = Vec::new();
-    if results.trained() {
-        warnings.extend(DatasetSize::new(config, results.client_memory_bytes).warning(config));
-    }
-    let unmeasured = unmeasured_epochs(config, results);
-    if let Some(first) = unmeasured.first() {
-        let steps = results
-            .epochs
-            .iter()
-            .find(|e| e.epoch == *first)
-            .map_or(0, |e| e.train.steps);
-        warnings.push(format!(
-            "the metric window (workload.output.metric.exclude_start_steps = {}, \
-             exclude_end_steps = {}) keeps none of the {steps} steps of {} epoch(s) (from epoch \
-             {first}): their AU and samples/s are 0 and measured nothing; lower the exclusions, \
-             or give each epoch more steps",
-            config.output.exclude_start_steps,
-            config.output.exclude_end_steps,
-            unmeasured.len()
-        ));
-    }
-    for load in results
-        .checkpoints
-        .iter()
-        .filter(|c| c.op == crate::stats::CheckpointOp::Load)
-    {
-        let served = cache_served_fraction(load.bytes, load.bytes_from_storage);
-        if let Some(fraction) = served.filter(|&f| f > CACHE_WARNING_FRACTION) {
-            warnings.push(format!(
-                "checkpoint load {}: {:.0}% of the {:.1} MiB read was served from the page cache, \
-                 not the storage",
-                load.index,
-                fraction * 100.0,
-                load.bytes as f64 / 1048576.0
-            ));
-        }
-    }
-    if let Accounting::Unaccounted(reason) = &results.accounting {
-        warnings.push(format!("bytes from storage are not known: {reason}"));
-    }
-    let uncounted = results.accounting == Accounting::KernelCounters
-        && results
-            .epochs
-            .iter()
-            .any(|e| e.train.bytes_from_storage.is_none());
-    if uncounted {
-        warnings.push(
-            "bytes from storage are not known: this kernel keeps no per-thread I/O accounting \
-             (/proc/thread-self/io); use ++workload.reader.odirect=True for an exact count"
-                .into(),
-        );
-    }
-    for e in &results.epochs {
-        warnings.extend(phase_warning(&format!("epoch {} train", e.epoch), &e.train));
-        if let Some(eval) = &e.eval {
-            warnings.extend(phase_warning(&format!("epoch {} eval", e.epoch), eval));
-        }
-    }
-    warnings
 }
 
 #[cfg(test)]
@@ -247,29 +149,24 @@ mod tests {
     }
 
     #[test]
-    fn dataset_rule_is_five_times_memory_unless_the_cache_is_kept_out() {
+    fn dataset_rule_is_five_times_memory_and_options_keep_the_cache_out() {
         let plain = config("");
         // 100 files × 2 samples × 1000 bytes = 200,000 bytes.
         assert!(DatasetSize::new(&plain, 40_000).meets_mlperf_rule());
         assert!(!DatasetSize::new(&plain, 40_001).meets_mlperf_rule());
-        assert!(DatasetSize::new(&plain, 40_000).warning(&plain).is_none());
-        let warning = DatasetSize::new(&plain, 40_001).warning(&plain).unwrap();
-        assert!(warning.contains("smaller than 5 ×"), "{warning}");
-        assert!(!warning.contains("fits in memory whole"), "{warning}");
-        assert!(DatasetSize::new(&plain, 300_000)
-            .warning(&plain)
-            .unwrap()
-            .contains("fits in memory whole"));
-        for option in [
-            "reader:\n  odirect: True\n",
-            "reader:\n  page_cache: evict_after_read\n",
-            "reader:\n  page_cache: drop_before_epoch\n",
+        assert_eq!(cache_defeated_by(&plain), None);
+        for (option, by) in [
+            ("reader:\n  odirect: True\n", "reader.odirect"),
+            (
+                "reader:\n  page_cache: evict_after_read\n",
+                "reader.page_cache=evict_after_read",
+            ),
+            (
+                "reader:\n  page_cache: drop_before_epoch\n",
+                "reader.page_cache=drop_before_epoch",
+            ),
         ] {
-            let defeated = config(option);
-            assert!(cache_defeated_by(&defeated).is_some());
-            assert!(DatasetSize::new(&defeated, 1 << 40)
-                .warning(&defeated)
-                .is_none());
+            assert_eq!(cache_defeated_by(&config(option)), Some(by));
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::comm::{agree, gather_values, Comm, Hosts};
 use crate::dataset::names::SplitNames;
 use crate::error::Result;
 use crate::report::{self, dlio as dlio_report, terminal, FinishedRun, RunTimes, Startup};
-use crate::results::Results;
+use crate::results::{Measured, Results};
 use crate::stats::RankRecord;
 use crate::storage::RequestCounts;
 
@@ -114,15 +114,19 @@ fn report_run(
         host_of_rank.extend(std::iter::repeat_n(process.host, process.ranks.len()));
         ranks.extend(process.ranks.iter().cloned());
     }
+    let measured = Measured {
+        accounting: setup.storage.accounting(),
+        client_memory_bytes: hosts.total_memory_bytes(),
+    };
     let mut results = Results::from_ranks(
         config,
         &ranks,
-        setup.storage.accounting(),
-        hosts.total_memory_bytes(),
+        measured,
+        done.interrupted,
+        done.ceiling.clone(),
     );
     results.checkpoint_bytes = checkpoint_bytes(setup);
     results.requests = requests_of_all(processes);
-    results.interrupted = done.interrupted;
     let finished = FinishedRun {
         config,
         results: &results,
@@ -149,9 +153,13 @@ fn report_run(
             ));
         }
     }
-    // Loud, and even with --quiet: a number that measured memory must not pass unnoticed.
-    for warning in &results.warnings {
-        crate::console::tell(format_args!("WARNING: {warning}"));
+    // Even with --quiet, on standard output beside the table: the verdict, and every reason a
+    // number may not be the storage's, said once.
+    if let Err(e) = crate::console::print_out(&results.verdict.render()) {
+        crate::console::tell(format_args!(
+            "warning: {e}; the verdict is in {}",
+            outputs.folder.join("report.json").display()
+        ));
     }
     Ok(results)
 }

@@ -17,7 +17,6 @@ use crate::folder::{self, OutputFolder};
 use crate::loader::trace;
 use crate::report::log::DlioLog;
 use crate::report::{dlio as dlio_report, hydra, ours};
-use crate::results::validity;
 
 /// The read traces' folder inside the output folder.
 pub const TRACE_DIR: &str = "trace";
@@ -89,12 +88,6 @@ impl Outputs {
                 "The amount of dataset is smaller than the host memory; data might be cached after the \
                  first epoch. Increase the size of dataset to eliminate the caching effect!!!",
             );
-        }
-        let dataset_size = validity::DatasetSize::new(config, hosts.total_memory_bytes());
-        if let (true, true, Some(warning)) =
-            (self.leads(), setup.trains(), dataset_size.warning(config))
-        {
-            crate::console::tell(format_args!("warning: {warning}"));
         }
     }
 

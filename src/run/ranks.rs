@@ -11,6 +11,7 @@ use crate::comm::{self, broadcast_value, Comm, Hosts, Reduce};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::progress::{Display, EpochProgress};
+use crate::results::verdict::Ceiling;
 use crate::results::Interruption;
 use crate::stats::{Clock, RankRecord};
 use crate::trainer::{self, RunContext};
@@ -28,6 +29,8 @@ pub(super) struct RanksDone {
     pub interrupted: Option<Interruption>,
     /// Seconds from `startup_origin` until the last rank of any process had its first batch.
     pub first_batch_seconds: Option<f64>,
+    /// The AU this host reaches with these ranks and no storage I/O.
+    pub ceiling: Ceiling,
 }
 
 /// Runs this process's ranks: the training, or a checkpoint-only run's saves and loads.
@@ -90,6 +93,7 @@ pub(super) fn run_ranks(
         end,
         interrupted,
         first_batch_seconds,
+        ceiling: Ceiling::Skipped("not yet measured by this version".into()),
     })
 }
 

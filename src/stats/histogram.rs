@@ -84,6 +84,18 @@ impl Histogram {
             .collect()
     }
 
+    /// The mean of the recorded values in microseconds, from the buckets' middles (within the
+    /// buckets' ~3 %).
+    pub fn mean_us(&self) -> Option<f64> {
+        let sum: f64 = self
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(offset, &count)| bucket_value(self.first + offset) * count as f64)
+            .sum();
+        (self.total > 0).then(|| sum / self.total as f64 / 1000.0)
+    }
+
     /// The value below which a fraction `q` of the recorded values lie, in microseconds.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
         if self.total == 0 {
@@ -115,6 +127,9 @@ mod tests {
             let got = h.quantile_us(q).unwrap();
             assert!((got / exact - 1.0).abs() < 0.03, "q{q}: {got} vs {exact}");
         }
+        let mean = h.mean_us().unwrap();
+        assert!((mean / 5000.5 - 1.0).abs() < 0.03, "mean {mean}");
+        assert_eq!(Histogram::default().mean_us(), None);
         let mut other = Histogram::default();
         other.record(7);
         other.record(u64::MAX / 2);

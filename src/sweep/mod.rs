@@ -11,8 +11,9 @@
 //!
 //! Every trial is saved to `OUTPUT/sweep.json` as it ends, so an interrupted sweep continues
 //! from its trials: the same words and bounds replay the same bisection and run only what is
-//! missing. Each trial is checked for validity as a run is (cache share, MLPerf's dataset size
-//! for its accelerator count) and said loudly when it falls short.
+//! missing. Each trial is judged as a run is ([`crate::results::verdict`]): only a valid trial
+//! can pass, so the answer is the most accelerators a valid measurement showed busy, and a sweep
+//! with none says it has no valid answer, and why.
 //!
 //! This file is the driver (the trials in order, run by every process, judged by process 0);
 //! `search.rs` holds which counts are tried, `record.rs` the sweep as `sweep.json` keeps it, and
@@ -154,7 +155,7 @@ impl Sweeper<'_> {
         while let Some(n) = next {
             let trial = match state.trials.iter().find(|t| t.accelerators == n) {
                 Some(done) => done.clone(),
-                None => match self.run_trial(&config, n, &state, passing, failing)? {
+                None => match self.run_trial(n, &state, passing, failing)? {
                     Ran::Stopped(signal) => return stopped(state, signal),
                     Ran::Measured(trial) => {
                         state.trials.push(trial.clone());
@@ -163,7 +164,9 @@ impl Sweeper<'_> {
                     }
                 },
             };
-            if trial.passed {
+            // A trial that is not a valid measurement cannot show that the storage keeps its
+            // accelerators busy: the search goes on below it.
+            if trial.passes() {
                 passing = Some(n);
             } else {
                 failing = Some(n);
@@ -211,7 +214,6 @@ impl Sweeper<'_> {
     /// ranks; process 0 judges it and every process learns the verdict.
     fn run_trial(
         &self,
-        config: &Config,
         n: u64,
         state: &Sweep,
         passing: Option<u64>,
@@ -256,7 +258,7 @@ impl Sweeper<'_> {
         // Only process 0 has the run's results.
         let judged = self
             .speaks
-            .then(|| judge(config, n, state, outcome.results, folder))
+            .then(|| judge(n, state, outcome.results, folder))
             .transpose();
         let trial = broadcast_value(self.comm, agree(self.comm, judged)?)?;
         if self.speaks {
@@ -344,7 +346,6 @@ enum Ran {
 
 /// The trial of `n` accelerators, from its run's results (in process 0).
 fn judge(
-    config: &Config,
     n: u64,
     state: &Sweep,
     results: Option<crate::results::Results>,
@@ -402,21 +403,13 @@ fn judge(
         cache_share,
         checkpoint_gib_per_second,
         per_rank_gib_per_second,
-        warnings: results.warnings.clone(),
-        files_for_rule: short_of_rule(config, n, results.client_memory_bytes),
+        reasons: results
+            .verdict
+            .reasons
+            .iter()
+            .map(|r| format!("{}: {}", r.code.name(), r.message))
+            .collect(),
         output: folder,
     };
     Ok(trial)
-}
-
-/// The files the dataset-size rule asks for with `n` accelerators on `memory_bytes` of client
-/// memory, where the sweep's dataset has fewer (the trials differ only in their output folder).
-fn short_of_rule(config: &Config, n: u64, memory_bytes: u64) -> Option<u64> {
-    let cluster = crate::datasize::Cluster {
-        max_accelerators: n,
-        host_memory_gib: memory_bytes >> 30,
-        client_hosts: 1,
-    };
-    let needed = crate::datasize::Datasize::compute(config, &cluster).files;
-    (config.dataset.num_files_train < needed).then_some(needed)
 }

@@ -54,14 +54,23 @@ pub struct Trial {
     /// the mean over the saves; and per rank.
     pub checkpoint_gib_per_second: Option<f64>,
     pub per_rank_gib_per_second: Option<f64>,
-    /// Why the trial may not describe the storage (the run's warnings).
-    pub warnings: Vec<String>,
-    /// Training files MLPerf Storage's rule asks for at this accelerator count on this host's
-    /// memory (`dlio-rs datasize`), where the dataset has fewer: said loudly, not disqualifying
-    /// (a storage the cache cannot serve, or a quick look, may use less).
-    #[serde(default)]
-    pub files_for_rule: Option<u64>,
+    /// Why the trial is not a valid measurement of the storage (its verdict's reasons, each
+    /// `code: message`); a trial with any is not judged.
+    #[serde(alias = "warnings")]
+    pub reasons: Vec<String>,
     pub output: PathBuf,
+}
+
+impl Trial {
+    /// Whether the trial is a valid measurement of the storage.
+    pub fn valid(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// Whether it counts as passing: valid, and its figure met the criterion.
+    pub fn passes(&self) -> bool {
+        self.passed && self.valid()
+    }
 }
 
 /// The sweep as saved in `sweep.json`.
@@ -78,7 +87,8 @@ pub struct Sweep {
     pub answer: Option<Answer>,
 }
 
-/// The most accelerators that passed, and the fewest that failed above it.
+/// The most accelerators that passed (valid, and above the criterion), and the fewest that
+/// did not above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
     /// `None`: even the fewest failed.

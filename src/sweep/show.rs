@@ -35,24 +35,42 @@ pub(super) fn tell_figures(trial: &Trial, state: &Sweep) {
     crate::console::tell(format_args!(
         "trial {}: {n} accelerator(s): {figures}{}",
         state.trials.len() + 1,
-        if trial.warnings.is_empty() {
+        if trial.valid() {
             ""
         } else {
-            " — NOT A VALID MEASUREMENT, see its warnings"
+            " — NOT VALID, not judged:"
         }
     ));
-    for warning in &trial.warnings {
-        crate::console::tell(format_args!("WARNING (trial of {n}): {warning}"));
+    for reason in &trial.reasons {
+        crate::console::tell(format_args!("  - {reason}"));
     }
-    if let Some(files) = trial.files_for_rule {
-        crate::console::tell(format_args!(
-            "WARNING (trial of {n}): MLPerf Storage's rule asks for {files} training files for \
-             {n} accelerator(s) on the memory of this run's hosts (dlio-rs datasize); the dataset has fewer"
-        ));
+}
+
+impl Trial {
+    /// The codes of its reasons (`code: message` each).
+    fn reason_codes(&self) -> Vec<&str> {
+        self.reasons
+            .iter()
+            .map(|r| r.split(':').next().unwrap_or(r))
+            .collect()
     }
 }
 
 impl Sweep {
+    /// The trials that were not valid measurements, each with its reasons' codes.
+    fn invalid_trials(&self) -> String {
+        let mut trials: Vec<&Trial> = self.trials.iter().filter(|t| !t.valid()).collect();
+        trials.sort_by_key(|t| t.accelerators);
+        let said: Vec<String> = trials
+            .iter()
+            .map(|t| format!("{}: {}", t.accelerators, t.reason_codes().join(", ")))
+            .collect();
+        format!(
+            "not valid — {}; see each trial's reasons above or in sweep.json",
+            said.join("; ")
+        )
+    }
+
     /// Why the counts between a passing and a failing trial `gap` apart were not tried.
     fn why_untried(&self, gap: u64) -> String {
         match unit(&self.request, self.processes) {
@@ -67,14 +85,11 @@ impl Sweep {
         let mut trials: Vec<&Trial> = self.trials.iter().collect();
         trials.sort_by_key(|t| t.accelerators);
         let flag = |t: &Trial| {
-            let mut flags = String::new();
-            if !t.warnings.is_empty() {
-                flags.push_str("  (not valid: see warnings)");
+            if t.valid() {
+                String::new()
+            } else {
+                format!("  (NOT VALID: {})", t.reason_codes().join(", "))
             }
-            if let Some(files) = t.files_for_rule {
-                let _ = write!(flags, "  (MLPerf's rule: {files} files)");
-            }
-            flags
         };
         match self.mode {
             Mode::Training => {
@@ -131,6 +146,18 @@ impl Sweep {
         let answer = match self.answer {
             Some(Answer {
                 most_passing: None, ..
+            }) if trials
+                .iter()
+                .any(|t| t.accelerators == self.min() && !t.valid()) =>
+            {
+                format!(
+                    "No valid answer: no trial was both a valid measurement and {criterion} \
+                     ({})",
+                    self.invalid_trials()
+                )
+            }
+            Some(Answer {
+                most_passing: None, ..
             }) => format!(
                 "Even {} accelerator(s) are not {criterion}: this storage keeps fewer busy than \
                  the sweep's lower bound",
@@ -147,8 +174,15 @@ impl Sweep {
                 most_passing: Some(p),
                 fewest_failing: Some(f),
             }) => format!(
-                "This storage keeps {p} accelerator(s) {criterion} ({f} are not{}): answer {p}, \
+                "This storage keeps {p} accelerator(s) {criterion} ({f} {}{}): answer {p}, \
                  margin {}",
+                match trials.iter().find(|t| t.accelerators == f) {
+                    Some(t) if !t.valid() => format!(
+                        "were not measured validly: {}",
+                        t.reason_codes().join(", ")
+                    ),
+                    _ => "are not".to_string(),
+                },
                 match f - p {
                     1 => String::new(),
                     2 => format!("; {} was not tried{}", p + 1, self.why_untried(f - p)),
@@ -273,7 +307,7 @@ pub fn page(sweep: &Sweep) -> String {
             t.au_percent,
             t.samples_per_second,
             t.mib_per_second,
-            if t.warnings.is_empty() { "yes" } else { "no" },
+            if t.valid() { "yes" } else { "no" },
             escape(&t.output.display().to_string())
         );
     }

@@ -307,11 +307,12 @@ fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
             "expected a cache-served epoch: {per_epoch:?}"
         );
     }
-    let warnings = at(&report, "/warnings").to_string();
+    let reasons = at(&report, "/verdict/reasons").to_string();
     assert!(
-        warnings.contains("epoch 2 train") && warnings.contains("served from the page cache"),
-        "{warnings}"
+        reasons.contains("\"page_cache\"") && reasons.contains("training phase of epoch(s) 1, 2"),
+        "{reasons}"
     );
+    assert_eq!(at(&report, "/verdict/valid"), false);
     // Each option defeats the cache from the first byte: the runs that evict or drop start with
     // the whole dataset cached (a `keep` run just read it); O_DIRECT follows the evicting run,
     // which leaves nothing cached, so that what O_DIRECT leaves behind can be seen.
@@ -347,8 +348,8 @@ fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
             assert!(from_storage as f64 >= 0.95 * *read as f64, "{option}");
             assert!(cached.unwrap() <= 0.05, "{option}");
         }
-        let warnings = at(&report, "/warnings").to_string();
-        assert!(!warnings.contains("page cache"), "{option}: {warnings}");
+        let reasons = at(&report, "/verdict/reasons").to_string();
+        assert!(!reasons.contains("page_cache"), "{option}: {reasons}");
         if method == "exact" {
             // The accounting of O_DIRECT is by definition; that the reads really bypassed the
             // cache shows in what they left behind: nothing, so a cached read now finds nothing.

@@ -362,7 +362,13 @@ fn json_report_has_the_documented_keys() {
         |v: &serde_json::Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
     assert_eq!(
         keys(&json),
-        ["passed", "violations", "first_violations", "phases", "storage"]
+        [
+            "passed",
+            "violations",
+            "first_violations",
+            "phases",
+            "storage"
+        ]
     );
     // This run's report.json has no verdict: the storage is not judged, and said so.
     assert_eq!(json["storage"]["valid"], serde_json::Value::Null);

@@ -250,6 +250,14 @@ pub trait FileFormat: Send + Sync {
         true
     }
 
+    /// The bytes a sample read takes on average when the files are as the configuration says
+    /// (`record_length_bytes` per sample, `samples_per_file` to a file): the verdict's yardstick
+    /// for files that are not ([`crate::results::verdict`]). `None` where the stored size is not
+    /// the record length by design (encoded images and text).
+    fn sample_bytes_as_configured(&self, record_bytes: f64, _samples_per_file: u64) -> Option<f64> {
+        Some(record_bytes)
+    }
+
     /// Calls `each` with the key of every side file [`FileFormat::encode`] writes beside `key`.
     fn side_files(&self, _key: &str, _each: &mut dyn FnMut(&str)) {}
 }

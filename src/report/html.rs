@@ -219,7 +219,13 @@ fn render(
 /// The verdict's banner: green only for PASS and VALID; red for FAIL; amber for a PASS that is
 /// not a valid measurement, or whose validity is not known (a run of Python DLIO has no
 /// report.json to say).
-fn banner(html: &mut String, mean_au: Option<f64>, passed: bool, threshold: f64, ours: Option<&Value>) {
+fn banner(
+    html: &mut String,
+    mean_au: Option<f64>,
+    passed: bool,
+    threshold: f64,
+    ours: Option<&Value>,
+) {
     let verdict = ours.map(|o| &o["verdict"]).filter(|v| v.is_object());
     let valid = verdict.and_then(|v| v["valid"].as_bool());
     let Some(mean) = mean_au else {
@@ -266,7 +272,9 @@ fn reasons(html: &mut String, ours: Option<&Value>) {
     if reasons.is_empty() {
         return;
     }
-    html.push_str("<div class=\"warn\"><p><strong>Not a valid measurement of the storage:</strong></p><ul>\n");
+    html.push_str(
+        "<div class=\"warn\"><p><strong>Not a valid measurement of the storage:</strong></p><ul>\n",
+    );
     for reason in &reasons {
         let text = |key: &str| escape(reason[key].as_str().unwrap_or(""));
         let _ = writeln!(

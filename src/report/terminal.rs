@@ -88,7 +88,11 @@ pub fn render(
     let contradicted = &results.verdict.contradicted_epochs;
     for e in &results.epochs {
         let t = &e.train;
-        let mark = if contradicted.contains(&e.epoch) { "!" } else { "" };
+        let mark = if contradicted.contains(&e.epoch) {
+            "!"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
             "{:<7}{:>9.2}{:>14.1}{:>13}{:>13.1}{:>9}{:>10}{:>10}{:>10}",

@@ -2,12 +2,14 @@
 //! `rules.py`): a training run of one of MLPerf's training workloads is CLOSED when the only
 //! keys changed from the workload file are those its closed rules allow, OPEN when the others
 //! changed are those its open rules allow, and in no category when any other key changed (or
-//! `reader.odirect` outside unet3d, or unet3d training without its checkpoints). A checkpoint
+//! `reader.odirect` outside unet3d, unet3d training without its checkpoints, or a training dataset
+//! smaller than MLPerf Storage's size rule asks for). A checkpoint
 //! run of a llama3 workload is CLOSED with 8 ranks or the model's closed count, OPEN with a
 //! multiple of its data-parallel size. Changed keys are found by comparing the run's
 //! configuration with the built-in copy of the workload (the same files mlpstorage ships), so a
 //! workload file edited under `--config-dir` counts as much as an override word.
 
+use super::verdict::DatasetShort;
 use crate::config::Config;
 
 /// mlpstorage's training workloads (its `configs/dlio/workload/` for run_benchmark).
@@ -82,7 +84,9 @@ pub enum Category {
 }
 
 impl Category {
-    pub fn of(config: &Config, world: u64) -> Category {
+    /// The category of a run of `world` ranks; `dataset_short` when its training dataset is
+    /// smaller than MLPerf Storage's rule asks for, which bars it from both categories.
+    pub fn of(config: &Config, world: u64, dataset_short: Option<&DatasetShort>) -> Category {
         let name = config.workload_name.as_str();
         let checkpoint = CHECKPOINT_WORKLOADS.iter().find(|w| w.0 == name);
         let training = TRAINING_WORKLOADS.contains(&name);
@@ -133,6 +137,9 @@ impl Category {
             }
             if unet3d && config.workflow.train && !config.workflow.checkpoint {
                 refused.push("unet3d training must run its checkpoints".into());
+            }
+            if let Some(short) = dataset_short {
+                refused.push(short.describe());
             }
         }
         if let Some(&(_, per_instance, closed_ranks)) = checkpoint {
@@ -199,7 +206,9 @@ impl Category {
         };
         match self {
             Category::Closed { changed_keys } => format!("CLOSED ({})", changed(changed_keys)),
-            Category::Open { open_keys, .. } => format!("OPEN (because of {})", open_keys.join(", ")),
+            Category::Open { open_keys, .. } => {
+                format!("OPEN (because of {})", open_keys.join(", "))
+            }
             Category::None { why, .. } => format!("no MLPerf category ({why})"),
         }
     }

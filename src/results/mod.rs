@@ -95,6 +95,8 @@ pub struct Results {
     pub accounting: Accounting,
     /// Memory of all client hosts together, in bytes (MLPerf's dataset-size rule).
     pub client_memory_bytes: u64,
+    /// The bytes a sample read takes when the files are as configured, where that is known.
+    pub sample_bytes_as_configured: Option<f64>,
     /// PASS or FAIL, VALID or not and why, and the MLPerf category: judged once, for every
     /// output that shows it.
     pub verdict: verdict::Verdict,
@@ -114,6 +116,9 @@ pub struct Measured {
     pub accounting: Accounting,
     /// Memory of all client hosts together, in bytes.
     pub client_memory_bytes: u64,
+    /// The bytes a sample read takes when the files are as configured
+    /// ([`crate::format::FileFormat::sample_bytes_as_configured`]).
+    pub sample_bytes_as_configured: Option<f64>,
 }
 
 /// A run a signal stopped ([`crate::interrupt`]): its results are of the epochs, and the
@@ -261,6 +266,7 @@ impl Results {
             epochs,
             accounting: measured.accounting,
             client_memory_bytes: measured.client_memory_bytes,
+            sample_bytes_as_configured: measured.sample_bytes_as_configured,
             verdict: verdict::Verdict::unjudged(),
             checkpoints: checkpoints::from_ranks(ranks),
             checkpoint_bytes: None,

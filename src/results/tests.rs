@@ -130,6 +130,7 @@ impl Case {
         let measured = Measured {
             accounting: self.accounting.clone(),
             client_memory_bytes: self.memory,
+            sample_bytes_as_configured: Some(RECORD as f64),
         };
         Results::from_ranks(
             &self.config,
@@ -167,10 +168,7 @@ fn a_clean_run_is_valid_and_passes() {
 #[test]
 fn each_reason_is_raised_by_its_case_alone() {
     let cases: Vec<(Code, Box<dyn Fn(&mut Case)>)> = vec![
-        (
-            Code::PageCache,
-            Box::new(|c| c.epochs.from_storage = 0.0),
-        ),
+        (Code::PageCache, Box::new(|c| c.epochs.from_storage = 0.0)),
         (Code::DatasetSize, Box::new(|c| c.memory = 64 << 30)),
         (Code::MetricWindow, Box::new(|c| c.epochs.steps = 50)),
         (
@@ -192,7 +190,10 @@ fn each_reason_is_raised_by_its_case_alone() {
             }),
         ),
         // 10 % of the 10 ms compute, late.
-        (Code::ComputeLate, Box::new(|c| c.epochs.late_ns = 1_000_000)),
+        (
+            Code::ComputeLate,
+            Box::new(|c| c.epochs.late_ns = 1_000_000),
+        ),
         (
             Code::HostCeiling,
             Box::new(|c| {
@@ -283,27 +284,46 @@ fn reasons_come_together_and_a_fail_fails_the_check() {
 }
 
 #[test]
-fn an_option_that_keeps_the_cache_out_still_leaves_the_dataset_rule() {
+fn a_small_dataset_is_a_reason_only_while_the_cache_can_serve_it() {
     let mut case = Case::clean();
-    case.config.reader.odirect = true;
     case.memory = 64 << 30;
-    let verdict = case.results().verdict;
-    assert_eq!(verdict.reasons.len(), 1);
-    assert!(
-        verdict.reasons[0]
-            .message
-            .contains("reader.odirect keeps this host's page cache out"),
-        "{}",
-        verdict.reasons[0].message
-    );
-    // With the cache kept out, unknown storage bytes are no reason.
+    assert_eq!(case.codes(), vec![Code::DatasetSize]);
+    // With the page cache kept out, the reads are the storage's: valid, and said as a bar to
+    // MLPerf's categories instead.
+    case.config.reader.odirect = true;
+    assert_eq!(case.codes(), Vec::<Code>::new());
+    // With the cache kept out, unknown storage bytes are no reason either.
     let mut case = Case::clean();
     case.config.reader.odirect = true;
     case.accounting = Accounting::Unaccounted("nfs".into());
     assert_eq!(case.codes(), Vec::<Code>::new());
+    // A closed unet3d run becomes uncategorised by a dataset short of the rule.
+    let unet3d = |files: u64| {
+        let mut case = Case::clean();
+        case.config = resolved(
+            "unet3d_h100",
+            &[
+                &format!("++workload.dataset.num_files_train={files}"),
+                "++workload.reader.odirect=True",
+            ],
+        );
+        case.results().verdict
+    };
+    // 2 ranks × batch 7 × 500 steps: 7000 files (5 × 16 GiB of 146,600,628-byte files is 585).
+    let closed = unet3d(7000);
+    assert_eq!(closed.category.name(), "closed", "{:?}", closed.category);
+    let short = unet3d(6999);
+    assert_eq!(short.category.name(), "none");
+    let note = short.category.note().unwrap();
+    assert!(
+        note.contains(
+            "the training dataset has 6999 file(s); MLPerf Storage's rule asks for at least 7000"
+        ),
+        "{note}"
+    );
 }
 
-fn category(workload: &str, words: &[&str], world: u64) -> Category {
+fn resolved(workload: &str, words: &[&str]) -> Config {
     let source = crate::config::Source {
         overrides: crate::config::overrides::Overrides::parse(
             &std::iter::once(format!("workload={workload}"))
@@ -313,9 +333,12 @@ fn category(workload: &str, words: &[&str], world: u64) -> Category {
         .unwrap(),
         config_dir: None,
     };
-    Category::of(&source.resolve(false).unwrap(), world)
+    source.resolve(false).unwrap()
 }
 
+fn category(workload: &str, words: &[&str], world: u64) -> Category {
+    Category::of(&resolved(workload, words), world, None)
+}
 #[test]
 fn the_category_follows_mlpstorages_rules() {
     let closed = category(
@@ -342,12 +365,17 @@ fn the_category_follows_mlpstorages_rules() {
     assert_eq!(closed.note(), None);
     let open = category(
         "resnet50_h100",
-        &["++workload.dataset.format=npz", "++workload.framework=pytorch"],
+        &[
+            "++workload.dataset.format=npz",
+            "++workload.framework=pytorch",
+        ],
         4,
     );
     assert_eq!(open.name(), "open");
     assert_eq!(open.changed_keys(), ["framework", "dataset.format"]);
-    assert!(open.describe().starts_with("OPEN (because of framework, dataset.format"));
+    assert!(open
+        .describe()
+        .starts_with("OPEN (because of framework, dataset.format"));
     for (workload, words, why) in [
         (
             "unet3d_h100",
@@ -393,7 +421,11 @@ fn a_run_without_a_measured_epoch_has_no_au_verdict() {
     case.config.output.exclude_start_steps = 200;
     let verdict = case.results().verdict;
     assert_eq!(verdict.au_passed, None);
-    assert!(verdict.line().starts_with("Verdict: no AU verdict · NOT VALID (metric_window"));
+    assert!(verdict
+        .line()
+        .starts_with("Verdict: no AU verdict · NOT VALID (metric_window"));
     let judged = Verdict::judge(&case.config, &case.results(), Ceiling::Skipped("x".into()));
-    assert!(judged.render().contains("Host AU ceiling: not measured (x)"));
+    assert!(judged
+        .render()
+        .contains("Host AU ceiling: not measured (x)"));
 }

@@ -92,7 +92,10 @@ pub struct Reason {
 /// loader reads nothing (`reader.data_loader: synthetic`): the most any storage could show.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ceiling {
-    Measured { au_percent: f64, steps: u64 },
+    Measured {
+        au_percent: f64,
+        steps: u64,
+    },
     /// Not measured, and why.
     Skipped(String),
 }
@@ -169,11 +172,12 @@ impl Verdict {
         };
         judge.interrupted();
         let reads_storage = judge.reads_storage();
+        let short = judge.short_of_dataset_rule().filter(|_| results.trained());
         if reads_storage {
             judge.page_cache();
             judge.storage_bytes_unknown();
-            if results.trained() {
-                judge.dataset_size();
+            if let Some(short) = &short {
+                judge.dataset_size(short);
             }
         }
         if results.trained() {
@@ -190,7 +194,7 @@ impl Verdict {
             threshold_percent: config.au_threshold * 100.0,
             reasons: judge.reasons,
             contradicted_epochs: judge.contradicted_epochs,
-            category: Category::of(config, results.world as u64),
+            category: Category::of(config, results.world as u64, short.as_ref()),
             ceiling,
         }
     }
@@ -255,6 +259,29 @@ impl Verdict {
             "host_au_ceiling": self.ceiling.to_json(),
             "line": self.line(),
         })
+    }
+}
+
+/// A training dataset smaller than MLPerf Storage's rule asks for.
+pub struct DatasetShort {
+    files: u64,
+    rule: crate::datasize::Datasize,
+    cluster: crate::datasize::Cluster,
+}
+
+impl DatasetShort {
+    pub fn describe(&self) -> String {
+        format!(
+            "the training dataset has {} file(s); MLPerf Storage's rule asks for at least {} with \
+             {} accelerator(s) and {} GiB of client memory (the larger of {} files for 5 × the \
+             memory and {} for 500 steps per epoch)",
+            self.files,
+            self.rule.files,
+            self.cluster.max_accelerators,
+            self.cluster.host_memory_gib,
+            self.rule.files_for_memory,
+            self.rule.files_for_steps,
+        )
     }
 }
 
@@ -335,9 +362,9 @@ impl Judge<'_> {
             }
         };
         for e in &self.results.epochs {
-            note("train", e.epoch, &e.train);
+            note("training phase", e.epoch, &e.train);
             if let Some(eval) = &e.eval {
-                note("eval", e.epoch, eval);
+                note("evaluation phase", e.epoch, eval);
             }
         }
         if !phases.is_empty() {
@@ -429,42 +456,42 @@ impl Judge<'_> {
         }
     }
 
-    fn dataset_size(&mut self) {
-        let config = self.config;
+    /// MLPerf Storage's dataset-size rule for this run, when the dataset falls short of it.
+    fn short_of_dataset_rule(&self) -> Option<DatasetShort> {
         let cluster = crate::datasize::Cluster {
             max_accelerators: self.results.world as u64,
             host_memory_gib: self.results.client_memory_bytes >> 30,
             client_hosts: 1,
         };
-        let rule = crate::datasize::Datasize::compute(config, &cluster);
-        let files = config.dataset.num_files_train;
-        if files >= rule.files {
+        let rule = crate::datasize::Datasize::compute(self.config, &cluster);
+        let files = self.config.dataset.num_files_train;
+        (files < rule.files).then(|| DatasetShort {
+            files,
+            rule,
+            cluster,
+        })
+    }
+
+    /// A dataset short of the rule is a reason when nothing keeps the page cache out: the cache
+    /// can serve its reads. With an option that does, the reads are the storage's, and the
+    /// shortfall only bars the run from MLPerf's categories (`category.rs`).
+    fn dataset_size(&mut self, short: &DatasetShort) {
+        if cache_defeated_by(self.config).is_some() {
             return;
         }
-        let cache = match cache_defeated_by(config) {
-            Some(option) => format!(
-                "{option} keeps this host's page cache out, but a dataset this small can still \
-                 be served from the storage's own caches, and MLPerf Storage does not accept it"
-            ),
-            None => "the page cache can serve its reads and inflate the result".to_string(),
-        };
         self.push(
             Code::DatasetSize,
             format!(
-                "the training dataset has {files} file(s); MLPerf Storage's rule asks for at \
-                 least {} with {} accelerator(s) and {} GiB of client memory (the larger of \
-                 {} files for 5 × the memory and {} for 500 steps per epoch): {cache}",
-                rule.files,
-                cluster.max_accelerators,
-                cluster.host_memory_gib,
-                rule.files_for_memory,
-                rule.files_for_steps,
+                "{}, and nothing keeps the page cache out: the cache can serve its reads and \
+                 inflate the result",
+                short.describe()
             ),
             format!(
                 "generate at least {} files (++workload.dataset.num_files_train={} with \
                  ++workload.workflow.generate_data=True; dlio-rs datasize gives the whole \
-                 command)",
-                rule.files, rule.files
+                 command), or keep the page cache out (++workload.reader.page_cache=\
+                 evict_after_read, drop_before_epoch, or ++workload.reader.odirect=True)",
+                short.rule.files, short.rule.files
             ),
         );
     }
@@ -522,14 +549,16 @@ impl Judge<'_> {
 
     /// Bytes read per sample against the configured record length; true when they disagree.
     fn files_not_as_configured(&mut self) -> bool {
-        let config = self.config;
-        // Images are stored compressed: their size is not the record length by design.
-        if matches!(config.dataset.format, Format::Jpeg | Format::Png) {
-            return false;
-        }
-        let samples: u64 = self.results.epochs.iter().map(|e| e.train.samples_read).sum();
+        let samples: u64 = self
+            .results
+            .epochs
+            .iter()
+            .map(|e| e.train.samples_read)
+            .sum();
         let bytes: u64 = self.results.epochs.iter().map(|e| e.train.bytes_read).sum();
-        let configured = config.dataset.record_length_bytes as f64;
+        let Some(configured) = self.results.sample_bytes_as_configured else {
+            return false;
+        };
         if samples == 0 || configured <= 0.0 {
             return false;
         }
@@ -542,11 +571,13 @@ impl Judge<'_> {
         self.push(
             Code::FilesNotAsConfigured,
             format!(
-                "the readers read {per_sample:.0} bytes per sample where \
-                 dataset.record_length_bytes says {configured:.0} ({ratio:.2} ×): the files are \
-                 not as configured, and DLIO's nominal throughput (samples/s × \
-                 record_length_bytes) is {} the bytes moved",
-                if ratio < 1.0 { "above" } else { "below" }
+                "the readers read {per_sample:.0} bytes per sample where files as configured \
+                 (dataset.record_length_bytes {}, {} sample(s) per file, {}) take \
+                 {configured:.0} ({ratio:.2} ×): the files are not as configured, and DLIO's \
+                 nominal throughput (samples/s × record_length_bytes) is not the bytes moved",
+                self.config.dataset.record_length_bytes,
+                self.config.dataset.num_samples_per_file,
+                self.config.dataset.format,
             ),
             "give the words the dataset was generated with (dataset.record_length_bytes, \
              num_samples_per_file, format), or generate the dataset again with these",
@@ -554,15 +585,19 @@ impl Judge<'_> {
         true
     }
 
-    /// DLIO's nominal MiB/s per epoch against the bytes read over the epoch's wall time.
+    /// The rate each epoch's samples/s imply (at the bytes a sample as configured takes) against
+    /// the bytes read over the epoch's wall time.
     fn nominal_above_measured(&mut self) {
-        let record_mib = self.config.dataset.record_length_bytes as f64 / 1048576.0;
+        let Some(sample_bytes) = self.results.sample_bytes_as_configured else {
+            return;
+        };
+        let sample_mib = sample_bytes / 1048576.0;
         let flagged: Vec<(u64, f64, f64)> = self
             .results
             .epochs
             .iter()
             .map(|e| {
-                let nominal = e.train.rates.samples_per_second * record_mib;
+                let nominal = e.train.rates.samples_per_second * sample_mib;
                 (e.epoch, nominal, e.train.measured_mib_per_second())
             })
             .filter(|&(_, nominal, measured)| nominal > measured * NOMINAL_OVER_MEASURED)
@@ -578,10 +613,11 @@ impl Judge<'_> {
         self.push(
             Code::NominalAboveMeasured,
             format!(
-                "DLIO's nominal throughput of epoch(s) {} is more than {NOMINAL_OVER_MEASURED} × \
-                 the bytes read over the epoch's time (up to {nominal:.1} MiB/s nominal against \
-                 {measured:.1} MiB/s read): its metric window left out the steps that waited for \
-                 the storage, and the figure is not one the storage delivered",
+                "the samples/s of epoch(s) {} (DLIO's metric window) imply more than \
+                 {NOMINAL_OVER_MEASURED} × the bytes read over the epoch's time (up to \
+                 {nominal:.1} MiB/s against {measured:.1} MiB/s read): the window left out the \
+                 steps that waited for the storage, and DLIO's nominal throughput is not one the \
+                 storage delivered",
                 epoch_list(&epochs)
             ),
             "longer epochs (more files or fewer accelerators), so the window holds the \
@@ -640,4 +676,3 @@ impl Judge<'_> {
         }
     }
 }
-

@@ -14,6 +14,27 @@ use crate::results::{Measured, Results};
 use crate::stats::RankRecord;
 use crate::storage::RequestCounts;
 
+/// What the terminal is shown of a run's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shown {
+    /// The table, then the verdict.
+    Table,
+    /// The verdict only (`--quiet`: the one answer is never withheld).
+    Verdict,
+    /// Nothing: a sweep's trial, whose figures the sweep shows itself.
+    Nothing,
+}
+
+impl Shown {
+    pub(super) fn of(options: &super::RunOptions) -> Shown {
+        match (options.table, options.quiet) {
+            (false, _) => Shown::Nothing,
+            (true, true) => Shown::Verdict,
+            (true, false) => Shown::Table,
+        }
+    }
+}
+
 /// Writes this process's ranks' files, then gathers every process's records to process 0, which
 /// reports the run; its results, in process 0.
 pub(super) fn gather_and_report(
@@ -23,7 +44,7 @@ pub(super) fn gather_and_report(
     outputs: &Outputs,
     mut done: RanksDone,
     file_names: Vec<SplitNames>,
-    quiet: bool,
+    shown: Shown,
 ) -> Result<Option<Results>> {
     let written = dlio_report::write_rank_files(
         &outputs.folder,
@@ -52,7 +73,7 @@ pub(super) fn gather_and_report(
         file_names,
     };
     let reported = gathered
-        .map(|processes| report_run(setup, hosts, outputs, &done, &processes, &startup, quiet));
+        .map(|processes| report_run(setup, hosts, outputs, &done, &processes, &startup, shown));
     // Every process learns how process 0's reports went.
     agree(comm, reported.transpose())
 }
@@ -105,7 +126,7 @@ fn report_run(
     done: &RanksDone,
     processes: &[ProcessRecord],
     startup: &Startup,
-    quiet: bool,
+    shown: Shown,
 ) -> Result<Results> {
     let config = &setup.config;
     let mut host_of_rank = Vec::new();
@@ -117,6 +138,10 @@ fn report_run(
     let measured = Measured {
         accounting: setup.storage.accounting(),
         client_memory_bytes: hosts.total_memory_bytes(),
+        sample_bytes_as_configured: setup.format.sample_bytes_as_configured(
+            config.dataset.record_length_bytes as f64,
+            config.dataset.num_samples_per_file,
+        ),
     };
     let mut results = Results::from_ranks(
         config,
@@ -142,7 +167,7 @@ fn report_run(
         host_of_rank: &host_of_rank,
     };
     report::write_all(&outputs.folder, &outputs.log, &finished)?;
-    if !quiet {
+    if shown == Shown::Table {
         let table = terminal::render(config, &results, startup, &outputs.folder);
         // The results are saved by now: a terminal that cannot take the table does not fail
         // the run.
@@ -155,7 +180,11 @@ fn report_run(
     }
     // Even with --quiet, on standard output beside the table: the verdict, and every reason a
     // number may not be the storage's, said once.
-    if let Err(e) = crate::console::print_out(&results.verdict.render()) {
+    let verdict = match shown {
+        Shown::Nothing => Ok(()),
+        Shown::Table | Shown::Verdict => crate::console::print_out(&results.verdict.render()),
+    };
+    if let Err(e) = verdict {
         crate::console::tell(format_args!(
             "warning: {e}; the verdict is in {}",
             outputs.folder.join("report.json").display()

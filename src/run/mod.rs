@@ -111,8 +111,8 @@ fn run_claimed(
     outputs.announce(setup, hosts, &file_names, comm.world() as u64);
     let done = ranks::run_ranks(comm, setup, hosts, &outputs.folder, display, startup_origin)?;
     let stopped_by = done.interrupted.map(|i| i.signal);
-    let quiet = options.quiet || !options.table;
-    let results = gather::gather_and_report(comm, setup, hosts, outputs, done, file_names, quiet)?;
+    let shown = gather::Shown::of(options);
+    let results = gather::gather_and_report(comm, setup, hosts, outputs, done, file_names, shown)?;
     if !setup.config.dataset.keep_files && setup.needs_data() {
         dataset::delete_dataset(comm, setup)?;
     }

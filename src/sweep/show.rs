@@ -177,10 +177,8 @@ impl Sweep {
                 "This storage keeps {p} accelerator(s) {criterion} ({f} {}{}): answer {p}, \
                  margin {}",
                 match trials.iter().find(|t| t.accelerators == f) {
-                    Some(t) if !t.valid() => format!(
-                        "were not measured validly: {}",
-                        t.reason_codes().join(", ")
-                    ),
+                    Some(t) if !t.valid() =>
+                        format!("were not measured validly: {}", t.reason_codes().join(", ")),
                     _ => "are not".to_string(),
                 },
                 match f - p {

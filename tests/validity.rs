@@ -165,6 +165,73 @@ fn the_same_seed_gives_the_same_plan_and_random_a_different_one() {
     assert_ne!(random, seeded);
 }
 
+/// `reader.data_loader: synthetic` follows the run's plan through the same reader threads and
+/// hands the trainer every planned sample once per epoch, the batches a real run reads, without
+/// any storage: its data folder does not exist, nothing is read and AU is measured.
+#[test]
+fn the_synthetic_loader_delivers_the_planned_batches_without_storage() {
+    let tmp = Scratch::new("synthetic-loader");
+    let shape = Shape {
+        files: 24,
+        samples_per_file: 2,
+        batch: 3,
+        threads: 2,
+        epochs: 2,
+    };
+    let shuffled = [
+        "++workload.reader.file_shuffle=seed",
+        "++workload.reader.sample_shuffle=seed",
+        "++workload.train.computation_time=0.001",
+    ];
+    let real = tmp.join("real");
+    let words = traced_words(&tmp.join("data"), &real, &shape, &shuffled);
+    generate_for(&tmp.path, &words);
+    run_quiet(&tmp.path, 2, &words).ok();
+
+    let absent = tmp.join("absent");
+    let synthetic = tmp.join("synthetic");
+    let mut words = traced_words(&absent, &synthetic, &shape, &shuffled);
+    words.push("++workload.reader.data_loader=synthetic".into());
+    run_quiet(&tmp.path, 2, &words).ok();
+    assert!(!absent.exists(), "the synthetic loader made a data folder");
+
+    let delivered = batches(&synthetic, 2);
+    assert_eq!(
+        delivered,
+        batches(&real, 2),
+        "the same batches as a real run"
+    );
+    // 48 samples, 2 ranks × batch 3: 8 steps per rank, every sample once per epoch.
+    for epoch in 1..=2u64 {
+        let mut samples: Vec<&(String, u64)> = delivered
+            .iter()
+            .filter(|(key, _)| key.0 == epoch && key.1 == "train")
+            .flat_map(|(_, batch)| batch)
+            .collect();
+        assert_eq!(samples.len(), 48, "epoch {epoch}");
+        samples.sort();
+        samples.dedup();
+        assert_eq!(samples.len(), 48, "epoch {epoch}: a sample came twice");
+    }
+    let (code, _, ran) = audit(&tmp.path, &synthetic);
+    assert_eq!(code, Some(0), "{}", ran.context());
+
+    let report = read_json(&synthetic.join("report.json"));
+    for epoch in at(&report, "/epochs").as_array().unwrap() {
+        assert_eq!(int(epoch, "/steps"), 8, "{epoch}");
+        assert_eq!(int(epoch, "/samples_read"), 48, "{epoch}");
+        assert_eq!(int(epoch, "/bytes_read"), 0, "{epoch}");
+        assert_eq!(int(epoch, "/bytes_from_storage"), 0, "{epoch}");
+        let au = num(epoch, "/au_percent");
+        assert!(au > 0.0 && au <= 100.0, "AU {au}");
+        // DLIO's nominal rate: samples/s × record length, read or not.
+        assert_eq!(
+            num(epoch, "/nominal_mib_per_second"),
+            num(epoch, "/samples_per_second") * 2048.0 / 1048576.0
+        );
+    }
+}
+
 /// A reader that skips or repeats a sample in epoch 2 (a test build's planted fault) is caught.
 #[cfg(feature = "fault-injection")]
 #[test]

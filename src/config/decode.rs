@@ -580,11 +580,11 @@ impl Config {
         }
         if matches!(
             self.reader.data_loader,
-            DataLoader::Dali | DataLoader::NativeDali | DataLoader::Synthetic
+            DataLoader::Dali | DataLoader::NativeDali
         ) {
             return not_yet(
                 format!("workload.reader.data_loader = {}", self.reader.data_loader),
-                "supported loaders are pytorch, tensorflow",
+                "supported loaders are pytorch, tensorflow, synthetic",
             );
         }
         Ok(())

@@ -22,7 +22,7 @@ mod zip;
 use rand::rngs::SmallRng;
 
 use self::random::BulkRandom;
-use crate::config::{Compression, Config, Format};
+use crate::config::{Compression, Config, DataLoader, Format};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, ObjectWriter, RangeRead, Storage};
@@ -299,6 +299,12 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
             dataset.compression,
             "none",
         ));
+    }
+    // DLIO's synthetic loader hands the trainer batches of one in-memory tensor and reads
+    // nothing, whatever the format: the synthetic reader is exactly that, and with it no dataset
+    // is generated or looked for. The format's own checks above still apply, as DLIO's do.
+    if config.reader.data_loader == DataLoader::Synthetic {
+        return Ok(Box::new(Synthetic));
     }
     match dataset.format {
         Format::Npy => Ok(Box::new(Npy)),

@@ -65,6 +65,9 @@ struct ReaderState<'a> {
     key: String,
     /// The file this thread read last and its key: the storage is told when the thread moves on.
     file_in_hand: Option<u64>,
+    /// Whether the storage is told at all: a format that reads no storage (the synthetic loader)
+    /// must not open, hold or evict the files it names.
+    tells_storage: bool,
     key_in_hand: String,
     rows: PendingRows,
     /// The thread's kernel read counter when it started reading this phase.
@@ -81,14 +84,19 @@ impl ReaderState<'_> {
         }
         self.release_file(storage)?;
         self.file_in_hand = Some(file);
-        self.key_in_hand.clone_from(&self.key);
-        storage.hold(&self.key_in_hand);
+        if self.tells_storage {
+            self.key_in_hand.clone_from(&self.key);
+            storage.hold(&self.key_in_hand);
+        }
         Ok(())
     }
 
     fn release_file(&mut self, storage: &dyn Storage) -> Result<()> {
         if self.file_in_hand.take().is_some() {
             self.reader.put_down();
+            if !self.tells_storage {
+                return Ok(());
+            }
             storage.release(&self.key_in_hand).map_err(|e| {
                 Error::on_object(
                     "cannot evict from the page cache data file",
@@ -104,7 +112,9 @@ impl ReaderState<'_> {
     /// counted.
     fn close(&mut self, source: &BatchSource) -> Result<()> {
         self.release_file(source.storage)?;
-        source.storage.release_all();
+        if self.tells_storage {
+            source.storage.release_all();
+        }
         let trace = source.trace;
         self.bytes_from_storage = self
             .read_bytes_at_start
@@ -129,6 +139,7 @@ impl<'a> BatchSource<'a> {
             sleeper: Sleeper::default(),
             key: String::new(),
             file_in_hand: None,
+            tells_storage: self.format.reads_storage(),
             key_in_hand: String::new(),
             rows: PendingRows::default(),
             read_bytes_at_start: crate::system::thread_read_bytes(),
@@ -555,6 +566,173 @@ mod tests {
                 bytes: 1,
             })
         }
+    }
+
+    /// A storage that counts every call made to it.
+    #[derive(Default)]
+    struct Untouched(AtomicU64);
+
+    impl Untouched {
+        fn called<T>(&self) -> std::io::Result<T> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(std::io::Error::other("the storage was asked"))
+        }
+    }
+
+    impl Storage for Untouched {
+        fn describe(&self, key: &str) -> String {
+            key.to_string()
+        }
+
+        fn read_all(
+            &self,
+            _: &str,
+            _: &mut crate::storage::IoBuffer,
+        ) -> std::io::Result<crate::storage::RangeRead> {
+            self.called()
+        }
+
+        fn read_range(
+            &self,
+            _: &str,
+            _: u64,
+            _: usize,
+            _: &mut crate::storage::IoBuffer,
+        ) -> std::io::Result<crate::storage::RangeRead> {
+            self.called()
+        }
+
+        fn read_ranges(
+            &self,
+            _: &str,
+            _: &[(u64, usize)],
+            _: crate::storage::Window,
+            _: &mut crate::storage::IoBuffer,
+            _: &mut crate::storage::OnRange<'_>,
+        ) -> std::io::Result<()> {
+            self.called()
+        }
+
+        fn map_range(&self, _: &str, _: u64, _: usize) -> std::io::Result<crate::storage::Mapped> {
+            self.called()
+        }
+
+        fn hold(&self, _: &str) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn release(&self, _: &str) -> std::io::Result<()> {
+            self.called()
+        }
+
+        fn release_all(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn size(&self, _: &str) -> std::io::Result<u64> {
+            self.called()
+        }
+
+        fn create(&self, _: &str) -> std::io::Result<Box<dyn crate::storage::ObjectWriter + '_>> {
+            self.called()
+        }
+
+        fn open_sequential(
+            &self,
+            _: &str,
+        ) -> std::io::Result<Box<dyn crate::storage::ObjectReader + '_>> {
+            self.called()
+        }
+
+        fn evict(&self, _: &str) -> std::io::Result<()> {
+            self.called()
+        }
+
+        fn exists(&self, _: &str) -> std::io::Result<bool> {
+            self.called()
+        }
+
+        fn make_folder(&self, _: &str) -> std::io::Result<()> {
+            self.called()
+        }
+
+        fn delete(&self, _: &str) -> std::io::Result<bool> {
+            self.called()
+        }
+
+        fn list_dir(
+            &self,
+            _: &str,
+            _: &mut dyn FnMut(&str, crate::storage::EntryKind),
+        ) -> std::io::Result<()> {
+            self.called()
+        }
+
+        fn accounting(&self) -> crate::storage::Accounting {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            crate::storage::Accounting::Exact
+        }
+
+        fn sync(&self) -> std::io::Result<()> {
+            self.called()
+        }
+    }
+
+    fn config(yaml: &str) -> crate::config::Config {
+        use crate::config::value::Value;
+        crate::config::Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap()
+    }
+
+    /// The synthetic loader's readers build every planned batch through the same threads and
+    /// hand-offs, and never ask the storage for anything: no read, no open, no eviction.
+    #[test]
+    fn a_loader_that_reads_no_storage_never_asks_it() {
+        use crate::plan::PlanSpec;
+        let config = config(
+            "dataset:\n  num_files_train: 24\n  num_samples_per_file: 2\nreader:\n  batch_size: 3\n  \
+             data_loader: synthetic\n  page_cache: evict_after_read\n",
+        );
+        let format = crate::format::for_config(&config, false).unwrap();
+        assert!(!format.reads_storage());
+        let plan = crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+        let dataset = Dataset::from_config(&config);
+        let storage = Untouched::default();
+        let comm = crate::comm::ThreadGroup::new(1);
+        let clock = Clock::start();
+        let source = BatchSource {
+            plan: &plan,
+            epoch: 1,
+            phase: Phase::Train,
+            rank: 0,
+            dataset: &dataset,
+            split: &dataset.train,
+            format: format.as_ref(),
+            storage: &storage,
+            preprocess_time: &TimeSpec::ZERO,
+            comm: &comm,
+            seed: 0,
+            clock: &clock,
+            trace: None,
+        };
+        assert_eq!(plan.steps(), 16);
+        for threads in [0, 1, 3] {
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(threads, 2);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                for _ in 0..plan.steps() {
+                    assert_eq!(
+                        loader.next_batch().unwrap(),
+                        LoadedBatch {
+                            samples: 3,
+                            bytes: 0
+                        }
+                    );
+                }
+                let report = loader.finish().unwrap();
+                assert_eq!(report.read_latency.count(), 48);
+            });
+        }
+        assert_eq!(storage.0.load(Ordering::SeqCst), 0, "the storage was asked");
     }
 
     /// Before the trainer takes batch k, the readers have started at most k + threads × factor

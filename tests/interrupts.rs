@@ -129,8 +129,8 @@ fn a_run_stopped_before_any_epoch_completed_reports_nothing_but_the_interruption
     let tmp = Scratch::new("interrupt-first-epoch");
     let out = tmp.join("out");
     let mut run = Live::dlio_rs(&tmp.path, &training(&out, 2, 2));
-    // Said before training starts (the dataset is tiny); a 1 s epoch cannot have ended by now.
-    run.wait_for("smaller than 5 ×");
+    // Said as training starts; a 1 s epoch cannot have ended by now.
+    run.wait_for("training: 2 accelerator(s), 2 epoch(s) of 4 step(s)");
     run.signal(libc::SIGTERM);
     let (ran, took) = run.finish();
     let ran = ran.fails(143).says(&["interrupted by SIGTERM"]);

@@ -199,17 +199,23 @@ impl Category {
     }
 
     /// How the verdict line says it.
-    pub fn describe(&self) -> String {
-        let changed = |keys: &[String]| match keys.len() {
-            0 => "no key changed".to_string(),
-            _ => format!("changed: {}", keys.join(", ")),
-        };
+    pub fn short(&self) -> &'static str {
         match self {
-            Category::Closed { changed_keys } => format!("CLOSED ({})", changed(changed_keys)),
-            Category::Open { open_keys, .. } => {
-                format!("OPEN (because of {})", open_keys.join(", "))
-            }
-            Category::None { why, .. } => format!("no MLPerf category ({why})"),
+            Category::Closed { .. } => "CLOSED",
+            Category::Open { .. } => "OPEN",
+            Category::None { .. } => "no MLPerf category",
+        }
+    }
+
+    /// The category, the keys changed from the workload, and why it is not CLOSED.
+    pub fn describe(&self) -> String {
+        let changed = match self.changed_keys() {
+            [] => "no key changed from the workload".to_string(),
+            keys => format!("changed from the workload: {}", keys.join(", ")),
+        };
+        match self.note() {
+            None => format!("{} ({changed})", self.short()),
+            Some(note) => format!("{} ({changed}): {note}", self.short()),
         }
     }
 }

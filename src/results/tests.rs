@@ -373,9 +373,16 @@ fn the_category_follows_mlpstorages_rules() {
     );
     assert_eq!(open.name(), "open");
     assert_eq!(open.changed_keys(), ["framework", "dataset.format"]);
-    assert!(open
-        .describe()
-        .starts_with("OPEN (because of framework, dataset.format"));
+    assert_eq!(
+        open.describe(),
+        "OPEN (changed from the workload: framework, dataset.format): OPEN because of \
+         framework, dataset.format"
+    );
+    assert_eq!(
+        closed.describe(),
+        "CLOSED (changed from the workload: dataset.data_folder, dataset.num_files_train, \
+         reader.read_threads)"
+    );
     for (workload, words, why) in [
         (
             "unet3d_h100",

@@ -212,7 +212,7 @@ impl Verdict {
             let codes: Vec<&str> = self.reasons.iter().map(|r| r.code.name()).collect();
             format!("NOT VALID ({})", codes.join(", "))
         };
-        format!("Verdict: {au} · {validity} · {}", self.category.describe())
+        format!("Verdict: {au} · {validity} · {}", self.category.short())
     }
 
     /// The verdict for people: its line, the AU against the threshold, the ceiling, then every
@@ -230,6 +230,7 @@ impl Verdict {
         }
         let _ = writeln!(out, "Host AU ceiling: {}", self.ceiling.describe());
         let _ = writeln!(out, "{}", self.line());
+        let _ = writeln!(out, "MLPerf category: {}", self.category.describe());
         if !self.valid() {
             let _ = writeln!(
                 out,

@@ -10,6 +10,7 @@ use crate::comm::{agree, gather_values, Comm, Hosts};
 use crate::dataset::names::SplitNames;
 use crate::error::Result;
 use crate::report::{self, dlio as dlio_report, terminal, FinishedRun, RunTimes, Startup};
+use crate::results::verdict::Ceiling;
 use crate::results::{Measured, Results};
 use crate::stats::RankRecord;
 use crate::storage::RequestCounts;
@@ -42,7 +43,7 @@ pub(super) fn gather_and_report(
     setup: &Setup,
     hosts: &Hosts,
     outputs: &Outputs,
-    mut done: RanksDone,
+    (mut done, ceiling): (RanksDone, Ceiling),
     file_names: Vec<SplitNames>,
     shown: Shown,
 ) -> Result<Option<Results>> {
@@ -72,8 +73,17 @@ pub(super) fn gather_and_report(
         first_batch_seconds: done.first_batch_seconds,
         file_names,
     };
-    let reported = gathered
-        .map(|processes| report_run(setup, hosts, outputs, &done, &processes, &startup, shown));
+    let reported = gathered.map(|processes| {
+        report_run(
+            setup,
+            hosts,
+            outputs,
+            (&done, ceiling),
+            &processes,
+            &startup,
+            shown,
+        )
+    });
     // Every process learns how process 0's reports went.
     agree(comm, reported.transpose())
 }
@@ -123,7 +133,7 @@ fn report_run(
     setup: &Setup,
     hosts: &Hosts,
     outputs: &Outputs,
-    done: &RanksDone,
+    (done, ceiling): (&RanksDone, Ceiling),
     processes: &[ProcessRecord],
     startup: &Startup,
     shown: Shown,
@@ -143,13 +153,7 @@ fn report_run(
             config.dataset.num_samples_per_file,
         ),
     };
-    let mut results = Results::from_ranks(
-        config,
-        &ranks,
-        measured,
-        done.interrupted,
-        done.ceiling.clone(),
-    );
+    let mut results = Results::from_ranks(config, &ranks, measured, done.interrupted, ceiling);
     results.checkpoint_bytes = checkpoint_bytes(setup);
     results.requests = requests_of_all(processes);
     let finished = FinishedRun {

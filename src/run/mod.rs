@@ -7,9 +7,12 @@
 //! `run_in` tells the story, one call per phase, each phase in a file of its own:
 //! `setup.rs` (the configuration checked, and what the run reads and writes through) →
 //! `outputs.rs` (the output folder claimed, the log begun) → `dataset.rs` (generated, or found) →
-//! `ranks.rs` (this process's ranks train, or checkpoint) → `gather.rs` (every process's records
-//! to process 0, which writes the reports) → `dataset.rs` again (deleted if not kept).
+//! `ranks.rs` (this process's ranks train, or checkpoint) → `ceiling.rs` (the same ranks, one
+//! short epoch with nothing read: the host's own AU ceiling) → `gather.rs` (every process's
+//! records to process 0, which judges the run and writes the reports) → `dataset.rs` again
+//! (deleted if not kept).
 
+mod ceiling;
 mod dataset;
 mod gather;
 mod outputs;
@@ -108,11 +111,20 @@ fn run_claimed(
         true => data.find(comm, setup, source, display)?,
         false => Vec::new(),
     };
-    outputs.announce(setup, hosts, &file_names, comm.world() as u64);
+    outputs.announce(setup, hosts, &file_names, comm.world() as u64, display);
     let done = ranks::run_ranks(comm, setup, hosts, &outputs.folder, display, startup_origin)?;
     let stopped_by = done.interrupted.map(|i| i.signal);
+    let ceiling = ceiling::measure(comm, setup, stopped_by.is_some(), display)?;
     let shown = gather::Shown::of(options);
-    let results = gather::gather_and_report(comm, setup, hosts, outputs, done, file_names, shown)?;
+    let results = gather::gather_and_report(
+        comm,
+        setup,
+        hosts,
+        outputs,
+        (done, ceiling),
+        file_names,
+        shown,
+    )?;
     if !setup.config.dataset.keep_files && setup.needs_data() {
         dataset::delete_dataset(comm, setup)?;
     }

@@ -15,6 +15,8 @@ use crate::dataset::names::SplitNames;
 use crate::error::{Error, Result};
 use crate::folder::{self, OutputFolder};
 use crate::loader::trace;
+use crate::plan::{EpochPlan, Phase, PlanSpec};
+use crate::progress::Display;
 use crate::report::log::DlioLog;
 use crate::report::{dlio as dlio_report, hydra, ours};
 
@@ -70,15 +72,29 @@ impl Outputs {
     }
 
     /// Says in the log what the run will do: how it found its files, its plan, its checkpoints,
-    /// DLIO's caching warning; and on the terminal (process 0) whether the dataset is too small
-    /// for MLPerf Storage's rule.
-    pub fn announce(&self, setup: &Setup, hosts: &Hosts, found: &[SplitNames], world: u64) {
+    /// DLIO's caching warning; and on the terminal (unless quiet) what the training will be, so
+    /// that a long first epoch is not silence.
+    pub fn announce(
+        &self,
+        setup: &Setup,
+        hosts: &Hosts,
+        found: &[SplitNames],
+        world: u64,
+        display: Display,
+    ) {
         let config = &setup.config;
         for found in found {
             self.log.output(&found.describe());
         }
         if setup.trains() {
             self.log.run_plan(config, world);
+            let plan = EpochPlan::new(PlanSpec::for_phase(config, Phase::Train, world, 0), 1);
+            display.line(&format!(
+                "training: {world} accelerator(s), {} epoch(s) of {} step(s), batch {}…",
+                config.train.epochs,
+                plan.steps(),
+                config.reader.batch_size
+            ));
         }
         if let Some(c) = &setup.checkpoints {
             self.log.checkpoint_plan(&c.geometry);

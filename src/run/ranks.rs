@@ -11,7 +11,6 @@ use crate::comm::{self, broadcast_value, Comm, Hosts, Reduce};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::progress::{Display, EpochProgress};
-use crate::results::verdict::Ceiling;
 use crate::results::Interruption;
 use crate::stats::{Clock, RankRecord};
 use crate::trainer::{self, RunContext};
@@ -29,8 +28,6 @@ pub(super) struct RanksDone {
     pub interrupted: Option<Interruption>,
     /// Seconds from `startup_origin` until the last rank of any process had its first batch.
     pub first_batch_seconds: Option<f64>,
-    /// The AU this host reaches with these ranks and no storage I/O.
-    pub ceiling: Ceiling,
 }
 
 /// Runs this process's ranks: the training, or a checkpoint-only run's saves and loads.
@@ -93,13 +90,12 @@ pub(super) fn run_ranks(
         end,
         interrupted,
         first_batch_seconds,
-        ceiling: Ceiling::Skipped("not yet measured by this version".into()),
     })
 }
 
 /// Runs `work` for each of this process's ranks, one thread each, and returns their records in
 /// rank order; the first failure aborts the run everywhere.
-fn run_local_ranks(
+pub(super) fn run_local_ranks(
     ctx: &RunContext,
     display: Display,
     work: impl Fn(&RunContext, usize) -> Result<RankRecord> + Sync,

@@ -213,9 +213,13 @@ impl Category {
             [] => "no key changed from the workload".to_string(),
             keys => format!("changed from the workload: {}", keys.join(", ")),
         };
+        let label = match self {
+            Category::None { .. } => "none",
+            _ => self.short(),
+        };
         match self.note() {
-            None => format!("{} ({changed})", self.short()),
-            Some(note) => format!("{} ({changed}): {note}", self.short()),
+            None => format!("{label} ({changed})"),
+            Some(note) => format!("{label} ({changed}): {note}"),
         }
     }
 }

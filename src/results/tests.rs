@@ -167,7 +167,8 @@ fn a_clean_run_is_valid_and_passes() {
 
 #[test]
 fn each_reason_is_raised_by_its_case_alone() {
-    let cases: Vec<(Code, Box<dyn Fn(&mut Case)>)> = vec![
+    type Make = Box<dyn Fn(&mut Case)>;
+    let cases: Vec<(Code, Make)> = vec![
         (Code::PageCache, Box::new(|c| c.epochs.from_storage = 0.0)),
         (Code::DatasetSize, Box::new(|c| c.memory = 64 << 30)),
         (Code::MetricWindow, Box::new(|c| c.epochs.steps = 50)),

@@ -466,7 +466,7 @@ impl Judge<'_> {
         };
         let rule = crate::datasize::Datasize::compute(self.config, &cluster);
         let files = self.config.dataset.num_files_train;
-        (files < rule.files).then(|| DatasetShort {
+        (files < rule.files).then_some(DatasetShort {
             files,
             rule,
             cluster,

@@ -350,4 +350,70 @@ mod tests {
              were not tried): answer 4, margin 3"
         );
     }
+
+    fn trial(accelerators: u64, passed: bool, reasons: &[&str]) -> Trial {
+        Trial {
+            accelerators,
+            au_percent: if passed { 99.0 } else { 50.0 },
+            passed,
+            samples_per_second: 1.0,
+            mib_per_second: 1.0,
+            bytes_read: 1,
+            bytes_from_storage: Some(0),
+            cache_share: Some(1.0),
+            checkpoint_gib_per_second: None,
+            per_rank_gib_per_second: None,
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            output: format!("trial-{accelerators}").into(),
+        }
+    }
+
+    fn swept(trials: Vec<Trial>, most_passing: Option<u64>, fewest_failing: Option<u64>) -> Sweep {
+        Sweep {
+            request: request(1),
+            processes: 1,
+            mode: Mode::Training,
+            au_threshold_percent: 90.0,
+            generated: false,
+            trials,
+            answer: Some(Answer {
+                most_passing,
+                fewest_failing,
+            }),
+        }
+    }
+
+    #[test]
+    fn only_valid_trials_pass_and_a_sweep_of_none_has_no_answer() {
+        let cached = "page_cache: more than 10% of the bytes came from the page cache";
+        // Every trial passed on AU, and none was valid: no answer, and why.
+        let sweep = swept(
+            vec![trial(1, true, &[cached]), trial(16, true, &[cached, "metric_window: m"])],
+            None,
+            Some(1),
+        );
+        assert!(!sweep.trials[0].passes() && !sweep.trials[1].passes());
+        let text = sweep.render();
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "No valid answer: no trial was both a valid measurement and above 90 % AU (not \
+             valid — 1: page_cache; 16: page_cache, metric_window; see each trial's reasons \
+             above or in sweep.json)"
+        );
+        assert!(text.contains("(NOT VALID: page_cache, metric_window)"), "{text}");
+        // A valid lower bound that fails is an answer: the storage keeps fewer.
+        let sweep = swept(vec![trial(1, false, &[])], None, Some(1));
+        assert!(sweep.render().contains("Even 1 accelerator(s) are not above 90 % AU"));
+        // An invalid trial above a valid pass bounds the answer, and says why.
+        let sweep = swept(
+            vec![trial(1, true, &[]), trial(2, true, &[cached])],
+            Some(1),
+            Some(2),
+        );
+        assert_eq!(
+            sweep.render().lines().last().unwrap(),
+            "This storage keeps 1 accelerator(s) above 90 % AU (2 were not measured validly: \
+             page_cache): answer 1, margin 0"
+        );
+    }
 }

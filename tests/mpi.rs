@@ -831,8 +831,8 @@ mod with_mpi {
         ]);
         words.push(format!("++hydra.run.dir={}", tmp.s("out")));
         let mut live = mpirun_live(&tmp.path, 2, &words);
-        // Said before training starts; the epoch takes 8 steps of 0.5 s.
-        live.wait_for("warning: the training dataset");
+        // Said as training starts; the epoch takes 8 steps of 0.5 s.
+        live.wait_for("training: 2 accelerator(s), 1 epoch(s) of 8 step(s)");
         terminate_process(&live, 1);
         let (ran, _) = live.finish();
         assert_eq!(ran.code, Some(143), "{}", ran.context());

@@ -20,6 +20,8 @@
 //! - `scale`: how a run finds its files (scheme-named, listed, unfinished);
 //! - `sweep`: `dlio-rs sweep` on a storage of known speed;
 //! - `validity`: traced runs checked by `dlio-rs audit`, and the bytes each epoch read.
+//! - `verdict`: each reason of the verdict fired by a real run, the terminal, report.json and
+//!   the page saying the same verdict, `run --check`, a sweep of invalid trials, the category.
 //!
 //! One area: `cargo test --release --test integration cli::` (the filter is matched against each
 //! test's path, `module::test`); `--features fault-injection,s3` adds the tests of those features,
@@ -46,3 +48,4 @@ mod s3;
 mod scale;
 mod sweep;
 mod validity;
+mod verdict;

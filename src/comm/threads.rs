@@ -13,9 +13,10 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Comm;
+use crate::compute::spin_until;
 use crate::error::{Error, Result};
 
 /// How long a rank waiting at a barrier spins before it sleeps.
@@ -25,6 +26,8 @@ struct BarrierState {
     arrived: usize,
     generation: u64,
     abort: Option<Error>,
+    /// Ranks asleep in the barrier: a release with none costs no wake-up call.
+    sleepers: usize,
     /// The signal the ranks agreed to stop for, at some barrier; every barrier since fails.
     stopped: Option<i32>,
 }
@@ -62,6 +65,7 @@ impl LocalBarrier {
                 arrived: 0,
                 generation: 0,
                 abort: None,
+                sleepers: 0,
                 stopped: None,
             }),
             released: Condvar::new(),
@@ -99,7 +103,9 @@ impl LocalBarrier {
             }
             self.released_generation
                 .store(state.generation, Ordering::Release);
-            self.released.notify_all();
+            if state.sleepers > 0 {
+                self.released.notify_all();
+            }
             // An abort during the meeting stops the rank that met the others.
             return Self::leave(&state, true);
         }
@@ -107,16 +113,19 @@ impl LocalBarrier {
         drop(state);
         // Waking sleepers costs tens of µs each on small VMs, and the last one woken starts its
         // next step late; ranks that spin (yielding the core to anyone runnable) leave at once.
-        let spin_until = Instant::now() + BARRIER_SPIN;
-        while self.released_generation.load(Ordering::Acquire) == generation
-            && !self.aborting.load(Ordering::Acquire)
-            && Instant::now() < spin_until
-        {
-            std::thread::yield_now();
-        }
+        spin_until(BARRIER_SPIN, || {
+            self.released_generation.load(Ordering::Acquire) != generation
+                || self.aborting.load(Ordering::Acquire)
+        });
         let mut state = self.lock();
-        while state.generation == generation && state.abort.is_none() {
-            state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
+        if state.generation == generation && state.abort.is_none() {
+            // Counted under the lock that the release takes: it sees this sleeper, or this
+            // sees its generation.
+            state.sleepers += 1;
+            while state.generation == generation && state.abort.is_none() {
+                state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            state.sleepers -= 1;
         }
         Self::leave(&state, state.generation == generation)
     }
@@ -340,6 +349,34 @@ mod tests {
             );
         });
         VOTE.store(0, Ordering::SeqCst);
+    }
+
+    /// Ranks that stopped spinning and sleep are woken by the last arrival, and by an abort:
+    /// the release counts its sleepers, and none is lost.
+    #[test]
+    fn sleeping_ranks_are_released_by_the_last_arrival_and_by_an_abort() {
+        let barrier = LocalBarrier::new(3);
+        let sleepers = || barrier.lock().sleepers;
+        for round in 0..20 {
+            std::thread::scope(|s| {
+                let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| barrier.wait(&|v| v))).collect();
+                while sleepers() < 2 {
+                    std::thread::yield_now();
+                }
+                if round < 19 {
+                    assert_eq!(barrier.wait(&|v| v), Ok(()));
+                    for w in waiters {
+                        assert_eq!(w.join().unwrap(), Ok(()));
+                    }
+                } else {
+                    barrier.abort(&Error::run("failed"));
+                    for w in waiters {
+                        assert_eq!(w.join().unwrap(), Err(Error::run("failed")));
+                    }
+                }
+            });
+            assert_eq!(sleepers(), 0);
+        }
     }
 
     #[test]

@@ -28,9 +28,18 @@ struct BarrierState {
     abort: Option<Error>,
     /// Ranks asleep in the barrier: a release with none costs no wake-up call.
     sleepers: usize,
+    /// What each local rank brought to a gathering barrier, by local index, until the last
+    /// arrival takes them; then what the gathering gave local rank 0, until it leaves.
+    parts: Vec<Vec<u8>>,
+    gathered: Option<Vec<Vec<u8>>>,
     /// The signal the ranks agreed to stop for, at some barrier; every barrier since fails.
     stopped: Option<i32>,
 }
+
+/// How the last local arrival at a gathering barrier meets the other processes: with this
+/// process's vote and its local ranks' parts, it returns the combined vote and what local rank 0
+/// is to leave with.
+pub type Gathering<'a> = dyn Fn(Vote, Vec<Vec<u8>>) -> Result<(Vote, Option<Vec<Vec<u8>>>)> + 'a;
 
 /// A process's vote at a barrier: the signal that asked it to stop, 0 for none. The processes'
 /// votes combine by their maximum.
@@ -66,6 +75,8 @@ impl LocalBarrier {
                 generation: 0,
                 abort: None,
                 sleepers: 0,
+                parts: Vec::new(),
+                gathered: None,
                 stopped: None,
             }),
             released: Condvar::new(),
@@ -83,6 +94,29 @@ impl LocalBarrier {
     /// vote) before anyone is released, outside the lock so that an abort is never held up by it.
     /// Fails when the run was aborted, or when the ranks agreed to stop, here or before.
     pub fn wait(&self, meet_others: &dyn Fn(Vote) -> Vote) -> Result<()> {
+        self.meet(None, &|vote, _| Ok((meet_others(vote), None)))
+            .map(drop)
+    }
+
+    /// [`LocalBarrier::wait`] where local rank `local` brings `part`: the last to arrive hands
+    /// every local rank's part, in local order, to `meet_others` with the vote; what it returns
+    /// besides the combined vote is what local rank 0 leaves with (the others leave with
+    /// `None`). A failure of `meet_others` aborts the run.
+    pub fn wait_gathering(
+        &self,
+        local: usize,
+        part: Vec<u8>,
+        meet_others: &Gathering<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        assert!(local < self.ranks);
+        self.meet(Some((local, part)), meet_others)
+    }
+
+    fn meet(
+        &self,
+        part: Option<(usize, Vec<u8>)>,
+        meet_others: &Gathering<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
         let mut state = self.lock();
         if let Some(reason) = &state.abort {
             return Err(reason.clone());
@@ -90,14 +124,33 @@ impl LocalBarrier {
         if let Some(signal) = state.stopped {
             return Err(Error::Interrupted { signal });
         }
+        let first = part.as_ref().is_some_and(|(local, _)| *local == 0);
+        if let Some((local, bytes)) = part {
+            state.parts.resize(self.ranks, Vec::new());
+            state.parts[local] = bytes;
+        }
         state.arrived += 1;
         if state.arrived == self.ranks {
             state.arrived = 0;
+            let parts = std::mem::take(&mut state.parts);
             drop(state);
             // Every other local rank is waiting, so nobody arrives meanwhile.
-            let decided = meet_others((self.vote)());
+            let (decided, gathered) = match meet_others((self.vote)(), parts) {
+                Ok(met) => met,
+                Err(e) => {
+                    self.abort(&e);
+                    (0, None)
+                }
+            };
             let mut state = self.lock();
             state.generation += 1;
+            // Local rank 0 leaves with what was gathered: now, or when it wakes.
+            let gathered = if first {
+                gathered
+            } else {
+                state.gathered = gathered;
+                None
+            };
             if decided != 0 {
                 state.stopped = Some(decided);
             }
@@ -107,7 +160,7 @@ impl LocalBarrier {
                 self.released.notify_all();
             }
             // An abort during the meeting stops the rank that met the others.
-            return Self::leave(&state, true);
+            return Self::leave(&state, true).map(|()| gathered);
         }
         let generation = state.generation;
         drop(state);
@@ -127,7 +180,9 @@ impl LocalBarrier {
             }
             state.sleepers -= 1;
         }
-        Self::leave(&state, state.generation == generation)
+        Self::leave(&state, state.generation == generation)?;
+        // Local rank 0 takes what was gathered before it can arrive at another barrier.
+        Ok(if first { state.gathered.take() } else { None })
     }
 
     /// How a rank leaves: by an abort that came before it was released (`abort_counts`), else
@@ -195,6 +250,11 @@ impl Comm for ThreadGroup {
 
     fn barrier(&self) -> Result<()> {
         self.barrier.wait(&|vote| vote)
+    }
+
+    fn gather_ranks(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        self.barrier
+            .wait_gathering(rank, bytes, &|vote, parts| Ok((vote, Some(parts))))
     }
 
     fn abort(&self, reason: &Error) {

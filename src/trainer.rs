@@ -1,12 +1,15 @@
 //! One rank's training, as DLIO's main loop runs it: per step, wait for the next batch (`load`),
 //! sleep the emulated compute (`compute`), then meet every other rank at a barrier (the gradient
 //! all-reduce). Checkpoints are saved after the steps or epochs [`Schedule`] names, between metric
-//! blocks. Evaluation follows the epochs it is due after, without barriers.
+//! blocks. Evaluation follows the epochs it is due after, without barriers between its steps.
+//! Each phase ends with every rank meeting the others (DLIO's barrier after training; after
+//! evaluation it is dlio-rs's), which brings rank 0 all ranks' figures for the phase's progress
+//! line, so that the line shows what the end-of-run table shows.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
 use crate::checkpoint::{Checkpointing, Place, RankCheckpoints, Schedule};
 use crate::comm::{gather_rank_values, Comm};

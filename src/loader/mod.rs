@@ -262,9 +262,12 @@ pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
 }
 
 /// How long a reader spins (yielding its core) for the trainer to take a batch before it sleeps:
-/// long enough to cover the usual wait when compute is short, short enough not to starve anyone
-/// when cores are scarce.
-const HANDOFF_SPIN: Duration = Duration::from_micros(100);
+/// long enough to cover a few short compute steps (dlrm's 375 µs, times the reader threads that
+/// take turns), so that the trainer's take costs no wake-up call and the reader no wake-up delay,
+/// and the cores stay awake; short enough to cost nothing next to long steps. A yielding spinner
+/// gives its core to any thread that needs it. Measured on 2 cores at 375 µs steps (P9), against
+/// 100 µs: 1 accelerator AU 99.5 → 99.9 %, 8 accelerators steps 5 % shorter (AU 90.5 → 93.5 %).
+const HANDOFF_SPIN: Duration = Duration::from_millis(2);
 
 /// The finished batches, and how many threads sleep waiting for a change (so that a change
 /// nobody waits for costs no wake-up call).

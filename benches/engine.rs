@@ -1,7 +1,7 @@
 //! Performance targets of the core engine, each measured side by side with its baseline in one
 //! invocation (the machine is shared and noisy: ratios of interleaved runs, not absolute times).
 //!
-//!   cargo bench --bench engine              # all of p1 … p6
+//!   cargo bench --bench engine              # all of p1 … p6 and p9
 //!   cargo bench --bench engine -- p1 p3     # some
 //!
 //! Datasets go to $DLIO_BENCH_DIR (default target/bench-data) and are reused between runs.
@@ -403,6 +403,71 @@ fn p6(dir: &Path) -> bool {
     ok
 }
 
+/// The host's AU ceiling beside AU on page-cached data: dlrm's 375 µs steps with 1, 4 and 8
+/// accelerators, each run as it is and with `reader.data_loader=synthetic` (the same plan,
+/// threads and hand-offs, nothing read), rounds interleaved. The targets apply to the real runs.
+fn p9(dir: &Path) -> bool {
+    let dataset = words(&[
+        "++workload.dataset.num_files_train=6000",
+        "++workload.dataset.num_samples_per_file=8",
+        "++workload.dataset.num_files_eval=0",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.record_length_bytes=1024",
+        "++workload.dataset.record_length_bytes_stdev=0",
+    ]);
+    let data = generated_dataset(dir, "p9", &dataset);
+    // 6000 steps × 375 µs: each run computes for 2.25 s.
+    const STEPS: u64 = 6000;
+    let accelerators = [1u64, 4, 8];
+    let targets = [Some(99.0), Some(90.0), None];
+    let rounds = rounds(3);
+    let loaders = ["pytorch", "synthetic"];
+    let mut au = vec![vec![Vec::new(); loaders.len()]; accelerators.len()];
+    for round in 0..rounds {
+        for (a, &n) in accelerators.iter().enumerate() {
+            for (l, loader) in loaders.iter().enumerate() {
+                let training = Training {
+                    dataset: &dataset,
+                    batch: 1,
+                    read_threads: 1,
+                    computation_time: 0.000375,
+                    epochs: 1,
+                    accelerators: n,
+                };
+                let out = dir.join(format!("p9-out-{round}-{n}-{loader}"));
+                let mut w = training.words(&data, &out);
+                w.push(format!("++workload.train.total_training_steps={STEPS}"));
+                w.push(format!("++workload.reader.data_loader={loader}"));
+                let (report, _) = dlio(&w);
+                let epoch = &report["epochs"][0];
+                assert_eq!(epoch["steps"].as_u64(), Some(STEPS), "{out:?}");
+                au[a][l].push(epoch["au_percent"].as_f64().unwrap());
+            }
+        }
+    }
+    println!(
+        "P9 host AU ceiling ({STEPS} steps × 375 µs, batch 1, 1 read thread, page-cached 1 KiB npz; \
+         medians of {rounds})"
+    );
+    let mut ok = true;
+    for (a, &n) in accelerators.iter().enumerate() {
+        let real = median(au[a][0].clone());
+        let ceiling = median(au[a][1].clone());
+        let judged = match targets[a] {
+            Some(target) => {
+                let good = real >= target;
+                ok &= good;
+                format!("(target ≥ {target:.0}%)  {}", verdict(good))
+            }
+            None => "(measured)".to_string(),
+        };
+        println!(
+            "   {n} accelerator(s): AU {real:6.2}% page-cached, {ceiling:6.2}% synthetic loader {judged}"
+        );
+    }
+    ok
+}
+
 fn main() {
     run_selected(&[
         ("p1", p1),
@@ -411,5 +476,6 @@ fn main() {
         ("p4", p4),
         ("p5", p5),
         ("p6", p6),
+        ("p9", p9),
     ]);
 }

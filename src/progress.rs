@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::plan::Phase;
-use crate::stats::{PhaseRecord, Rates};
+use crate::stats::Rates;
 
 const REDRAW: Duration = Duration::from_millis(100);
 
@@ -154,6 +154,15 @@ impl Counter {
     }
 }
 
+/// A finished phase, all ranks together: their rates combined as the report combines them
+/// (AU the mean over ranks, samples/s the sum), the bytes they read, and the phase's span from
+/// the first rank's start to the last rank's end.
+pub struct PhaseLine {
+    pub rates: Rates,
+    pub bytes_read: u64,
+    pub wall: f64,
+}
+
 struct EpochState {
     epoch: u64,
     phase: Phase,
@@ -213,25 +222,23 @@ impl EpochProgress {
         }
     }
 
-    /// The permanent line of a finished epoch phase, from rank 0's record: its AU, and its
-    /// samples/s times the number of ranks as the estimate for all (the report has exact sums).
-    pub fn phase_done(
-        &self,
-        epoch: u64,
-        phase: Phase,
-        rates: Rates,
-        world: u64,
-        record: &PhaseRecord,
-    ) {
+    /// The permanent line of a finished epoch phase, with the figures of all ranks as the
+    /// end-of-run table shows them.
+    pub fn phase_done(&self, epoch: u64, phase: Phase, steps: u64, line: PhaseLine) {
+        // The table's MiB/s read: bytes over the phase's span, 0 for an empty span.
+        let mib_per_second = if line.wall > 0.0 {
+            line.bytes_read as f64 / line.wall / 1048576.0
+        } else {
+            0.0
+        };
         self.display.line(&format!(
-            "epoch {epoch}/{} {:<5} {} steps in {:.2} s  {:.1} samples/s  {:.1} MiB/s read  AU {:.2}%",
+            "epoch {epoch}/{} {:<5} {steps} steps in {:.2} s  {:.1} samples/s  {:.1} MiB/s read  AU {:.2}%",
             self.epochs,
             phase.as_str(),
-            record.steps(),
-            record.wall(),
-            rates.samples_per_second * world as f64,
-            record.bytes_read as f64 * world as f64 / record.wall().max(1e-9) / 1048576.0,
-            rates.au_percent,
+            line.wall,
+            line.rates.samples_per_second,
+            mib_per_second,
+            line.rates.au_percent,
         ));
     }
 }

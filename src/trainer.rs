@@ -1,13 +1,18 @@
 //! One rank's training, as DLIO's main loop runs it: per step, wait for the next batch (`load`),
 //! sleep the emulated compute (`compute`), then meet every other rank at a barrier (the gradient
 //! all-reduce). Checkpoints are saved after the steps or epochs [`Schedule`] names, between metric
-//! blocks. Evaluation follows the epochs it is due after, without barriers.
+//! blocks. Evaluation follows the epochs it is due after, without barriers between its steps.
+//! Each phase ends with every rank meeting the others (DLIO's barrier after training; after
+//! evaluation it is dlio-rs's), which brings rank 0 all ranks' figures for the phase's progress
+//! line, so that the line shows what the end-of-run table shows.
 
 use std::path::Path;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::checkpoint::{Checkpointing, Place, RankCheckpoints, Schedule};
-use crate::comm::Comm;
+use crate::comm::{gather_rank_values, Comm};
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
 use crate::config::PageCache;
@@ -18,9 +23,10 @@ use crate::format::ReadBuffer;
 use crate::loader::trace::TraceFile;
 use crate::loader::{BatchSource, Loader, LoaderSettings};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
-use crate::progress::EpochProgress;
+use crate::progress::{EpochProgress, PhaseLine};
 use crate::stats::{
-    phase_rates, Block, Clock, EpochRecord, MetricWindow, PhaseRecord, RankRecord, StepTiming,
+    across_ranks, phase_rates, Block, Clock, EpochRecord, MetricWindow, PhaseRecord, RankRecord,
+    Rates, StepTiming,
 };
 use crate::storage::Storage;
 
@@ -91,8 +97,9 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                 trace.as_ref(),
                 checkpoints.as_mut(),
             )?;
-            // DLIO ends each training phase with a barrier, so evaluation starts together.
-            ctx.comm.barrier()?;
+            // DLIO ends each training phase with a barrier, so evaluation starts together; it
+            // brings rank 0 every rank's figures for the phase's line.
+            show_phase(ctx, rank, epoch, Phase::Train, &train)?;
             if let Some(checkpoints) = checkpoints.as_mut() {
                 if schedule.after_epoch(epoch) {
                     // DLIO's step count has moved past the last step, and the block is the last one.
@@ -125,6 +132,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                 eval,
                 page_cache_drop_seconds,
             });
+            // After the epoch is recorded: a stop decided here leaves it complete, as it was
+            // before this meeting existed.
+            if let Some(eval) = record.epochs.last().and_then(|e| e.eval.as_ref()) {
+                show_phase(ctx, rank, epoch, Phase::Eval, eval)?;
+            }
         }
         Ok(())
     })();
@@ -360,17 +372,70 @@ fn run_phase(
     if !block.steps.is_empty() || record.blocks.is_empty() {
         record.blocks.push(block);
     }
-    if let Some(p) = progress {
-        let window = MetricWindow::from(config);
-        let rates = match phase {
-            Phase::Train => {
-                phase_rates(&record, |b| window.train_block(b, config.reader.batch_size))
-            }
-            Phase::Eval => phase_rates(&record, |b| {
-                window.eval_block(b, config.reader.batch_size_eval)
-            }),
-        };
-        p.phase_done(epoch, phase, rates, world, &record);
-    }
     Ok(record)
+}
+
+/// What a rank's phase adds to the all-ranks figures of its progress line: exactly what the
+/// report's table takes from its record.
+#[derive(Serialize, Deserialize)]
+struct PhaseFigures {
+    au_percent: f64,
+    samples_per_second: f64,
+    bytes_read: u64,
+    start: f64,
+    end: f64,
+}
+
+/// Meets every rank at the end of a phase, and has rank 0 print the phase's line with the
+/// figures of all ranks, computed as the end-of-run table computes them: the rates of each rank
+/// from its record, combined by [`across_ranks`] in rank order (AU the mean, samples/s the sum),
+/// bytes summed over the phase's span across ranks.
+fn show_phase(
+    ctx: &RunContext,
+    rank: usize,
+    epoch: u64,
+    phase: Phase,
+    record: &PhaseRecord,
+) -> Result<()> {
+    let config = ctx.config;
+    let window = MetricWindow::from(config);
+    let rates = match phase {
+        Phase::Train => phase_rates(record, |b| window.train_block(b, config.reader.batch_size)),
+        Phase::Eval => phase_rates(record, |b| {
+            window.eval_block(b, config.reader.batch_size_eval)
+        }),
+    };
+    let mine = PhaseFigures {
+        au_percent: rates.au_percent,
+        samples_per_second: rates.samples_per_second,
+        bytes_read: record.bytes_read,
+        start: record.start,
+        end: record.end,
+    };
+    let Some(all) = gather_rank_values(ctx.comm, rank, &mine)? else {
+        return Ok(());
+    };
+    let Some(progress) = ctx.progress else {
+        return Ok(());
+    };
+    let per_rank: Vec<Rates> = all
+        .iter()
+        .map(|f| Rates {
+            au_percent: f.au_percent,
+            samples_per_second: f.samples_per_second,
+        })
+        .collect();
+    let start = all.iter().map(|f| f.start).fold(f64::INFINITY, f64::min);
+    let end = all.iter().map(|f| f.end).fold(f64::NEG_INFINITY, f64::max);
+    progress.phase_done(
+        epoch,
+        phase,
+        record.steps() as u64,
+        PhaseLine {
+            rates: across_ranks(&per_rank),
+            bytes_read: all.iter().map(|f| f.bytes_read).sum(),
+            wall: if end > start { end - start } else { 0.0 },
+        },
+    );
+    Ok(())
 }

@@ -1732,3 +1732,46 @@ fn helpers_follow_dlio_conventions() {
         ]
     );
 }
+
+/// The permanent line of each finished phase (stderr) shows the figures of all ranks exactly as
+/// the end-of-run table (stdout) shows them: AU (the mean over ranks), samples/s (the sum) and
+/// MiB/s read, to the digit, for training and evaluation, with ranks that differ.
+#[test]
+fn the_progress_lines_show_the_table_s_figures_of_all_ranks() {
+    let tmp = Scratch::new("progress-au");
+    let shape = Shape {
+        files: 24,
+        samples_per_file: 2,
+        batch: 2,
+        threads: 1,
+        epochs: 2,
+    };
+    let mut words = traced_words(
+        &tmp.join("data"),
+        &tmp.join("out"),
+        &shape,
+        &[
+            "++workload.output.trace=False",
+            "++workload.workflow.evaluation=True",
+            "++workload.dataset.num_files_eval=8",
+            "++workload.reader.batch_size_eval=2",
+            // Compute that differs between ranks and steps, so that rank 0's AU is not all ranks'.
+            "++workload.train.computation_time={type: uniform, min: 0.0001, max: 0.004}",
+            "++workload.evaluation.eval_time=0.001",
+        ],
+    );
+    // The distribution replaces traced_words' fixed compute.
+    words.retain(|w| w != "++workload.train.computation_time=0");
+    generate_for(&tmp.path, &words);
+    words.insert(0, "run".into());
+    words.insert(1, "--accelerators=3".into());
+    let ran = dlio_rs(&tmp.path, &words).ok();
+    let (lines, rows) = phase_lines_and_table_rows(&ran);
+    assert_eq!(lines.len(), 4, "{}", ran.context());
+    assert_eq!(lines, rows, "{}", ran.context());
+    // Not rank 0's figure passed off as everyone's: the ranks' AU differ.
+    let report = read_json(&tmp.join("out/report.json"));
+    let per_rank = nums(&report, "/epochs/0/per_rank_au_percent");
+    assert_eq!(per_rank.len(), 3);
+    assert!(per_rank.iter().any(|au| *au != per_rank[0]), "{per_rank:?}");
+}

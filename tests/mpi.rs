@@ -317,6 +317,33 @@ mod with_mpi {
         passes_audit(&tmp, "random2");
     }
 
+    /// With ranks in two processes, rank 0's progress lines show the figures of all four ranks,
+    /// as the table does: the phase's end brings every process's figures to it.
+    #[test]
+    fn the_progress_lines_show_the_table_s_figures_of_every_process_s_ranks() {
+        let tmp = Scratch::new("mpi-progress");
+        let mut words = shuffled_words(&tmp, "out", "seed");
+        words.retain(|w| w != "++workload.train.computation_time=0.001");
+        words.extend(strings(&[
+            "++workload.output.trace=False",
+            "++workload.workflow.evaluation=True",
+            "++workload.dataset.num_files_eval=8",
+            "++workload.reader.batch_size_eval=2",
+            "++workload.train.computation_time={type: uniform, min: 0.0001, max: 0.004}",
+            "++workload.evaluation.eval_time=0.001",
+        ]));
+        generate_for(&tmp.path, &words);
+        let mut args = strings(&["run", "--accelerators", "2"]);
+        args.extend(words);
+        let (ran, _) = mpirun(&tmp.path, 2, DLIO_RS, &args);
+        let ran = ran.ok();
+        let (lines, rows) = phase_lines_and_table_rows(&ran);
+        assert_eq!(lines.len(), 4, "{}", ran.context());
+        assert_eq!(lines, rows, "{}", ran.context());
+        let report = read_json(&tmp.join("out/report.json"));
+        assert_eq!(nums(&report, "/epochs/0/per_rank_au_percent").len(), 4);
+    }
+
     #[test]
     fn three_processes_generate_every_file_once() {
         let tmp = Scratch::new("mpi-generate");

@@ -3,7 +3,9 @@
 //!
 //! Two kinds of operation, behind one [`Comm`] trait:
 //! - **rank operations**, called by every rank thread: the per-step [`Comm::barrier`] (across all
-//!   ranks of all processes), and [`Comm::abort`], which stops the whole run;
+//!   ranks of all processes), [`Comm::gather_ranks`] (a barrier that brings every rank's
+//!   figures to rank 0; typed: [`gather_rank_values`]), and [`Comm::abort`], which stops the
+//!   whole run;
 //! - **process collectives**, called once per process by the thread that runs it, in the same
 //!   order in every process: [`Comm::broadcast`], [`Comm::all_gather`], [`Comm::gather`] and
 //!   [`Comm::all_reduce`]. On them sit the typed helpers of this module: [`agree`] (all processes
@@ -51,6 +53,10 @@ pub trait Comm: Send + Sync {
 
     /// Waits until every rank of every process has arrived; fails if the run was aborted.
     fn barrier(&self) -> Result<()>;
+
+    /// Every rank's `bytes`, in rank order, in rank 0 (`None` in the others); a barrier of all
+    /// ranks too, which fails and stops as [`Comm::barrier`] does. A rank operation.
+    fn gather_ranks(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>>;
 
     /// Stops the run: pending and future barriers fail with this reason. With several
     /// processes, the reason is printed once and every process is ended (exit code of `reason`).
@@ -270,6 +276,26 @@ pub fn gather_values<T: Serialize + DeserializeOwned>(
     all.iter()
         .enumerate()
         .map(|(process, bytes)| decode(bytes, process))
+        .collect::<Result<Vec<T>>>()
+        .map(Some)
+}
+
+/// Every rank's `value`, in rank order, in rank 0 (`None` in the others): a rank operation
+/// ([`Comm::gather_ranks`]).
+pub fn gather_rank_values<T: Serialize + DeserializeOwned>(
+    comm: &dyn Comm,
+    rank: usize,
+    value: &T,
+) -> Result<Option<Vec<T>>> {
+    let Some(all) = comm.gather_ranks(rank, encode(value)?)? else {
+        return Ok(None);
+    };
+    all.iter()
+        .enumerate()
+        .map(|(rank, bytes)| {
+            postcard::from_bytes(bytes)
+                .map_err(|e| Error::run(format!("cannot decode the message of rank {rank}: {e}")))
+        })
         .collect::<Result<Vec<T>>>()
         .map(Some)
 }

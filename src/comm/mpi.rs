@@ -191,6 +191,23 @@ impl Comm for MpiGroup {
         self.local.wait(&meet_processes)
     }
 
+    /// The last local arrival meets the other processes as at a barrier, then, unless they
+    /// agreed to stop (the same decision in every process, so all skip it together), gathers
+    /// each process's parts in process 0: process by process, rank order.
+    fn gather_ranks(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        let local = rank - self.local_ranks().start;
+        self.local.wait_gathering(local, bytes, &|vote, parts| {
+            let decided = meet_processes(vote);
+            if decided != 0 {
+                return Ok((decided, None));
+            }
+            let Some(processes) = super::gather_values(self, &parts)? else {
+                return Ok((decided, None));
+            };
+            Ok((decided, Some(processes.into_iter().flatten().collect())))
+        })
+    }
+
     fn abort(&self, reason: &Error) {
         self.local.abort(reason);
         if self.processes == 1 {

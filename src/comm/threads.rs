@@ -13,9 +13,10 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Comm;
+use crate::compute::spin_until;
 use crate::error::{Error, Result};
 
 /// How long a rank waiting at a barrier spins before it sleeps.
@@ -25,9 +26,20 @@ struct BarrierState {
     arrived: usize,
     generation: u64,
     abort: Option<Error>,
+    /// Ranks asleep in the barrier: a release with none costs no wake-up call.
+    sleepers: usize,
+    /// What each local rank brought to a gathering barrier, by local index, until the last
+    /// arrival takes them; then what the gathering gave local rank 0, until it leaves.
+    parts: Vec<Vec<u8>>,
+    gathered: Option<Vec<Vec<u8>>>,
     /// The signal the ranks agreed to stop for, at some barrier; every barrier since fails.
     stopped: Option<i32>,
 }
+
+/// How the last local arrival at a gathering barrier meets the other processes: with this
+/// process's vote and its local ranks' parts, it returns the combined vote and what local rank 0
+/// is to leave with.
+pub type Gathering<'a> = dyn Fn(Vote, Vec<Vec<u8>>) -> Result<(Vote, Option<Vec<Vec<u8>>>)> + 'a;
 
 /// A process's vote at a barrier: the signal that asked it to stop, 0 for none. The processes'
 /// votes combine by their maximum.
@@ -62,6 +74,9 @@ impl LocalBarrier {
                 arrived: 0,
                 generation: 0,
                 abort: None,
+                sleepers: 0,
+                parts: Vec::new(),
+                gathered: None,
                 stopped: None,
             }),
             released: Condvar::new(),
@@ -79,6 +94,29 @@ impl LocalBarrier {
     /// vote) before anyone is released, outside the lock so that an abort is never held up by it.
     /// Fails when the run was aborted, or when the ranks agreed to stop, here or before.
     pub fn wait(&self, meet_others: &dyn Fn(Vote) -> Vote) -> Result<()> {
+        self.meet(None, &|vote, _| Ok((meet_others(vote), None)))
+            .map(drop)
+    }
+
+    /// [`LocalBarrier::wait`] where local rank `local` brings `part`: the last to arrive hands
+    /// every local rank's part, in local order, to `meet_others` with the vote; what it returns
+    /// besides the combined vote is what local rank 0 leaves with (the others leave with
+    /// `None`). A failure of `meet_others` aborts the run.
+    pub fn wait_gathering(
+        &self,
+        local: usize,
+        part: Vec<u8>,
+        meet_others: &Gathering<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        assert!(local < self.ranks);
+        self.meet(Some((local, part)), meet_others)
+    }
+
+    fn meet(
+        &self,
+        part: Option<(usize, Vec<u8>)>,
+        meet_others: &Gathering<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
         let mut state = self.lock();
         if let Some(reason) = &state.abort {
             return Err(reason.clone());
@@ -86,39 +124,65 @@ impl LocalBarrier {
         if let Some(signal) = state.stopped {
             return Err(Error::Interrupted { signal });
         }
+        let first = part.as_ref().is_some_and(|(local, _)| *local == 0);
+        if let Some((local, bytes)) = part {
+            state.parts.resize(self.ranks, Vec::new());
+            state.parts[local] = bytes;
+        }
         state.arrived += 1;
         if state.arrived == self.ranks {
             state.arrived = 0;
+            let parts = std::mem::take(&mut state.parts);
             drop(state);
             // Every other local rank is waiting, so nobody arrives meanwhile.
-            let decided = meet_others((self.vote)());
+            let (decided, gathered) = match meet_others((self.vote)(), parts) {
+                Ok(met) => met,
+                Err(e) => {
+                    self.abort(&e);
+                    (0, None)
+                }
+            };
             let mut state = self.lock();
             state.generation += 1;
+            // Local rank 0 leaves with what was gathered: now, or when it wakes.
+            let gathered = if first {
+                gathered
+            } else {
+                state.gathered = gathered;
+                None
+            };
             if decided != 0 {
                 state.stopped = Some(decided);
             }
             self.released_generation
                 .store(state.generation, Ordering::Release);
-            self.released.notify_all();
+            if state.sleepers > 0 {
+                self.released.notify_all();
+            }
             // An abort during the meeting stops the rank that met the others.
-            return Self::leave(&state, true);
+            return Self::leave(&state, true).map(|()| gathered);
         }
         let generation = state.generation;
         drop(state);
         // Waking sleepers costs tens of µs each on small VMs, and the last one woken starts its
         // next step late; ranks that spin (yielding the core to anyone runnable) leave at once.
-        let spin_until = Instant::now() + BARRIER_SPIN;
-        while self.released_generation.load(Ordering::Acquire) == generation
-            && !self.aborting.load(Ordering::Acquire)
-            && Instant::now() < spin_until
-        {
-            std::thread::yield_now();
-        }
+        spin_until(BARRIER_SPIN, || {
+            self.released_generation.load(Ordering::Acquire) != generation
+                || self.aborting.load(Ordering::Acquire)
+        });
         let mut state = self.lock();
-        while state.generation == generation && state.abort.is_none() {
-            state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
+        if state.generation == generation && state.abort.is_none() {
+            // Counted under the lock that the release takes: it sees this sleeper, or this
+            // sees its generation.
+            state.sleepers += 1;
+            while state.generation == generation && state.abort.is_none() {
+                state = self.released.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            state.sleepers -= 1;
         }
-        Self::leave(&state, state.generation == generation)
+        Self::leave(&state, state.generation == generation)?;
+        // Local rank 0 takes what was gathered before it can arrive at another barrier.
+        Ok(if first { state.gathered.take() } else { None })
     }
 
     /// How a rank leaves: by an abort that came before it was released (`abort_counts`), else
@@ -186,6 +250,11 @@ impl Comm for ThreadGroup {
 
     fn barrier(&self) -> Result<()> {
         self.barrier.wait(&|vote| vote)
+    }
+
+    fn gather_ranks(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        self.barrier
+            .wait_gathering(rank, bytes, &|vote, parts| Ok((vote, Some(parts))))
     }
 
     fn abort(&self, reason: &Error) {
@@ -340,6 +409,34 @@ mod tests {
             );
         });
         VOTE.store(0, Ordering::SeqCst);
+    }
+
+    /// Ranks that stopped spinning and sleep are woken by the last arrival, and by an abort:
+    /// the release counts its sleepers, and none is lost.
+    #[test]
+    fn sleeping_ranks_are_released_by_the_last_arrival_and_by_an_abort() {
+        let barrier = LocalBarrier::new(3);
+        let sleepers = || barrier.lock().sleepers;
+        for round in 0..20 {
+            std::thread::scope(|s| {
+                let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| barrier.wait(&|v| v))).collect();
+                while sleepers() < 2 {
+                    std::thread::yield_now();
+                }
+                if round < 19 {
+                    assert_eq!(barrier.wait(&|v| v), Ok(()));
+                    for w in waiters {
+                        assert_eq!(w.join().unwrap(), Ok(()));
+                    }
+                } else {
+                    barrier.abort(&Error::run("failed"));
+                    for w in waiters {
+                        assert_eq!(w.join().unwrap(), Err(Error::run("failed")));
+                    }
+                }
+            });
+            assert_eq!(sleepers(), 0);
+        }
     }
 
     #[test]

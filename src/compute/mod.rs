@@ -124,6 +124,26 @@ pub fn tighten_timer_slack() {
     }
 }
 
+/// Spins until `done()` for at most `limit`, yielding the core to any runnable thread at each
+/// turn; returns `done()`. For waits that usually end within microseconds: waking a sleeping
+/// thread costs tens of µs on small VMs. Yielding, not spinning in place, because a spinner must
+/// not hold a core that the thread it waits for needs (ranks and readers outnumber cores).
+/// Measured on 2 cores: letting only as many threads spin as there are cores, and the others
+/// sleep, lowered AU at 375 µs steps (4 ranks 96 → 92 %, 8 ranks 93 → 84 %): the sleepers'
+/// wake-ups cost more than the spinners' turns.
+pub fn spin_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// The longest early wake-up the sleeper will learn: beyond this the machine is overloaded and
 /// spinning would only take the core from someone else.
 const MAX_LEAD: Duration = Duration::from_micros(200);

@@ -19,7 +19,7 @@ mod fault;
 pub mod trace;
 
 use crate::comm::Comm;
-use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
+use crate::compute::{spin_until, tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, ReadBuffer, SampleReader};
@@ -261,15 +261,27 @@ pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
     }
 }
 
-/// How long a waiting side spins (yielding its core) before it sleeps: long enough to cover the
-/// usual wait for the other side, short enough not to starve anyone when cores are scarce.
-const HANDOFF_SPIN: Duration = Duration::from_micros(100);
+/// How long a reader spins (yielding its core) for the trainer to take a batch before it sleeps:
+/// long enough to cover a few short compute steps (dlrm's 375 µs, times the reader threads that
+/// take turns), so that the trainer's take costs no wake-up call and the reader no wake-up delay,
+/// and the cores stay awake; short enough to cost nothing next to long steps. A yielding spinner
+/// gives its core to any thread that needs it. Measured on 2 cores at 375 µs steps (P9), against
+/// 100 µs: 1 accelerator AU 99.5 → 99.9 %, 8 accelerators steps 5 % shorter (AU 90.5 → 93.5 %).
+const HANDOFF_SPIN: Duration = Duration::from_millis(2);
+
+/// The finished batches, and how many threads sleep waiting for a change (so that a change
+/// nobody waits for costs no wake-up call).
+#[derive(Default)]
+struct Ready {
+    batches: VecDeque<Result<LoadedBatch>>,
+    sleepers: usize,
+}
 
 /// Finished batches of one reader thread, and the counts that enforce PyTorch's rule: a reader
 /// may start its `j`-th batch only while fewer than `prefetch_factor` of its batches are
 /// outstanding (built or being built, and not yet taken by the trainer).
 struct Handoff {
-    ready: Mutex<VecDeque<Result<LoadedBatch>>>,
+    ready: Mutex<Ready>,
     delivered: AtomicU64,
     taken: AtomicU64,
     closed: AtomicBool,
@@ -279,7 +291,7 @@ struct Handoff {
 impl Handoff {
     fn new() -> Handoff {
         Handoff {
-            ready: Mutex::new(VecDeque::new()),
+            ready: Mutex::new(Ready::default()),
             delivered: AtomicU64::new(0),
             taken: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -287,40 +299,40 @@ impl Handoff {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Result<LoadedBatch>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ready> {
         self.ready.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until `done()`; spins first, as the other side usually answers within microseconds,
-    /// and a sleeping thread is woken tens of microseconds late.
-    fn wait_until(&self, spin: Duration, done: impl Fn() -> bool) {
-        let spin_until = Instant::now() + spin;
+    /// Sleeps until `done()`. A side that changes what `done` reads does so before taking the
+    /// lock ([`Handoff::notify`]), and this checks it under the lock, counted as a sleeper: the
+    /// change is seen here or its wake-up reaches the wait.
+    fn sleep_until(&self, done: impl Fn() -> bool) {
+        let mut ready = self.lock();
+        if done() {
+            return;
+        }
+        ready.sleepers += 1;
         while !done() {
-            if Instant::now() >= spin_until {
-                let mut guard = self.lock();
-                while !done() {
-                    guard = self.changed.wait(guard).unwrap_or_else(|p| p.into_inner());
-                }
-                return;
-            }
-            std::thread::yield_now();
+            ready = self.changed.wait(ready).unwrap_or_else(|p| p.into_inner());
+        }
+        ready.sleepers -= 1;
+    }
+
+    /// Wakes the other side if it sleeps, after a change to what it waits for.
+    fn notify(&self) {
+        if self.lock().sleepers > 0 {
+            self.changed.notify_all();
         }
     }
 
-    /// Wakes the other side if it sleeps; the lock orders this after its last check.
-    fn notify(&self) {
-        drop(self.lock());
-        self.changed.notify_all();
-    }
-
     fn deliver(&self, batch: Result<LoadedBatch>) {
-        self.lock().push_back(batch);
+        self.lock().batches.push_back(batch);
         self.delivered.fetch_add(1, Ordering::Release);
-        self.changed.notify_all();
+        self.notify();
     }
 
     fn take(&self) -> Option<Result<LoadedBatch>> {
-        let batch = self.lock().pop_front();
+        let batch = self.lock().batches.pop_front();
         self.taken.fetch_add(1, Ordering::Release);
         self.notify();
         batch
@@ -411,10 +423,13 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 let mut state = source.reader_state(thread, buffer);
                 for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
                     let j = j as u64;
-                    handoff.wait_until(HANDOFF_SPIN, || {
+                    let may_start = || {
                         handoff.closed.load(Ordering::Acquire)
                             || j < handoff.taken.load(Ordering::Acquire) + factor
-                    });
+                    };
+                    if !spin_until(HANDOFF_SPIN, may_start) {
+                        handoff.sleep_until(may_start);
+                    }
                     if handoff.closed.load(Ordering::Acquire) {
                         break;
                     }
@@ -461,7 +476,9 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 let handoff = &handoffs[thread];
                 let wanted = step / handoffs.len() as u64;
                 let reader = &readers[thread];
-                handoff.wait_until(Duration::ZERO, || {
+                // The trainer sleeps at once: a spinning trainer would take a core from the
+                // readers it waits for.
+                handoff.sleep_until(|| {
                     handoff.delivered.load(Ordering::Acquire) > wanted || reader.is_finished()
                 });
                 if handoff.delivered.load(Ordering::Acquire) <= wanted {

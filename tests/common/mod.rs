@@ -565,3 +565,35 @@ impl Live {
         (ran, took)
     }
 }
+
+/// A phase's figures as printed: (phase, samples/s, MiB/s read, AU %).
+pub type PhaseFigures = (String, String, String, String);
+
+/// The figures of each finished phase as its progress line on stderr prints them
+/// ("epoch 1/2 train 4 steps in 0.02 s  1234.5 samples/s  0.2 MiB/s read  AU 97.12%"), and as
+/// the end-of-run table's rows on stdout print them ("1  97.12  1234.5  0.1  0.2 …", " eval …").
+pub fn phase_lines_and_table_rows(ran: &Ran) -> (Vec<PhaseFigures>, Vec<PhaseFigures>) {
+    let lines = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("epoch ") && l.contains(" AU "))
+        .map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let au = t[t.len() - 1].trim_end_matches('%');
+            (t[2].into(), t[8].into(), t[10].into(), au.into())
+        })
+        .collect();
+    let rows = ran
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("epoch "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("mean"))
+        .map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let phase = if t[0] == "eval" { "eval" } else { "train" };
+            (phase.into(), t[2].into(), t[4].into(), t[1].into())
+        })
+        .collect();
+    (lines, rows)
+}

@@ -302,19 +302,24 @@ pub struct ReaderConfig {
     pub transfer_size: u64,
 }
 
+/// PyTorch's rule for the batches each reader thread may hold ahead of the trainer, as DLIO sets
+/// it: `ceil(prefetch_size / read_threads)`, 2 when that is 0.
+pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
+    let factor = match read_threads {
+        0 => prefetch_size,
+        threads => prefetch_size.div_ceil(threads),
+    };
+    if factor == 0 {
+        2
+    } else {
+        factor
+    }
+}
+
 impl ReaderConfig {
-    /// PyTorch's rule for the batches each reader thread may hold ahead of the trainer:
-    /// `ceil(prefetch_size / read_threads)`, 2 when that is 0.
+    /// This configuration's [`prefetch_factor`].
     pub fn prefetch_factor(&self) -> u64 {
-        let factor = match self.read_threads {
-            0 => self.prefetch_size,
-            threads => self.prefetch_size.div_ceil(threads),
-        };
-        if factor == 0 {
-            2
-        } else {
-            factor
-        }
+        prefetch_factor(self.read_threads, self.prefetch_size)
     }
 
     /// The batches a rank's loader can have read before the trainer asks for them (none when

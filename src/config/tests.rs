@@ -249,3 +249,14 @@ fn object_store_options_take_dlio_s_strings_and_refuse_what_cannot_work() {
         );
     }
 }
+
+#[test]
+fn pytorch_prefetch_rule() {
+    use crate::config::prefetch_factor;
+    assert_eq!(prefetch_factor(4, 2), 1);
+    assert_eq!(prefetch_factor(1, 2), 2);
+    assert_eq!(prefetch_factor(3, 8), 3);
+    assert_eq!(prefetch_factor(2, 0), 2);
+    assert_eq!(prefetch_factor(0, 2), 2);
+    assert_eq!(prefetch_factor(0, 0), 2);
+}

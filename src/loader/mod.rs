@@ -225,7 +225,7 @@ impl LoaderSettings {
     pub fn new(read_threads: u64, prefetch_size: u64) -> LoaderSettings {
         LoaderSettings {
             read_threads,
-            prefetch_factor: prefetch_factor(read_threads, prefetch_size),
+            prefetch_factor: crate::config::prefetch_factor(read_threads, prefetch_size),
         }
     }
 }
@@ -244,20 +244,6 @@ fn yield_to_the_trainer() {
         if *libc::__errno_location() == 0 {
             libc::setpriority(libc::PRIO_PROCESS, thread, (nice + 1).min(19));
         }
-    }
-}
-
-/// PyTorch's rule for outstanding batches per reader thread.
-pub fn prefetch_factor(read_threads: u64, prefetch_size: u64) -> u64 {
-    let factor = if read_threads >= 1 {
-        prefetch_size.div_ceil(read_threads)
-    } else {
-        prefetch_size
-    };
-    if factor == 0 {
-        2
-    } else {
-        factor
     }
 }
 
@@ -539,16 +525,6 @@ impl<'scope, 'env> Loader<'scope, 'env> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pytorch_prefetch_rule() {
-        assert_eq!(prefetch_factor(4, 2), 1);
-        assert_eq!(prefetch_factor(1, 2), 2);
-        assert_eq!(prefetch_factor(3, 8), 3);
-        assert_eq!(prefetch_factor(2, 0), 2);
-        assert_eq!(prefetch_factor(0, 2), 2);
-        assert_eq!(prefetch_factor(0, 0), 2);
-    }
 
     /// Counts samples as they are read, without touching storage.
     struct CountingFormat(AtomicU64);

@@ -142,7 +142,8 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
     let format = format::for_config(&config, options.verify)?;
     let local_ranks = options.accelerators;
     let storage = storage::for_data(&config, local_ranks * config.reader.read_threads as usize)?;
-    if config.workflow.generate_data || config.workflow.train {
+    // A format that reads no storage (the synthetic loader) needs no bucket or folder at all.
+    if (config.workflow.generate_data || config.workflow.train) && format.reads_storage() {
         storage.check_access(config.workflow.generate_data)?;
     }
     // Bad input is reported before anything is written.

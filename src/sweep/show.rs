@@ -388,7 +388,10 @@ mod tests {
         let cached = "page_cache: more than 10% of the bytes came from the page cache";
         // Every trial passed on AU, and none was valid: no answer, and why.
         let sweep = swept(
-            vec![trial(1, true, &[cached]), trial(16, true, &[cached, "metric_window: m"])],
+            vec![
+                trial(1, true, &[cached]),
+                trial(16, true, &[cached, "metric_window: m"]),
+            ],
             None,
             Some(1),
         );
@@ -400,10 +403,15 @@ mod tests {
              valid — 1: page_cache; 16: page_cache, metric_window; see each trial's reasons \
              above or in sweep.json)"
         );
-        assert!(text.contains("(NOT VALID: page_cache, metric_window)"), "{text}");
+        assert!(
+            text.contains("(NOT VALID: page_cache, metric_window)"),
+            "{text}"
+        );
         // A valid lower bound that fails is an answer: the storage keeps fewer.
         let sweep = swept(vec![trial(1, false, &[])], None, Some(1));
-        assert!(sweep.render().contains("Even 1 accelerator(s) are not above 90 % AU"));
+        assert!(sweep
+            .render()
+            .contains("Even 1 accelerator(s) are not above 90 % AU"));
         // An invalid trial above a valid pass bounds the answer, and says why.
         let sweep = swept(
             vec![trial(1, true, &[]), trial(2, true, &[cached])],

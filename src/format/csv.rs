@@ -91,15 +91,6 @@ fn count_fields(line: &[u8]) -> usize {
 }
 
 impl FileFormat for Csv {
-    /// Values written as text take more bytes than the record length says.
-    fn sample_bytes_as_configured(
-        &self,
-        _record_bytes: f64,
-        _samples_per_file: u64,
-    ) -> Option<f64> {
-        None
-    }
-
     fn encode(
         &self,
         key: &str,

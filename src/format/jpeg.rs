@@ -33,15 +33,6 @@ pub struct Jpeg {
 }
 
 impl FileFormat for Jpeg {
-    /// An encoded image's size is the encoder's, not the record length.
-    fn sample_bytes_as_configured(
-        &self,
-        _record_bytes: f64,
-        _samples_per_file: u64,
-    ) -> Option<f64> {
-        None
-    }
-
     fn encode(
         &self,
         _key: &str,

@@ -250,14 +250,6 @@ pub trait FileFormat: Send + Sync {
         true
     }
 
-    /// The bytes a sample read takes on average when the files are as the configuration says
-    /// (`record_length_bytes` per sample, `samples_per_file` to a file): the verdict's yardstick
-    /// for files that are not ([`crate::results::verdict`]). `None` where the stored size is not
-    /// the record length by design (encoded images and text).
-    fn sample_bytes_as_configured(&self, record_bytes: f64, _samples_per_file: u64) -> Option<f64> {
-        Some(record_bytes)
-    }
-
     /// Calls `each` with the key of every side file [`FileFormat::encode`] writes beside `key`.
     fn side_files(&self, _key: &str, _each: &mut dyn FnMut(&str)) {}
 }
@@ -277,6 +269,31 @@ pub trait SampleReader: Send {
     /// reader kept of it (a stream's place and buffer, parsed metadata) goes, as a framework
     /// closing the file forgets it, so that coming back to the file reads it again.
     fn put_down(&mut self) {}
+}
+
+/// The bytes a sample read takes on average when the files are as the configuration says
+/// (`record_length_bytes` per sample, `num_samples_per_file` to a file), by each format's access
+/// pattern (docs/formats.md): the verdict's yardstick for files that are not
+/// ([`crate::results::verdict`]). `None` where it is not the record length by design.
+pub fn sample_bytes_as_configured(config: &Config) -> Option<f64> {
+    let record = config.dataset.record_length_bytes as f64;
+    let per_file = config.dataset.num_samples_per_file.max(1) as f64;
+    if config.reader.data_loader == DataLoader::Synthetic {
+        return None;
+    }
+    match config.dataset.format {
+        // Nothing is read.
+        Format::Synthetic => None,
+        // An encoded image's size is the encoder's; values written as text take more bytes than
+        // the record length; a parquet sample costs its row group's marked columns or nothing,
+        // fetched by each reader thread that meets the row group.
+        Format::Jpeg | Format::Png | Format::Csv | Format::Parquet => None,
+        // The whole file is read for each of its samples.
+        Format::Npy | Format::Npz => Some(record * per_file),
+        // The sample's slice, and the file's metadata (one 4 KiB read) once per file.
+        Format::Hdf5 => Some(record + 4096.0 / per_file),
+        Format::Tfrecord | Format::IndexedBinary | Format::MmapIndexedBinary => Some(record),
+    }
 }
 
 /// The reader and writer of the configured format. With `verify`, readers also check the

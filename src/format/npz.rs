@@ -21,11 +21,6 @@ pub struct Npz {
 }
 
 impl FileFormat for Npz {
-    /// The whole file is read for each of its samples.
-    fn sample_bytes_as_configured(&self, record_bytes: f64, samples_per_file: u64) -> Option<f64> {
-        Some(record_bytes * samples_per_file as f64)
-    }
-
     fn encode(
         &self,
         _key: &str,

@@ -34,15 +34,6 @@ pub struct Png {
 }
 
 impl FileFormat for Png {
-    /// An encoded image's size is the encoder's, not the record length.
-    fn sample_bytes_as_configured(
-        &self,
-        _record_bytes: f64,
-        _samples_per_file: u64,
-    ) -> Option<f64> {
-        None
-    }
-
     fn encode(
         &self,
         _key: &str,

@@ -11,15 +11,6 @@ use crate::storage::Storage;
 pub struct Synthetic;
 
 impl FileFormat for Synthetic {
-    /// Nothing is read.
-    fn sample_bytes_as_configured(
-        &self,
-        _record_bytes: f64,
-        _samples_per_file: u64,
-    ) -> Option<f64> {
-        None
-    }
-
     fn encode(&self, _: &str, _: &FileShape, _: &mut SmallRng, out: &mut Encoded) -> Result<()> {
         out.clear();
         Ok(())

@@ -561,6 +561,32 @@ mod tests {
         }
     }
 
+    /// Rank 0's training source of epoch 1, without compute or trace.
+    fn epoch_one<'a>(
+        plan: &'a EpochPlan,
+        dataset: &'a Dataset,
+        format: &'a dyn FileFormat,
+        storage: &'a dyn Storage,
+        comm: &'a dyn Comm,
+        clock: &'a Clock,
+    ) -> BatchSource<'a> {
+        BatchSource {
+            plan,
+            epoch: 1,
+            phase: Phase::Train,
+            rank: 0,
+            dataset,
+            split: &dataset.train,
+            format,
+            storage,
+            preprocess_time: &TimeSpec::ZERO,
+            comm,
+            seed: 0,
+            clock,
+            trace: None,
+        }
+    }
+
     /// A storage that counts every call made to it.
     #[derive(Default)]
     struct Untouched(AtomicU64);
@@ -692,21 +718,7 @@ mod tests {
         let storage = Untouched::default();
         let comm = crate::comm::ThreadGroup::new(1);
         let clock = Clock::start();
-        let source = BatchSource {
-            plan: &plan,
-            epoch: 1,
-            phase: Phase::Train,
-            rank: 0,
-            dataset: &dataset,
-            split: &dataset.train,
-            format: format.as_ref(),
-            storage: &storage,
-            preprocess_time: &TimeSpec::ZERO,
-            comm: &comm,
-            seed: 0,
-            clock: &clock,
-            trace: None,
-        };
+        let source = epoch_one(&plan, &dataset, format.as_ref(), &storage, &comm, &clock);
         assert_eq!(plan.steps(), 16);
         for threads in [0, 1, 3] {
             std::thread::scope(|scope| {
@@ -747,21 +759,7 @@ mod tests {
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
             let clock = Clock::start();
-            let source = BatchSource {
-                plan: &plan,
-                epoch: 1,
-                phase: Phase::Train,
-                rank: 0,
-                dataset: &dataset,
-                split: &dataset.train,
-                format: &format,
-                storage: &storage,
-                preprocess_time: &TimeSpec::ZERO,
-                comm: &comm,
-                seed: 0,
-                clock: &clock,
-                trace: None,
-            };
+            let source = epoch_one(&plan, &dataset, &format, &storage, &comm, &clock);
             let settings = LoaderSettings::new(threads, prefetch_size);
             let outstanding = threads * settings.prefetch_factor;
             std::thread::scope(|scope| {

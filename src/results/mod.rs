@@ -117,7 +117,7 @@ pub struct Measured {
     /// Memory of all client hosts together, in bytes.
     pub client_memory_bytes: u64,
     /// The bytes a sample read takes when the files are as configured
-    /// ([`crate::format::FileFormat::sample_bytes_as_configured`]).
+    /// ([`crate::format::sample_bytes_as_configured`]).
     pub sample_bytes_as_configured: Option<f64>,
 }
 

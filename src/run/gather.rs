@@ -148,10 +148,7 @@ fn report_run(
     let measured = Measured {
         accounting: setup.storage.accounting(),
         client_memory_bytes: hosts.total_memory_bytes(),
-        sample_bytes_as_configured: setup.format.sample_bytes_as_configured(
-            config.dataset.record_length_bytes as f64,
-            config.dataset.num_samples_per_file,
-        ),
+        sample_bytes_as_configured: crate::format::sample_bytes_as_configured(config),
     };
     let mut results = Results::from_ranks(config, &ranks, measured, done.interrupted, ceiling);
     results.checkpoint_bytes = checkpoint_bytes(setup);

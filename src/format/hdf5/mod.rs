@@ -138,11 +138,6 @@ impl Hdf5 {
 }
 
 impl FileFormat for Hdf5 {
-    /// The sample's slice, and the file's metadata (one 4 KiB read) once per file a thread meets.
-    fn sample_bytes_as_configured(&self, record_bytes: f64, samples_per_file: u64) -> Option<f64> {
-        Some(record_bytes + 4096.0 / samples_per_file.max(1) as f64)
-    }
-
     fn encode(
         &self,
         _key: &str,

@@ -198,17 +198,6 @@ impl Parquet {
 }
 
 impl FileFormat for Parquet {
-    /// A sample costs its row group's marked columns or nothing, and each reader thread that
-    /// meets a row group fetches it: the bytes per sample follow the columns, row groups and
-    /// threads, not the record length.
-    fn sample_bytes_as_configured(
-        &self,
-        _record_bytes: f64,
-        _samples_per_file: u64,
-    ) -> Option<f64> {
-        None
-    }
-
     fn encode(
         &self,
         _key: &str,

@@ -1750,15 +1750,7 @@ fn the_progress_lines_show_the_table_s_figures_of_all_ranks() {
         &tmp.join("data"),
         &tmp.join("out"),
         &shape,
-        &[
-            "++workload.output.trace=False",
-            "++workload.workflow.evaluation=True",
-            "++workload.dataset.num_files_eval=8",
-            "++workload.reader.batch_size_eval=2",
-            // Compute that differs between ranks and steps, so that rank 0's AU is not all ranks'.
-            "++workload.train.computation_time={type: uniform, min: 0.0001, max: 0.004}",
-            "++workload.evaluation.eval_time=0.001",
-        ],
+        &RANK_VARYING_PHASES,
     );
     // The distribution replaces traced_words' fixed compute.
     words.retain(|w| w != "++workload.train.computation_time=0");

@@ -324,14 +324,7 @@ mod with_mpi {
         let tmp = Scratch::new("mpi-progress");
         let mut words = shuffled_words(&tmp, "out", "seed");
         words.retain(|w| w != "++workload.train.computation_time=0.001");
-        words.extend(strings(&[
-            "++workload.output.trace=False",
-            "++workload.workflow.evaluation=True",
-            "++workload.dataset.num_files_eval=8",
-            "++workload.reader.batch_size_eval=2",
-            "++workload.train.computation_time={type: uniform, min: 0.0001, max: 0.004}",
-            "++workload.evaluation.eval_time=0.001",
-        ]));
+        words.extend(strings(&RANK_VARYING_PHASES));
         generate_for(&tmp.path, &words);
         let mut args = strings(&["run", "--accelerators", "2"]);
         args.extend(words);

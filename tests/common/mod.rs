@@ -31,6 +31,17 @@ pub const TINY_LLAMA: &[&str] = &[
     "++workload.checkpoint.time_between_checkpoints=0",
 ];
 
+/// Words for runs whose progress lines are checked against the table: evaluation on, and compute
+/// that differs between ranks and steps, so that rank 0's AU is not all ranks'.
+pub const RANK_VARYING_PHASES: [&str; 6] = [
+    "++workload.output.trace=False",
+    "++workload.workflow.evaluation=True",
+    "++workload.dataset.num_files_eval=8",
+    "++workload.reader.batch_size_eval=2",
+    "++workload.train.computation_time={type: uniform, min: 0.0001, max: 0.004}",
+    "++workload.evaluation.eval_time=0.001",
+];
+
 /// The words of a sweep on a link of known speed: 1 MiB samples, one per step, each step 0.1 s of
 /// compute, so an accelerator asks for 10 MiB/s; `files` training files, generated once by the
 /// sweep; each process's storage behind a 52 MiB/s link (`storage.throttle`), which keeps 5

@@ -72,6 +72,81 @@ mod with_mpi {
     use serde_json::Value;
     use std::collections::BTreeSet;
 
+    /// Processes started with other words (an MPMD launch: `mpirun -n 1 A : -n 1 B`, as a host
+    /// with an older workload file would be) stop before anything is written, all with exit 2 and
+    /// one message naming each key that differs; a credential may differ, nothing else.
+    #[test]
+    fn processes_with_other_configurations_are_refused_by_key_before_anything_is_written() {
+        let tmp = Scratch::new("mpi-disagree");
+        let out = tmp.s("out");
+        let words = |extra: &[&str]| {
+            let mut words = strings(&[
+                "run",
+                "workload=default",
+                "++workload.dataset.format=synthetic",
+                "++workload.train.computation_time=0.01",
+            ]);
+            words.extend(strings(extra));
+            words.push(format!("++hydra.run.dir={out}"));
+            words
+        };
+        let mut args = words(&["++workload.train.epochs=2"]);
+        args.extend(strings(&[":", "-n", "1", DLIO_RS]));
+        args.extend(words(&[
+            "++workload.train.epochs=3",
+            "++workload.reader.batch_size=2",
+        ]));
+        let (ran, _) = mpirun(&tmp.path, 1, DLIO_RS, &args);
+        let ran = ran.fails(2).says(&[
+            "the MPI processes of this job resolved different configurations — process 1: \
+             reader.batch_size = 2 (process 0: 4), train.epochs = 3 (process 0: 2); every \
+             process must run the same workload file and words",
+        ]);
+        assert_eq!(
+            ran.stderr
+                .matches("resolved different configurations")
+                .count(),
+            1,
+            "{}",
+            ran.context()
+        );
+        assert!(!tmp.join("out").exists(), "{}", ran.context());
+        // Each host's own credentials are no difference.
+        let credential = |key: &str| {
+            words(&[
+                "++workload.train.epochs=1",
+                &format!("++workload.storage.storage_options.secret_access_key={key}"),
+            ])
+        };
+        let mut args = credential("a");
+        args.extend(strings(&[":", "-n", "1", DLIO_RS]));
+        args.extend(credential("b"));
+        let (ran, _) = mpirun(&tmp.path, 1, DLIO_RS, &args);
+        ran.ok();
+        // Sweeps of other bounds would each wait for trials the others never run.
+        let sweep = |max: &str| {
+            strings(&[
+                "sweep",
+                "--max-accelerators",
+                max,
+                "-o",
+                &tmp.s("sweep"),
+                "workload=default",
+                "++workload.dataset.format=synthetic",
+            ])
+        };
+        let mut args = sweep("4");
+        args.extend(strings(&[":", "-n", "1", DLIO_RS]));
+        args.extend(sweep("8"));
+        let (ran, _) = mpirun(&tmp.path, 1, DLIO_RS, &args);
+        ran.fails(2).says(&[
+            "the MPI processes of this sweep were given different sweeps — process 1: \
+             --min-accelerators (default) --max-accelerators 8 (process 0: --min-accelerators \
+             (default) --max-accelerators 4)",
+        ]);
+        assert!(!tmp.join("sweep").exists());
+    }
+
     /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).
     fn shuffled_words(tmp: &Scratch, out: &str, shuffle: &str) -> Vec<String> {
         let shape = Shape {

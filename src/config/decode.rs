@@ -71,9 +71,7 @@ impl Config {
         let base = Value::from_yaml(text).ok()?;
         let (base, _) = canonical_tree(&base);
         let (mine, _) = canonical_tree(&self.tree);
-        let (mut base_leaves, mut my_leaves) = (Vec::new(), Vec::new());
-        leaves(&base, String::new(), &mut base_leaves);
-        leaves(&mine, String::new(), &mut my_leaves);
+        let (base_leaves, my_leaves) = (base.leaves(), mine.leaves());
         let mut changed: Vec<String> = my_leaves
             .iter()
             .filter(|(key, value)| {
@@ -91,23 +89,6 @@ impl Config {
                 .map(|(key, _)| key.clone()),
         );
         Some(changed)
-    }
-}
-
-/// Every scalar or list of a tree with its dotted path; an empty mapping is a leaf.
-fn leaves<'a>(tree: &'a Value, prefix: String, out: &mut Vec<(String, &'a Value)>) {
-    match tree {
-        Value::Map(entries) if !entries.is_empty() => {
-            for (key, value) in entries {
-                let path = if prefix.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{prefix}.{key}")
-                };
-                leaves(value, path, out);
-            }
-        }
-        _ => out.push((prefix, tree)),
     }
 }
 

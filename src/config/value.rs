@@ -48,6 +48,29 @@ impl Value {
         }
     }
 
+    /// Every scalar or list of the tree with its dotted path, in the tree's order; an empty
+    /// mapping is a leaf.
+    pub fn leaves(&self) -> Vec<(String, &Value)> {
+        fn walk<'a>(tree: &'a Value, prefix: String, out: &mut Vec<(String, &'a Value)>) {
+            match tree {
+                Value::Map(entries) if !entries.is_empty() => {
+                    for (key, value) in entries {
+                        let path = if prefix.is_empty() {
+                            key.clone()
+                        } else {
+                            format!("{prefix}.{key}")
+                        };
+                        walk(value, path, out);
+                    }
+                }
+                _ => out.push((prefix, tree)),
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, String::new(), &mut out);
+        out
+    }
+
     /// The value at a dotted path of mapping keys.
     pub fn get_path(&self, path: &[&str]) -> Option<&Value> {
         path.iter().try_fold(self, |node, key| node.get(key))

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
-use crate::comm::{agree, Comm, Hosts, Reduce};
+use crate::comm::{agree, all_gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source, StorageType};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -91,10 +91,108 @@ impl Setup {
 }
 
 /// Resolves and checks the configuration in every process, which all go on or all stop; nothing
-/// is written yet.
+/// is written yet. The processes of a job then check that they resolved the same configuration,
+/// before any of them takes a step the others would not.
 pub(super) fn set_up(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Setup> {
     let checked = check(source, options, comm.world() as u64, comm.process() == 0);
-    agree(comm, checked)
+    let setup = agree(comm, checked)?;
+    let same = one_configuration(comm, &setup.config, options);
+    agree(comm, same)?;
+    Ok(setup)
+}
+
+/// Keys that may rightly differ between the processes of a job: each host's own credentials.
+/// (Nothing else: a data folder, a seed or a step count that differs would make the processes
+/// read other data, or wait for each other at steps the others never take.)
+pub const MAY_DIFFER_PER_HOST: [&str; 3] = [
+    "storage.storage_options.access_key_id",
+    "storage.storage_options.secret_access_key",
+    "storage.storage_options.session_token",
+];
+
+/// What a process's run is, key by key (the configuration's leaves, sorted, and the options that
+/// change what is read), as the processes compare it.
+fn run_keys(config: &Config, options: &RunOptions) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = config
+        .tree
+        .leaves()
+        .into_iter()
+        .filter(|(key, _)| !MAY_DIFFER_PER_HOST.contains(&key.as_str()))
+        .map(|(key, value)| (key, value.python_str()))
+        .collect();
+    keys.push(("workload".into(), config.workload_name.clone()));
+    keys.push(("--trace".into(), options.trace.to_string()));
+    keys.push(("--verify".into(), options.verify.to_string()));
+    keys.sort();
+    keys
+}
+
+/// Fails (in every process alike) when the processes resolved different configurations: first
+/// a digest each, then, only when they differ, every process's keys, so that the message names
+/// each key that differs and the processes it differs in.
+fn one_configuration(comm: &dyn Comm, config: &Config, options: &RunOptions) -> Result<()> {
+    if comm.processes() == 1 {
+        return Ok(());
+    }
+    let keys = run_keys(config, options);
+    let digest = {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        keys.hash(&mut hasher);
+        hasher.finish()
+    };
+    let digests = all_gather_values(comm, &digest)?;
+    if digests.iter().all(|&d| d == digests[0]) {
+        return Ok(());
+    }
+    let all = all_gather_values(comm, &keys)?;
+    Err(Error::usage(differences(&all)))
+}
+
+/// Each process's keys that differ from process 0's, said by key, then how to fix it.
+fn differences(all: &[Vec<(String, String)>]) -> String {
+    let first = &all[0];
+    let value_in = |keys: &[(String, String)], key: &str| {
+        keys.iter()
+            .find(|(k, _)| k == key)
+            .map_or("(not set)".to_string(), |(_, v)| v.clone())
+    };
+    let mut said = Vec::new();
+    for (process, keys) in all.iter().enumerate().skip(1) {
+        let mut names: Vec<&str> = keys
+            .iter()
+            .chain(first.iter())
+            .map(|(k, _)| k.as_str())
+            .filter(|k| value_in(keys, k) != value_in(first, k))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let shown: Vec<String> = names
+            .iter()
+            .take(8)
+            .map(|k| {
+                format!(
+                    "{k} = {} (process 0: {})",
+                    value_in(keys, k),
+                    value_in(first, k)
+                )
+            })
+            .collect();
+        if !shown.is_empty() {
+            let more = match names.len().saturating_sub(shown.len()) {
+                0 => String::new(),
+                n => format!(", and {n} more"),
+            };
+            said.push(format!("process {process}: {}{more}", shown.join(", ")));
+        }
+    }
+    format!(
+        "the MPI processes of this job resolved different configurations — {}; every process must \
+         run the same workload file and words (check the command line and the workload file on \
+         every host; only {} may differ)",
+        said.join("; "),
+        MAY_DIFFER_PER_HOST.join(", ")
+    )
 }
 
 /// The hosts of the run's processes, gathered from all of them, with a warning (once) when a
@@ -362,5 +460,47 @@ mod tests {
             cache_keys_set(&both).as_deref(),
             Some("workload.reader.odirect, workload.reader.page_cache")
         );
+    }
+
+    #[test]
+    fn processes_that_resolved_other_keys_are_told_which_and_where() {
+        let options = RunOptions::default();
+        let base = run_keys(&eight_samples(&[]), &options);
+        let other = run_keys(
+            &eight_samples(&[
+                "++workload.train.epochs=7",
+                "++workload.storage.storage_options.secret_access_key=mine",
+            ]),
+            &RunOptions {
+                trace: true,
+                ..options.clone()
+            },
+        );
+        // A credential may differ; nothing else may.
+        assert!(!other.iter().any(|(k, _)| k.contains("secret")));
+        let said = differences(&[base.clone(), base.clone(), other]);
+        assert!(
+            said.starts_with(
+                "the MPI processes of this job resolved different configurations — process 2: \
+                 --trace = true (process 0: false), train.epochs = 7 (process 0: 10); every \
+                 process must run the same workload file and words"
+            ),
+            "{said}"
+        );
+        assert!(!said.contains("process 1:"), "{said}");
+        assert!(
+            said.contains("only storage.storage_options.access_key_id"),
+            "{said}"
+        );
+        // The same keys in another order are the same configuration.
+        let reordered = run_keys(
+            &eight_samples(&["++workload.train.epochs=7", "++workload.train.seed=3"]),
+            &options,
+        );
+        let swapped = run_keys(
+            &eight_samples(&["++workload.train.seed=3", "++workload.train.epochs=7"]),
+            &options,
+        );
+        assert_eq!(reordered, swapped);
     }
 }

@@ -86,6 +86,9 @@ impl Sweeper<'_> {
         let processes = self.processes.count() as u64;
         let unit = unit(request, processes);
         let min = request.min.unwrap_or(unit);
+        // Every process must search the same counts, or each would wait for trials the others
+        // never run.
+        agree(self.comm, one_request(self.comm, request))?;
         agree(self.comm, check_bounds(request, min, unit, processes))?;
         let (config, mode) = agree(self.comm, resolve(request, self.strict))?;
         agree(
@@ -335,6 +338,54 @@ fn source_with(request: &SweepRequest, extra: &[String]) -> Result<Source> {
         overrides: Overrides::parse(&words)?,
         config_dir: request.config_dir.clone(),
     })
+}
+
+/// Fails, in every process alike, when the processes of the job were given other sweeps (words,
+/// bounds, precision, step or hold), naming what differs and where.
+fn one_request(comm: &dyn Comm, request: &SweepRequest) -> Result<()> {
+    if comm.processes() == 1 {
+        return Ok(());
+    }
+    let all = crate::comm::all_gather_values(comm, request)?;
+    let first = &all[0];
+    let said: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, other)| *other != first)
+        .map(|(process, other)| {
+            let mut fields = Vec::new();
+            if other.words != first.words {
+                fields.push(format!(
+                    "the words {:?} (process 0: {:?})",
+                    other.words, first.words
+                ));
+            }
+            if other.config_dir != first.config_dir {
+                fields.push("--config-dir".to_string());
+            }
+            let bounds = |r: &SweepRequest| {
+                let min = r.min.map_or("(default)".to_string(), |m| m.to_string());
+                format!("--min-accelerators {min} --max-accelerators {}", r.max)
+            };
+            if (other.min, other.max) != (first.min, first.max) {
+                fields.push(format!("{} (process 0: {})", bounds(other), bounds(first)));
+            }
+            if (other.precision, other.step, other.hold)
+                != (first.precision, first.step, first.hold)
+            {
+                fields.push("--precision, --step or --hold".to_string());
+            }
+            format!("process {process}: {}", fields.join(", "))
+        })
+        .collect();
+    match said.is_empty() {
+        true => Ok(()),
+        false => Err(Error::usage(format!(
+            "the MPI processes of this sweep were given different sweeps — {}; start every \
+             process with the same command line",
+            said.join("; ")
+        ))),
+    }
 }
 
 /// How a trial ended.

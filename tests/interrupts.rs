@@ -51,6 +51,13 @@ fn interrupted_mid_run(signal: i32, code: i32, name: &str) {
     // An earlier, complete run of 4 ranks: none of its files may survive the interrupted one.
     run_quiet(&tmp.path, 4, &training(&out, 4, 1)[3..]).ok();
     assert!(out.join("3_output.json").exists());
+    let earlier = read_json(&out.join("summary.json"));
+    assert_eq!(at(&earlier, "/metric/train_au_meet_expectation"), "success");
+    // Its page's charts, as `report --png` writes them, beside a file of the user's.
+    std::fs::create_dir_all(out.join("charts")).unwrap();
+    for name in ["01-au.png", "01-au.svg", "notes.txt"] {
+        std::fs::write(out.join("charts").join(name), "earlier").unwrap();
+    }
 
     let mut run = Live::dlio_rs(&tmp.path, &training(&out, 2, 3));
     // The training phase of epoch 2 is over, so epoch 1 is complete everywhere; epoch 3 is not.
@@ -98,6 +105,17 @@ fn interrupted_mid_run(signal: i32, code: i32, name: &str) {
             completed
         );
     }
+    // The run did not complete: mlpstorage's field says so, whatever its epochs' AU; the page is
+    // this run's, and never a green PASS.
+    assert_eq!(at(&summary, "/metric/train_au_meet_expectation"), "fail");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("data-code=\"interrupted\""), "{page}");
+    assert!(!page.contains("class=\"verdict pass\""), "{page}");
+    assert!(!out.join("charts/01-au.png").exists() && !out.join("charts/01-au.svg").exists());
+    assert!(
+        out.join("charts/notes.txt").exists(),
+        "a file of the user's was removed"
+    );
     for gone in ["2_output.json", "3_output.json", "3_per_epoch_stats.json"] {
         assert!(
             !out.join(gone).exists(),

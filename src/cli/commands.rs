@@ -188,7 +188,9 @@ pub(super) fn report(args: &ReportArgs) -> Result<Option<i32>> {
         .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
     let mut written = vec![path];
     if args.png {
-        written.extend(crate::report::png::charts(&page, &folder.join("charts"))?);
+        let charts = folder.join(crate::folder::CHARTS_DIR);
+        crate::folder::remove_charts(&charts)?;
+        written.extend(crate::report::png::charts(&page, &charts)?);
     }
     let list: String = written
         .iter()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 pub use lock::{Access, Busy, FolderLock};
-pub use output::OutputFolder;
+pub use output::{remove_charts, OutputFolder, CHARTS_DIR};
 
 /// Makes the folder `path` (`what` names it in errors) and those above it. A file where the folder
 /// should be is a usage error: the path given is wrong.

@@ -18,8 +18,9 @@ pub struct OutputFolder {
 impl OutputFolder {
     /// Takes `path` (made if missing) for this run, or fails at once with a usage error naming the
     /// run that holds it; then removes the results an earlier run left there: `summary.json`,
-    /// `report.json`, the ranks' `N_output.json` and `N_per_epoch_stats.json`, and the log
-    /// `log_file`. Nothing else in the folder is touched.
+    /// `report.json`, `report.html`, the ranks' `N_output.json` and `N_per_epoch_stats.json`, the
+    /// log `log_file`, and the page's charts (`charts/`, [`remove_charts`]); a link of one of
+    /// those names is removed, not followed. Nothing else in the folder is touched.
     pub fn take(path: &Path, log_file: &str) -> Result<OutputFolder> {
         make_folder(path, "output folder")?;
         let lock =
@@ -34,6 +35,7 @@ impl OutputFolder {
                 })
             })?;
         clear_results(path, log_file)?;
+        remove_charts(&path.join(CHARTS_DIR))?;
         Ok(OutputFolder {
             path: path.to_path_buf(),
             _lock: lock,
@@ -45,6 +47,40 @@ impl OutputFolder {
     }
 }
 
+/// Where `dlio-rs report --png` writes a run's charts, in its output folder.
+pub const CHARTS_DIR: &str = "charts";
+
+/// Removes the charts `dlio-rs report --png` wrote into `dir` (`NN-name.svg`, `NN-name.png`), then
+/// the folder if nothing else is in it: the charts of an earlier page never stand beside a
+/// newer page's.
+pub fn remove_charts(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("cannot list the charts folder", dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("cannot list the charts folder", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let stem = name
+            .strip_suffix(".png")
+            .or_else(|| name.strip_suffix(".svg"));
+        let ours = stem
+            .and_then(|s| s.split_once('-'))
+            .is_some_and(|(n, chart)| {
+                n.len() == 2 && n.bytes().all(|b| b.is_ascii_digit()) && !chart.is_empty()
+            });
+        if ours {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| Error::io("cannot remove an earlier chart", &entry.path(), e))?;
+        }
+    }
+    // Gone when it held only charts.
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
+}
+
 /// Whether `name` is a result file a run writes into its output folder.
 fn is_result(name: &str, log_file: &str) -> bool {
     let per_rank = |suffix: &str| {
@@ -53,6 +89,7 @@ fn is_result(name: &str, log_file: &str) -> bool {
     };
     name == "summary.json"
         || name == "report.json"
+        || name == "report.html"
         || name == log_file
         || per_rank("_output.json")
         || per_rank("_per_epoch_stats.json")
@@ -63,7 +100,10 @@ fn clear_results(folder: &Path, log_file: &str) -> Result<()> {
         std::fs::read_dir(folder).map_err(|e| Error::io("cannot list output folder", folder, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("cannot list output folder", folder, e))?;
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        // A link is removed, never followed: what it points to is not this run's.
+        let is_file = entry
+            .file_type()
+            .is_ok_and(|t| t.is_file() || t.is_symlink());
         if is_file && is_result(&entry.file_name().to_string_lossy(), log_file) {
             std::fs::remove_file(entry.path())
                 .map_err(|e| Error::io("cannot remove an earlier run's", &entry.path(), e))?;
@@ -82,6 +122,7 @@ mod tests {
         for name in [
             "summary.json",
             "report.json",
+            "report.html",
             "dlio.log",
             "0_output.json",
             "12_per_epoch_stats.json",
@@ -99,5 +140,51 @@ mod tests {
             assert!(!is_result(name, "dlio.log"), "{name}");
         }
         assert!(is_result("my.log", "my.log"));
+    }
+
+    #[test]
+    fn an_earlier_run_s_page_charts_and_links_go_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("dlio-rs-clear-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("charts")).unwrap();
+        let outside = dir.with_extension("outside");
+        std::fs::write(&outside, "not this run's").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("report.json")).unwrap();
+        for name in ["report.html", "summary.json", "keep.txt"] {
+            std::fs::write(dir.join(name), "earlier").unwrap();
+        }
+        for name in [
+            "01-au.png",
+            "12-samples.svg",
+            "1-au.png",
+            "ab-au.png",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.join("charts").join(name), "earlier").unwrap();
+        }
+        let taken = OutputFolder::take(&dir, "dlio.log").unwrap();
+        let left = |sub: &str| {
+            let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != LOCK_FILE)
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(left(""), ["charts", "keep.txt"]);
+        assert_eq!(left("charts"), ["1-au.png", "ab-au.png", "notes.txt"]);
+        // The link went; what it pointed to is untouched.
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not this run's");
+        drop(taken);
+        // A charts folder of charts only goes with them.
+        for name in ["1-au.png", "ab-au.png", "notes.txt"] {
+            std::fs::remove_file(dir.join("charts").join(name)).unwrap();
+        }
+        std::fs::write(dir.join("charts/02-au.png"), "x").unwrap();
+        remove_charts(&dir.join("charts")).unwrap();
+        assert!(!dir.join("charts").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_file(&outside).unwrap();
     }
 }

@@ -15,15 +15,23 @@ use crate::stats::{phase_rates, CheckpointOp, Clock, PhaseRecord, RankRecord, St
 use crate::system;
 use crate::system::timestamp;
 
-fn meets(ok: bool) -> &'static str {
-    if ok {
+/// DLIO's `*_au_meet_expectation`: `success` only for a run that completed and met the
+/// threshold. An interrupted run's epochs may meet it, but the run did not complete: mlpstorage
+/// reads this field, and it must not report success for it.
+fn meets(met: bool, results: &Results) -> &'static str {
+    if met && results.interrupted.is_none() {
         "success"
     } else {
         "fail"
     }
 }
 
-fn phase_metric(metric: &mut Map<String, Value>, prefix: &str, m: &PhaseMetrics) {
+fn phase_metric(
+    metric: &mut Map<String, Value>,
+    prefix: &str,
+    m: &PhaseMetrics,
+    results: &Results,
+) {
     metric.insert(
         format!("{prefix}_au_percentage"),
         json!(m.au_percent.values),
@@ -34,7 +42,7 @@ fn phase_metric(metric: &mut Map<String, Value>, prefix: &str, m: &PhaseMetrics)
     );
     metric.insert(
         format!("{prefix}_au_meet_expectation"),
-        json!(meets(m.meets_expectation)),
+        json!(meets(m.meets_expectation, results)),
     );
     metric.insert(
         format!("{prefix}_au_stdev_percentage"),
@@ -134,10 +142,10 @@ pub fn summary(config: &Config, results: &Results, times: RunTimes, hosts: &Host
     let data_gib = data_size_per_host_gib(config, world, hosts);
     let mut metric = Map::new();
     if results.trained() {
-        phase_metric(&mut metric, "train", &results.train);
+        phase_metric(&mut metric, "train", &results.train, results);
     }
     if let Some(eval) = &results.eval {
-        phase_metric(&mut metric, "eval", eval);
+        phase_metric(&mut metric, "eval", eval, results);
     }
     if config.workflow.checkpoint {
         checkpoint_metric(&mut metric, results);
@@ -333,7 +341,7 @@ pub fn metric_block(results: &Results) -> String {
         );
         m += &format!(
             "[METRIC] train_au_meet_expectation: {}\n",
-            meets(t.meets_expectation)
+            meets(t.meets_expectation, results)
         );
     }
     // DLIO prints these for checkpoint-only runs (its num_checkpoints_write/read), not for
@@ -367,7 +375,7 @@ pub fn metric_block(results: &Results) -> String {
         );
         m += &format!(
             "[METRIC] eval_au_meet_expectation: {}\n",
-            meets(e.meets_expectation)
+            meets(e.meets_expectation, results)
         );
     }
     m + RULE

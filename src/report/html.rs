@@ -121,7 +121,11 @@ fn render(
     let au = numbers(&metric["train_au_percentage"]);
     let samples = numbers(&metric["train_throughput_samples_per_second"]);
     let mean_au = metric["train_au_mean_percentage"].as_f64();
-    let passed = metric["train_au_meet_expectation"].as_str() == Some("success");
+    // dlio-rs's own verdict when the folder has one (an interrupted run's epochs can meet the
+    // threshold while summary.json says `fail`, the run not having completed); DLIO's otherwise.
+    let passed = ours
+        .and_then(|o| o["verdict"]["au_passed"].as_bool())
+        .unwrap_or(metric["train_au_meet_expectation"].as_str() == Some("success"));
     let mut html = String::new();
     let title = format!("{workload} · {ranks} accelerator(s) · dlio-rs report");
     let _ = write!(

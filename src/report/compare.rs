@@ -36,6 +36,26 @@ impl RunFiles {
         })
     }
 
+    /// What a reader of the comparison must know about this run beside its figures: that a
+    /// signal stopped it (its epochs are the completed ones only), and its verdict.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let interrupted = self.summary["interrupted"]["message"]
+            .as_str()
+            .or_else(|| self.ours.as_ref()?["interrupted"]["message"].as_str());
+        if let Some(message) = interrupted {
+            notes.push(message.to_string());
+        }
+        if let Some(line) = self
+            .ours
+            .as_ref()
+            .and_then(|o| o["verdict"]["line"].as_str())
+        {
+            notes.push(line.to_string());
+        }
+        notes
+    }
+
     /// A metric's per-epoch values, if this run recorded it.
     fn metric(&self, metric: &Metric) -> Option<Vec<f64>> {
         match metric.source {
@@ -150,7 +170,13 @@ pub fn rows(a: &RunFiles, b: &RunFiles) -> Vec<Row> {
 /// The table, for the terminal.
 pub fn render(a: &RunFiles, b: &RunFiles, rows: &[Row]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "A: {}\nB: {}\n", a.name, b.name);
+    for (label, run) in [("A", a), ("B", b)] {
+        let _ = writeln!(out, "{label}: {}", run.name);
+        for note in run.notes() {
+            let _ = writeln!(out, "   {note}");
+        }
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "{:<14} {:>14} {:>14} {:>9} {:>12}  verdict",
@@ -193,6 +219,15 @@ pub fn page(a: &RunFiles, b: &RunFiles, rows: &[Row]) -> String {
         html::escape(&a.name),
         html::escape(&b.name)
     );
+    for (label, run) in [("A", a), ("B", b)] {
+        for note in run.notes() {
+            let _ = writeln!(
+                out,
+                "<p class=\"warn\">{label}: {}</p>",
+                html::escape(&note)
+            );
+        }
+    }
     out.push_str("<table><tr><th>metric</th><th>A</th><th>B</th><th>noise (2σ)</th><th></th></tr>");
     for row in rows {
         let _ =
@@ -258,5 +293,35 @@ mod tests {
         let single = row(vec![90.0], vec![50.0]);
         assert_eq!(single.noise, None);
         assert!(!single.differs());
+    }
+
+    #[test]
+    fn an_interrupted_run_and_each_verdict_are_said_beside_the_figures() {
+        let a = RunFiles {
+            name: "a".into(),
+            summary: serde_json::json!({
+                "metric": {"train_au_percentage": [99.0]},
+                "interrupted": {"message": "interrupted by SIGINT after 1 of 3 epoch(s)"},
+            }),
+            ours: Some(
+                serde_json::json!({"verdict": {"line": "Verdict: PASS · NOT VALID \
+                (interrupted) · no MLPerf category"}}),
+            ),
+        };
+        let b = RunFiles {
+            name: "b".into(),
+            summary: serde_json::json!({"metric": {"train_au_percentage": [98.0]}}),
+            ours: None,
+        };
+        let text = render(&a, &b, &rows(&a, &b));
+        assert!(text.starts_with(
+            "A: a\n   interrupted by SIGINT after 1 of 3 epoch(s)\n   Verdict: PASS · NOT VALID \
+             (interrupted) · no MLPerf category\nB: b\n\n"
+        ), "{text}");
+        let page = page(&a, &b, &rows(&a, &b));
+        assert!(
+            page.contains("<p class=\"warn\">A: interrupted by SIGINT after 1 of 3 epoch(s)</p>")
+        );
+        assert!(b.notes().is_empty());
     }
 }

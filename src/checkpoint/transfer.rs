@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use super::geometry::ShardFile;
 use crate::error::{Error, Result};
 use crate::format::random::BulkRandom;
-use crate::storage::{IoBuffer, Storage};
+use crate::storage::{IoBuffer, ObjectWriter, Storage};
 
 /// The size of each write and read request, and of the one buffer a rank streams through: large
 /// enough that a request costs the device its bandwidth, not its latency, and a multiple of every
@@ -65,7 +65,15 @@ impl<'a> Transfer<'a> {
         let mut moved = Moved::default();
         for file in files {
             let key = Self::key(folder, file);
-            let sync_seconds = self.save_file(&key, file.bytes).inspect_err(|_| {
+            // What is there and refused (a link, a FIFO, a device) is not the run's to remove.
+            let object = self.storage.create(&key).map_err(|e| {
+                Error::on_object(
+                    "cannot save checkpoint file",
+                    self.storage.describe(&key),
+                    e,
+                )
+            })?;
+            let sync_seconds = self.save_file(&key, object, file.bytes).inspect_err(|_| {
                 // Best effort: a partial file must not pass for a whole one later.
                 let _ = self.storage.delete(&key);
             })?;
@@ -76,11 +84,16 @@ impl<'a> Transfer<'a> {
         Ok(moved)
     }
 
-    /// Writes one file of `bytes` bytes; returns the seconds its fsync took.
-    fn save_file(&mut self, key: &str, bytes: u64) -> Result<f64> {
+    /// Writes `bytes` bytes into `object`, the file `key` just created; returns the seconds its
+    /// fsync took.
+    fn save_file(
+        &mut self,
+        key: &str,
+        mut object: Box<dyn ObjectWriter + '_>,
+        bytes: u64,
+    ) -> Result<f64> {
         let failed =
             |e| Error::on_object("cannot save checkpoint file", self.storage.describe(key), e);
-        let mut object = self.storage.create(key).map_err(failed)?;
         let chunk = CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(CHUNK_BYTES));
         let buffer = self.buffer.resize_for_writing(chunk).map_err(failed)?;
         if self.random.is_none() {

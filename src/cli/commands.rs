@@ -184,8 +184,7 @@ pub(super) fn report(args: &ReportArgs) -> Result<Option<i32>> {
         None => crate::report::html::from_folder(folder)?,
     };
     let path = folder.join("report.html");
-    std::fs::write(&path, &page)
-        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+    crate::report::write_atomic(&path, page.as_bytes())?;
     let mut written = vec![path];
     if args.png {
         let charts = folder.join(crate::folder::CHARTS_DIR);

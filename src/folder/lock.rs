@@ -62,7 +62,10 @@ impl FolderLock {
             .create(true)
             .truncate(false)
             .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
+            .map_err(super::refuse_link)
+            .and_then(super::owned_file)
             .map_err(|e| Error::io("cannot create the lock file", &path, e))?;
         let mut taken = FolderLock::lock(folder, path, file, access)?;
         if let Ok(lock) = &mut taken {

@@ -25,6 +25,52 @@ pub fn make_folder(path: &Path, what: &str) -> Result<()> {
     })
 }
 
+/// Creates (or truncates) the file at `path` to write it, as only a file the run owns may be
+/// written: never through a symbolic link (`O_NOFOLLOW`: a link planted where an output goes would
+/// make the run write into another run's files), never into a FIFO, device or socket (refused
+/// once opened, without waiting for a FIFO's reader: `O_NONBLOCK`).
+pub fn create_file(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(refuse_link)?;
+    owned_file(file)
+}
+
+/// The error of opening to write a path whose last component is a symbolic link (ELOOP under
+/// `O_NOFOLLOW`), or a FIFO nobody reads (ENXIO under `O_NONBLOCK`), said as such.
+pub fn refuse_link(e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symbolic link is there: dlio-rs writes only files the run owns, never through a \
+             link (remove the link, or choose another folder)",
+        ),
+        Some(libc::ENXIO) => not_owned(),
+        _ => e,
+    }
+}
+
+/// `file` if it is a regular file, else an error that says what it is not.
+pub fn owned_file(file: std::fs::File) -> io::Result<std::fs::File> {
+    match file.metadata()?.is_file() {
+        true => Ok(file),
+        false => Err(not_owned()),
+    }
+}
+
+fn not_owned() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, a device or a socket is there): dlio-rs writes only files \
+         the run owns (remove it, or choose another folder)",
+    )
+}
+
 /// A folder named `base`, or `base-1`, `base-2`, … where that exists: made here, so that two runs
 /// started in the same second (Hydra's default name has one-second resolution) never share one.
 pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {

@@ -36,7 +36,7 @@ impl TraceFile {
         let path = dir.join(format!("{rank}.csv"));
         let partial = dir.join(format!(".{rank}.csv.partial"));
         let mut file = std::fs::create_dir_all(dir)
-            .and_then(|()| File::create(&partial))
+            .and_then(|()| crate::folder::create_file(&partial))
             .map_err(|e| write_error(&partial, e))?;
         file.write_all(format!("{HEADER}\n").as_bytes())
             .map_err(|e| write_error(&partial, e))?;

@@ -33,7 +33,8 @@ struct LogFile {
 impl DlioLog {
     /// Starts a new log, replacing an old one (as DLIO's rank 0 does).
     pub fn create(path: &Path) -> Result<DlioLog> {
-        let file = File::create(path).map_err(|e| Error::io("cannot create", path, e))?;
+        let file =
+            crate::folder::create_file(path).map_err(|e| Error::io("cannot create", path, e))?;
         Ok(DlioLog {
             path: path.to_path_buf(),
             file: Some(Mutex::new(LogFile { file, failed: None })),

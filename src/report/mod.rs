@@ -69,8 +69,7 @@ pub fn write_all(folder: &Path, log: &log::DlioLog, run: &FinishedRun) -> Result
     write_json(&folder.join("report.json"), &ours::report(run))?;
     let page = html::from_folder(folder)?;
     let path = folder.join("report.html");
-    std::fs::write(&path, page)
-        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))?;
+    write_atomic(&path, page.as_bytes())?;
     log.output(&format!("Saved outputs in {}", folder.display()));
     log.metric_block(&dlio::metric_block(run.results));
     log.output("outputs saved in RANKID_output.json");
@@ -95,7 +94,7 @@ fn write_atomic_with(
             .unwrap_or_default(),
         std::process::id()
     ));
-    std::fs::File::create(&temporary)
+    crate::folder::create_file(&temporary)
         .and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
             write(&mut out)?;

@@ -185,8 +185,7 @@ impl Sweeper<'_> {
         agree(
             self.comm,
             match self.speaks {
-                true => std::fs::write(&page, show::page(&state))
-                    .map_err(|e| Error::on_object("cannot write", page.display().to_string(), e)),
+                true => crate::report::write_atomic(&page, show::page(&state).as_bytes()),
                 false => Ok(()),
             },
         )?;

@@ -160,12 +160,8 @@ pub fn saved(output: &Path) -> Result<Option<Sweep>> {
 /// Writes the sweep whole, then puts it in place: a sweep stopped while saving keeps the last
 /// complete one.
 pub(super) fn save(output: &Path, sweep: &Sweep) -> Result<()> {
-    let path = output.join(SWEEP_FILE);
-    let partial = output.join(format!(".{SWEEP_FILE}.partial"));
     let text = serde_json::to_string_pretty(sweep).map_err(|e| Error::run(e.to_string()))?;
-    std::fs::write(&partial, text + "\n")
-        .and_then(|()| std::fs::rename(&partial, &path))
-        .map_err(|e| Error::on_object("cannot write", path.display().to_string(), e))
+    crate::report::write_atomic(&output.join(SWEEP_FILE), (text + "\n").as_bytes())
 }
 
 /// A request of the default workload for up to 16 accelerators, for the tests of the sweep's

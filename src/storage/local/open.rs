@@ -64,16 +64,16 @@ impl LocalFs {
         Some(self.root_dir.get_or_init(|| dir))
     }
 
-    /// Creates (or truncates) `key`; NotFound when its folder is missing.
+    /// Creates (or truncates) `key`; NotFound when its folder is missing. Only a file the run
+    /// owns is written ([`crate::folder::create_file`]): never through a symbolic link, never
+    /// into a FIFO, device or socket (a checkpoint "saved" into /dev/null would be rated as the
+    /// storage).
     pub(super) fn create_in_place(&self, key: &str) -> io::Result<File> {
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
-        self.open_relative(key, flags).unwrap_or_else(|| {
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(self.path(key))
-        })
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW;
+        self.open_relative(key, flags | libc::O_NONBLOCK)
+            .unwrap_or_else(|| crate::folder::create_file(&self.path(key)))
+            .map_err(crate::folder::refuse_link)
+            .and_then(crate::folder::owned_file)
     }
 }
 

@@ -57,7 +57,7 @@ pub const INCOMPLETE_MARKER: &str = ".dlio-rs-generating";
 /// Who is generating into the local data folder `root`, as its marker says: `process P on H
 /// since T`; `None` without a marker.
 pub fn holder(root: &std::path::Path) -> Option<String> {
-    let marker = std::fs::read_to_string(root.join(INCOMPLETE_MARKER)).ok()?;
+    let marker = crate::folder::read_text_file(&root.join(INCOMPLETE_MARKER), 64 << 10).ok()??;
     let (since, rest) = marker.split_once(" since ")?.1.split_once(", ")?;
     let (process, _) = rest.split_once(';')?;
     Some(format!("{process} since {since}"))

@@ -50,6 +50,10 @@ pub use trace::HEADER as TRACE_HEADER;
 use trace::{trace_label, TraceReader, TraceRow};
 use violations::Violations;
 
+/// The most ranks a saved run can claim: a trace file and a reader are opened per rank, so a
+/// forged count must not reach them (no run of dlio-rs comes near it).
+const MAX_WORLD: u64 = 1 << 20;
+
 /// The run as its `report.json` describes it.
 struct SavedRun {
     config: Config,
@@ -64,11 +68,8 @@ struct SavedRun {
 fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
-    // A FIFO or a device would be read forever.
-    if std::fs::metadata(&path).is_ok_and(|found| !found.is_file()) {
-        return Err(Error::run(format!("{shown} is not a file")));
-    }
-    let text = std::fs::read_to_string(&path)
+    let text = crate::folder::read_text_file(&path, crate::folder::MAX_OUTPUT_JSON)
+        .and_then(|found| found.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)))
         .map_err(|e| Error::on_object("cannot read", shown.to_string(), e))?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::run(format!("{shown} is not valid JSON: {e}")))?;
@@ -82,8 +83,13 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         .ok_or_else(|| bad("workload", "a string"))?;
     let world = field("num_accelerators", "the number of ranks")?
         .as_u64()
-        .filter(|&w| w >= 1)
-        .ok_or_else(|| bad("num_accelerators", "a whole number ≥ 1"))?;
+        .filter(|w| (1..=MAX_WORLD).contains(w))
+        .ok_or_else(|| {
+            bad(
+                "num_accelerators",
+                &format!("a whole number from 1 to {MAX_WORLD}"),
+            )
+        })?;
     let run_entropy = field("run_entropy", "the entropy of random shuffles")?
         .as_u64()
         .ok_or_else(|| bad("run_entropy", "a whole number ≥ 0"))?;

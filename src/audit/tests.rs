@@ -743,7 +743,11 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
         ("{}", "report.json has no 'workload'"),
         (
             r#"{"workload": "w", "num_accelerators": 0, "run_entropy": 1, "configuration": {}}"#,
-            "'num_accelerators' must be a whole number ≥ 1",
+            "'num_accelerators' must be a whole number from 1 to 1048576",
+        ),
+        (
+            r#"{"workload": "w", "num_accelerators": 1000000000000, "run_entropy": 1, "configuration": {}}"#,
+            "'num_accelerators' must be a whole number from 1 to 1048576",
         ),
         (
             r#"{"workload": "w", "num_accelerators": 1, "run_entropy": 1, "configuration": {"reader": {"batch_size": 0}}}"#,

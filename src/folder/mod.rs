@@ -71,6 +71,43 @@ fn not_owned() -> io::Error {
     )
 }
 
+/// The most a JSON output file of a run may hold: a rank's `N_output.json` lists every step's
+/// timings, some 60 bytes a step, so this is millions of steps.
+pub const MAX_OUTPUT_JSON: u64 = 1 << 30;
+
+/// Reads the text file at `path` whole, as the files a run wrote are read back (JSON outputs, a
+/// sweep, a marker) and small settings files: only a regular file (a FIFO would be read forever,
+/// and is opened without waiting for a writer), no larger than `limit` bytes (a link to
+/// /dev/zero, or a forged file, would exhaust memory). `None` when there is no file.
+pub fn read_text_file(path: &Path, limit: u64) -> io::Result<Option<String>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) if file.metadata()?.is_file() => file,
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, a device or a socket is there)",
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut text = String::new();
+    file.take(limit + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than the {limit} bytes such a file can be"),
+        ));
+    }
+    Ok(Some(text))
+}
+
 /// A folder named `base`, or `base-1`, `base-2`, … where that exists: made here, so that two runs
 /// started in the same second (Hydra's default name has one-second resolution) never share one.
 pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {

@@ -54,11 +54,11 @@ pub fn from_folder(dir: &Path) -> Result<String> {
 
 /// A JSON output file, `None` where there is none.
 pub(super) fn read_json(path: &Path) -> Result<Option<Value>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
+    match crate::folder::read_text_file(path, crate::folder::MAX_OUTPUT_JSON) {
+        Ok(Some(text)) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| Error::corrupt("output file", path.display().to_string(), e.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(None) => Ok(None),
         Err(e) => Err(Error::on_object(
             "cannot read",
             path.display().to_string(),

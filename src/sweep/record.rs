@@ -138,9 +138,10 @@ pub(super) fn load(output: &Path, request: &SweepRequest, processes: u64) -> Res
 /// The sweep saved in `output` (its `sweep.json`), if there is one.
 pub fn saved(output: &Path) -> Result<Option<Sweep>> {
     let path = output.join(SWEEP_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    // A sweep of a few hundred trials is tens of KiB.
+    let text = match crate::folder::read_text_file(&path, 64 << 20) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Ok(None),
         Err(e) => {
             return Err(Error::on_object(
                 "cannot read",

@@ -265,9 +265,9 @@ impl Profile {
     /// Adds the keys of `[section]` in the file at `path` that are not set yet; a missing file
     /// has none.
     fn take_section(&mut self, path: &Path, section: &str) -> Result<()> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        let text = match crate::folder::read_text_file(path, 1 << 20) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 return Err(Error::on_object(
                     "cannot read AWS profile file",

@@ -43,7 +43,52 @@ pub struct Overrides {
     pub words: Vec<String>,
 }
 
+/// `text` as a quoted value of a Hydra word, which reads back as exactly `text`: in single quotes,
+/// a quote escaped as `\'`, and a run of backslashes doubled where it comes before a quote or
+/// the closing quote (Hydra's rule; elsewhere backslashes are themselves).
+pub fn hydra_quoted(text: &str) -> String {
+    let mut out = String::from("'");
+    let mut backslashes = 0;
+    for c in text.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '\'' => {
+                out.push_str(&"\\".repeat(backslashes * 2));
+                out.push_str("\\'");
+                backslashes = 0;
+            }
+            c => {
+                out.push_str(&"\\".repeat(backslashes));
+                out.push(c);
+                backslashes = 0;
+            }
+        }
+    }
+    out.push_str(&"\\".repeat(backslashes * 2));
+    out.push('\'');
+    out
+}
+
 impl Overrides {
+    /// Puts a run's folder at `dir` (Hydra's run folder and the workload's `output.folder`) as a
+    /// sweep's trial does: set as values, never parsed out of a word, so that no character of a
+    /// folder's name can change what the words mean; recorded (for `overrides.yaml`) as the
+    /// quoted words Hydra would take.
+    pub fn set_run_folder(&mut self, dir: &str) {
+        let quoted = hydra_quoted(dir);
+        self.hydra_run_dir = Some(dir.to_string());
+        self.words.push(format!("++hydra.run.dir={quoted}"));
+        let word = format!("++workload.output.folder={quoted}");
+        self.edits.push(Edit {
+            kind: EditKind::Upsert,
+            path: vec!["output".into(), "folder".into()],
+            value: Value::Str(dir.to_string()),
+            value_given: true,
+            word: word.clone(),
+        });
+        self.words.push(word);
+    }
+
     pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Overrides, Error> {
         let mut out = Overrides::default();
         for word in words {
@@ -316,5 +361,40 @@ mod tests {
             .apply(&mut tree)
             .unwrap_err();
         assert!(err.to_string().contains("workload.train.epochs"), "{err}");
+    }
+
+    #[test]
+    fn a_quoted_value_reads_back_as_itself_whatever_it_holds() {
+        for text in [
+            "results/sweep/trial-4",
+            "a,b=c",
+            "it's",
+            "[x] {y} #z ~w é ü ∂",
+            "tail\\",
+            "tail\\\\",
+            "in\\side",
+            "quote\\'after",
+            "'",
+            "",
+            " spaced  out ",
+            "$HOME ${x} %s \"double\"",
+        ] {
+            let quoted = hydra_quoted(text);
+            assert_eq!(
+                super::super::word_value::parse(&quoted),
+                Ok(Value::Str(text.to_string())),
+                "{text:?} quoted as {quoted}"
+            );
+        }
+        assert_eq!(hydra_quoted("it's"), "'it\\'s'");
+        assert_eq!(hydra_quoted("end\\"), "'end\\\\'");
+        // A run folder set as values, and recorded as words that mean the same.
+        let mut overrides = Overrides::parse(&["workload=default"]).unwrap();
+        overrides.set_run_folder("out/a,b=c'd#é");
+        assert_eq!(overrides.hydra_run_dir.as_deref(), Some("out/a,b=c'd#é"));
+        let reparsed = Overrides::parse(&overrides.words).unwrap();
+        assert_eq!(reparsed.hydra_run_dir, overrides.hydra_run_dir);
+        assert_eq!(reparsed.edits[0].value, Value::Str("out/a,b=c'd#é".into()));
+        assert_eq!(reparsed.edits[0].path, ["output", "folder"]);
     }
 }

@@ -295,13 +295,13 @@ impl Sweeper<'_> {
         ranks_per_process: u64,
     ) -> Result<crate::run::Outcome> {
         let mut words: Vec<String> = extra.iter().map(|w| w.to_string()).collect();
-        words.push(format!("++hydra.run.dir={}", folder.display()));
-        words.push(format!("++workload.output.folder={}", folder.display()));
         // Every trial reads the same dataset.
         words.push("++workload.dataset.keep_files=True".into());
+        let mut source = source_with(self.request, &words)?;
+        source.overrides.set_run_folder(&folder.to_string_lossy());
         run_among(
             self.processes,
-            &source_with(self.request, &words)?,
+            &source,
             &RunOptions {
                 accelerators: ranks_per_process as usize,
                 // Each epoch's progress shows; the sweep prints one table of all its trials.

@@ -178,6 +178,70 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
     }
 }
 
+/// `report --png` for a folder named with characters a URL gives meaning to draws every chart; a
+/// browser that hangs is stopped within its limit and named, and one that writes no PNG fails.
+#[test]
+fn png_charts_of_any_folder_and_browsers_that_fail_are_bounded() {
+    let tmp = Scratch::new("png-bounded");
+    let out = tmp.join("out #1 ?a=b %20");
+    run_quiet(
+        &tmp.path,
+        1,
+        &[
+            "workload=default",
+            "++workload.dataset.format=synthetic",
+            "++workload.train.epochs=2",
+            "++workload.train.computation_time=0.001",
+            // Quoted, as Hydra's grammar wants a value with `#` or a space.
+            &format!("++hydra.run.dir='{}'", out.display()),
+        ],
+    )
+    .ok();
+    let folder = out.display().to_string();
+    let ran = dlio_rs(&tmp.path, &["report", &folder, "--png"]).ok();
+    let pngs: Vec<&str> = ran.stdout.lines().filter(|l| l.ends_with(".png")).collect();
+    assert!(pngs.len() >= 2, "{}", ran.context());
+    for png in &pngs {
+        let (share, _) = ink(Path::new(png));
+        assert!(share > 0.01, "{png}: {share} inked");
+    }
+    let hangs = tmp.join("hangs.sh");
+    std::fs::write(&hangs, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    let junk = tmp.join("junk.sh");
+    std::fs::write(
+        &junk,
+        "#!/bin/sh\nfor a; do case $a in --screenshot=*) echo no > \"${a#--screenshot=}\";; esac; done\n",
+    )
+    .unwrap();
+    for script in [&hangs, &junk] {
+        std::fs::set_permissions(script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let browser = hangs.display().to_string();
+    launch(
+        DLIO_RS,
+        &tmp.path,
+        &["report", &folder, "--png"],
+        &[
+            ("DLIO_RS_BROWSER", &browser),
+            ("DLIO_RS_BROWSER_TIMEOUT", "0.5"),
+        ],
+    )
+    .fails(1)
+    .says(&["hangs.sh did not draw", "within 0.5 s, and was stopped"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let browser = junk.display().to_string();
+    launch(
+        DLIO_RS,
+        &tmp.path,
+        &["report", &folder, "--png"],
+        &[("DLIO_RS_BROWSER", &browser)],
+    )
+    .fails(1)
+    .says(&["junk.sh did not draw", "no PNG image was written"]);
+}
+
 /// Two runs of one workload, the second behind a link slower than it needs: `compare` flags
 /// the throughput's difference, and none between a run and itself; its page overlays the
 /// epochs of both and renders.

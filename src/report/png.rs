@@ -65,8 +65,45 @@ fn browser() -> Result<PathBuf> {
     ))
 }
 
+/// How long one chart may take to draw (`DLIO_RS_BROWSER_TIMEOUT`, seconds, else 60): a browser
+/// that hangs is stopped and named, never waited for forever.
+fn drawing_limit() -> Result<std::time::Duration> {
+    match std::env::var("DLIO_RS_BROWSER_TIMEOUT") {
+        Err(_) => Ok(std::time::Duration::from_secs(60)),
+        Ok(text) => text
+            .parse::<f64>()
+            .ok()
+            .filter(|s| (0.1..=86400.0).contains(s))
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "DLIO_RS_BROWSER_TIMEOUT={text}: give the seconds a chart may take to draw, \
+                     from 0.1 to 86400"
+                ))
+            }),
+    }
+}
+
+/// A `file://` URL of `path`, every byte but the unreserved ones and `/` percent-encoded: a
+/// folder named with `#`, `?`, `%` or a space is still the file's, not a fragment or a query.
+fn file_url(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut url = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                url.push(b as char)
+            }
+            _ => url.push_str(&format!("%{b:02X}")),
+        }
+    }
+    url
+}
+
 fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -> Result<()> {
-    let ran = Command::new(browser)
+    let limit = drawing_limit()?;
+    let svg = svg.canonicalize().unwrap_or(svg.to_path_buf());
+    let mut child = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
@@ -76,24 +113,62 @@ fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -
             "--default-background-color=ffffffff",
             &format!("--window-size={width},{height}"),
             &format!("--screenshot={}", png.display()),
-            &format!(
-                "file://{}",
-                svg.canonicalize().unwrap_or(svg.to_path_buf()).display()
-            ),
+            &file_url(&svg),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|e| Error::on_object("cannot start", browser.display().to_string(), e))?;
-    if !ran.status.success() || !png.is_file() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(Error::run(format!(
+    // Read aside, so that a browser with much to say never blocks on a full pipe.
+    let stderr = child.stderr.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut said = String::new();
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut said);
+            said
+        })
+    });
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => {
+                return Err(Error::on_object(
+                    "cannot wait for",
+                    browser.display().to_string(),
+                    e,
+                ))
+            }
+        }
+    };
+    let said = stderr
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
+    let drawn = std::fs::read(png).is_ok_and(|bytes| bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    match status {
+        None => Err(Error::run(format!(
+            "{} did not draw {} within {:.1} s, and was stopped (DLIO_RS_BROWSER_TIMEOUT sets \
+             the limit)",
+            browser.display(),
+            png.display(),
+            limit.as_secs_f64()
+        ))),
+        Some(status) if !status.success() || !drawn => Err(Error::run(format!(
             "{} did not draw {}: {}",
             browser.display(),
             png.display(),
-            said.lines().last().unwrap_or("no message")
-        )));
+            said.lines().last().unwrap_or(if drawn {
+                "no message"
+            } else {
+                "no PNG image was written"
+            })
+        ))),
+        Some(_) => Ok(()),
     }
-    Ok(())
 }

@@ -258,12 +258,13 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
         }),
     };
     if let Some(c) = &checkpoints {
-        c.storage
-            .check_access(!matches!(c.schedule, Schedule::Only { writes: 0, .. }))?;
+        let saves = !matches!(c.schedule, Schedule::Only { writes: 0, .. });
+        c.storage.check_access(saves)?;
         if matches!(c.schedule, Schedule::Only { reads: 1.., .. }) {
             c.geometry.check_readable()?;
         }
-        if let Some(folder) = c.storage.local_root() {
+        // A run that only loads writes nothing: the room its checkpoints take is already taken.
+        if let Some(folder) = c.storage.local_root().filter(|_| saves) {
             check_room_for_a_checkpoint(&c.geometry, folder, options.accelerators as u64)?;
         }
     }

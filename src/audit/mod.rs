@@ -50,10 +50,6 @@ pub use trace::HEADER as TRACE_HEADER;
 use trace::{trace_label, TraceReader, TraceRow};
 use violations::Violations;
 
-/// The most ranks a saved run can claim: a trace file and a reader are opened per rank, so a
-/// forged count must not reach them (no run of dlio-rs comes near it).
-const MAX_WORLD: u64 = 1 << 20;
-
 /// The run as its `report.json` describes it.
 struct SavedRun {
     config: Config,
@@ -83,11 +79,12 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         .ok_or_else(|| bad("workload", "a string"))?;
     let world = field("num_accelerators", "the number of ranks")?
         .as_u64()
-        .filter(|w| (1..=MAX_WORLD).contains(w))
+        // A trace file and a reader are opened per rank: a forged count must not reach them.
+        .filter(|&w| crate::comm::check_world(w).is_ok())
         .ok_or_else(|| {
             bad(
                 "num_accelerators",
-                &format!("a whole number from 1 to {MAX_WORLD}"),
+                &format!("a whole number from 1 to {}", crate::comm::MAX_WORLD),
             )
         })?;
     let run_entropy = field("run_entropy", "the entropy of random shuffles")?

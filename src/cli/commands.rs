@@ -85,6 +85,11 @@ pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
 /// workflow has them.
 pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
     let resolved = resolve_and_warn(&args.config)?;
+    // The worlds `run` refuses, `plan` refuses alike.
+    crate::comm::check_world(args.accelerators)?;
+    if resolved.workflow.train {
+        crate::run::check_steps(&resolved, args.accelerators)?;
+    }
     let request = PreviewRequest {
         world: args.accelerators,
         epoch: args.epoch,

@@ -32,6 +32,23 @@ use crate::error::{Error, Result};
 pub use hosts::{HostFacts, Hosts};
 pub use threads::{LocalBarrier, ThreadGroup, Vote};
 
+/// The most ranks a run may have (processes × ranks each): far beyond any machine's, and a bound
+/// that keeps every per-rank table and loop of a run (and of `plan` and `audit`) finite.
+pub const MAX_WORLD: u64 = 1 << 20;
+
+/// Refuses a world of more than [`MAX_WORLD`] ranks, naming it.
+pub fn check_world(world: u64) -> Result<()> {
+    match world {
+        0 => Err(Error::usage(
+            "the number of accelerators must be at least 1",
+        )),
+        w if w > MAX_WORLD => Err(Error::usage(format!(
+            "{w} accelerators: a run has at most {MAX_WORLD} ranks (processes × ranks each)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// How [`Comm::all_reduce`] combines the processes' values, element by element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduce {
@@ -156,11 +173,7 @@ impl Processes {
 
     /// The ranks of one run: `local_ranks` in each process (the same number in every process).
     pub fn group(&self, local_ranks: usize) -> Result<Box<dyn Comm + '_>> {
-        if local_ranks == 0 {
-            return Err(Error::usage(
-                "the number of accelerators must be at least 1",
-            ));
-        }
+        check_world((local_ranks as u64).saturating_mul(self.count() as u64))?;
         #[cfg(feature = "mpi")]
         if let Some(job) = &self.mpi {
             return Ok(Box::new(mpi::MpiGroup::new(job, local_ranks)?));

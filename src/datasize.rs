@@ -95,6 +95,22 @@ impl Datasize {
         }
     }
 
+    /// Refuses an answer no dataset can have: more files than a split may hold, or sizes past
+    /// what a count can say (the arithmetic saturates rather than wraps, and a saturated figure
+    /// is no answer).
+    pub fn check_within_bounds(&self) -> crate::error::Result<()> {
+        let max_files = crate::config::MAX_FILES;
+        if self.files <= max_files && self.disk_bytes < u64::MAX && self.memory_bytes < u64::MAX {
+            return Ok(());
+        }
+        Err(crate::error::Error::usage(format!(
+            "the rule asks for more than a dataset can hold ({} files for memory, {} for 500 \
+             steps per epoch; at most {max_files} files in a split): check \
+             --client-host-memory-in-gb, --num-client-hosts and --max-accelerators",
+            self.files_for_memory, self.files_for_steps
+        )))
+    }
+
     /// Subfolders that keep about [`FILES_PER_FOLDER`] files in each, as mlpstorage suggests
     /// (`int(files / 10000)`); `None` at or under that many files.
     pub fn suggested_subfolders(&self) -> Option<u64> {

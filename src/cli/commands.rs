@@ -131,7 +131,15 @@ pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
         config_dir: args.config.config_dir.clone(),
     };
     let resolved = source.resolve(args.config.strict)?;
+    if !resolved.workflow.train {
+        return Err(Error::usage(format!(
+            "workload {} does not train (workflow.train: False, a checkpoint workload): it reads \
+             no dataset, so the rule has nothing to size",
+            resolved.workload_name
+        )));
+    }
     let size = crate::datasize::Datasize::compute(&resolved, &cluster);
+    size.check_within_bounds()?;
     if args.json {
         let value = serde_json::json!({
             "workload": resolved.workload_name,

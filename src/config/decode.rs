@@ -262,7 +262,7 @@ fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
 const MAX_SAMPLE_BYTES: u64 = 1 << 40;
 /// The most files a split may have (2^40), and samples per file or per batch (2^32): beyond them
 /// sample counts overflow long before a run could end.
-const MAX_FILES: u64 = 1 << 40;
+pub const MAX_FILES: u64 = 1 << 40;
 const MAX_IN_ONE: u64 = 1 << 32;
 /// The most subfolders a split may have: every one is made, empty or not (ImageNet has 1000).
 const MAX_SUBFOLDERS: u64 = 1 << 16;

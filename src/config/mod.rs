@@ -31,6 +31,7 @@ pub mod workloads;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use decode::MAX_FILES;
 pub use schema::prefetch_factor;
 pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,

@@ -393,3 +393,48 @@ fn a_data_folder_being_generated_is_refused_to_a_second_generation_and_to_traini
     dlio_rs(&tmp.path, &generation(&data, 16)).ok();
     run_quiet(&tmp.path, 1, &training_on(&data, 16, &tmp.join("out"))).ok();
 }
+
+/// A run that saves checkpoints holds their folder from before its training: a second run that
+/// would save or load there is refused at once, naming the folder; once the first has ended, the
+/// folder is free again.
+#[test]
+fn a_checkpoint_folder_is_held_by_the_run_that_saves_there() {
+    let tmp = Scratch::new("checkpoint-folder-held");
+    let folder = tmp.s("ckpt");
+    let mut words = training(&tmp.join("a"), 1, 2);
+    words.retain(|w| w != "++workload.workflow.checkpoint=False");
+    words.extend(strings(&[
+        "++workload.workflow.checkpoint=True",
+        "++workload.checkpoint.checkpoint_after_epoch=1",
+        "++workload.checkpoint.epochs_between_checkpoints=1",
+    ]));
+    words.push(format!("++workload.checkpoint.checkpoint_folder={folder}"));
+    let mut first = Live::dlio_rs(&tmp.path, &words);
+    first.wait_for("training: 1 accelerator(s), 2 epoch(s)");
+    let other = |writes: u64, reads: u64, out: &str| {
+        let mut words = strings(&[
+            "run",
+            "-q",
+            "workload=default",
+            "++workload.workflow.train=False",
+            "++workload.workflow.checkpoint=True",
+        ]);
+        words.push(format!(
+            "++workload.checkpoint.num_checkpoints_write={writes}"
+        ));
+        words.push(format!(
+            "++workload.checkpoint.num_checkpoints_read={reads}"
+        ));
+        words.push(format!("++workload.checkpoint.checkpoint_folder={folder}"));
+        words.push(format!("++hydra.run.dir={}", tmp.s(out)));
+        dlio_rs(&tmp.path, &words)
+    };
+    let said = format!("the checkpoint folder {folder} is in use by another run");
+    other(1, 0, "b").fails(2).says(&[&said]);
+    other(0, 1, "c").fails(2).says(&[&said]);
+    first.signal(libc::SIGINT);
+    let (ran, _) = first.finish();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    // Free again: a run that saves there now may.
+    other(1, 0, "d").ok();
+}

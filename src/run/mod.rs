@@ -111,6 +111,7 @@ fn run_claimed(
         true => data.find(comm, setup, source, display)?,
         false => Vec::new(),
     };
+    let _checkpoint_folder = outputs::hold_checkpoint_folder(comm, setup)?;
     outputs.announce(setup, hosts, &file_names, comm.world() as u64, display);
     let done = ranks::run_ranks(comm, setup, hosts, &outputs.folder, display, startup_origin)?;
     let stopped_by = done.interrupted.map(|i| i.signal);

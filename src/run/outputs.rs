@@ -183,6 +183,49 @@ fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<
     )
 }
 
+/// Holds a local checkpoint folder for the run (process 0, for all): alone when the run saves,
+/// shared when it only loads, so that two runs never save into one folder at once (each would
+/// rate the other's files) and no run loads files another is rewriting. Fails at once, with exit
+/// code 2, naming the folder; the hold ends with the run. Object storage has no such lock.
+pub(super) fn hold_checkpoint_folder(
+    comm: &dyn Comm,
+    setup: &Setup,
+) -> Result<Option<folder::FolderLock>> {
+    let Some(checkpoints) = &setup.checkpoints else {
+        return Ok(None);
+    };
+    let held = match (comm.process(), checkpoints.storage.local_root()) {
+        (0, Some(root)) => {
+            let saves = !matches!(
+                checkpoints.schedule,
+                crate::checkpoint::Schedule::Only { writes: 0, .. }
+            );
+            let access = match saves {
+                true => folder::Access::Exclusive,
+                false => folder::Access::Shared,
+            };
+            folder::make_folder(root, "checkpoint folder")
+                .and_then(|()| folder::FolderLock::on_folder(root, access))
+                .and_then(|taken| {
+                    taken.map(Some).map_err(|_busy| {
+                        Error::usage(format!(
+                            "the checkpoint folder {} is in use by another run that {}; \
+                             checkpoint once it has ended, or into another folder \
+                             (++workload.checkpoint.checkpoint_folder=DIR)",
+                            root.display(),
+                            match saves {
+                                true => "saves or loads checkpoints there",
+                                false => "saves checkpoints there",
+                            }
+                        ))
+                    })
+                })
+        }
+        _ => Ok(None),
+    };
+    agree(comm, held)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,16 @@ impl Schedule {
         }
     }
 
+    /// Whether any checkpoint is saved in a run of `epochs` epochs of `steps` steps each.
+    pub fn saves_any(&self, epochs: u64, steps: u64) -> bool {
+        match *self {
+            Schedule::Never => false,
+            Schedule::Epochs { after, .. } => after >= 1 && after <= epochs,
+            Schedule::Steps { every } => epochs >= 1 && every >= 1 && every <= steps,
+            Schedule::Only { writes, .. } => writes > 0,
+        }
+    }
+
     /// Whether training runs checkpoint at all.
     pub fn in_training(&self) -> bool {
         matches!(
@@ -113,5 +123,23 @@ mod tests {
         assert!(!Schedule::Steps { every: 0 }.in_training());
         assert!((1..=100).all(|s| !Schedule::Steps { every: 0 }.after_step(s)));
         assert!(!bert.after_epoch(1));
+    }
+
+    #[test]
+    fn a_run_saves_only_when_a_checkpoint_falls_due() {
+        let epochs = |after| Schedule::Epochs { after, between: 2 };
+        assert!(epochs(5).saves_any(5, 10) && !epochs(5).saves_any(4, 10));
+        assert!(!epochs(0).saves_any(100, 10));
+        let steps = |every| Schedule::Steps { every };
+        assert!(steps(10).saves_any(1, 10) && !steps(11).saves_any(3, 10));
+        assert!(!steps(0).saves_any(3, 10) && !steps(1).saves_any(0, 10));
+        let only = |writes| Schedule::Only {
+            writes,
+            reads: 1,
+            pause: 0.0,
+            rank_sync: false,
+        };
+        assert!(only(1).saves_any(0, 0) && !only(0).saves_any(9, 9));
+        assert!(!Schedule::Never.saves_any(9, 9));
     }
 }

@@ -194,12 +194,17 @@ pub(super) fn hold_checkpoint_folder(
     let Some(checkpoints) = &setup.checkpoints else {
         return Ok(None);
     };
+    let config = &setup.config;
+    let steps = EpochPlan::new(
+        PlanSpec::for_phase(config, Phase::Train, comm.world() as u64, 0),
+        1,
+    )
+    .steps();
+    let saves = checkpoints.schedule.saves_any(config.train.epochs, steps);
     let held = match (comm.process(), checkpoints.storage.local_root()) {
-        (0, Some(root)) => {
-            let saves = !matches!(
-                checkpoints.schedule,
-                crate::checkpoint::Schedule::Only { writes: 0, .. }
-            );
+        // A run none of whose checkpoints falls due makes no folder, as DLIO; one that only
+        // loads finds its folder there, or fails where it loads.
+        (0, Some(root)) if saves || root.is_dir() => {
             let access = match saves {
                 true => folder::Access::Exclusive,
                 false => folder::Access::Shared,

@@ -438,3 +438,64 @@ fn a_checkpoint_folder_is_held_by_the_run_that_saves_there() {
     // Free again: a run that saves there now may.
     other(1, 0, "d").ok();
 }
+
+/// `dataset.keep_files: False`: a run that deletes its dataset when it ends holds it alone from
+/// before its training. A run that would read it meanwhile is refused at once, naming the holder;
+/// the deleting run is itself refused while another reads, or waits for it with `--wait`.
+#[test]
+fn a_dataset_a_run_deletes_is_never_read_by_another_run_meanwhile() {
+    let tmp = Scratch::new("dataset-deleted-held");
+    let data = tmp.join("data");
+    dlio_rs(&tmp.path, &generation(&data, 16)).ok();
+    let slow = |out: &str, keep: bool| {
+        let mut words = training_on(&data, 16, &tmp.join(out));
+        words.retain(|w| !w.contains("computation_time"));
+        words.push("++workload.train.computation_time=0.5".into());
+        words.push(format!(
+            "++workload.dataset.keep_files={}",
+            if keep { "True" } else { "False" }
+        ));
+        let mut all = strings(&["run"]);
+        all.extend(words);
+        all
+    };
+    let deleting = |out: &str| {
+        let mut words = training_on(&data, 16, &tmp.join(out));
+        words.push("++workload.dataset.keep_files=False".into());
+        words
+    };
+
+    // A deleting run holds it: a reader is refused, naming it.
+    let mut first = Live::dlio_rs(&tmp.path, &slow("a", false));
+    first.wait_for("training: 1 accelerator(s)");
+    let pid = first.pid().to_string();
+    run_quiet(&tmp.path, 1, &training_on(&data, 16, &tmp.join("b")))
+        .fails(2)
+        .says(&[
+            &format!("the dataset in {} is held by", data.display()),
+            "deletes the dataset when it ends",
+            &format!("pid {pid}"),
+        ]);
+    first.signal(libc::SIGINT);
+    assert_eq!(first.finish().0.code, Some(130));
+
+    // A reader holds it: a deleting run is refused, naming the reader ...
+    let mut reader = Live::dlio_rs(&tmp.path, &slow("c", true));
+    reader.wait_for("training: 1 accelerator(s)");
+    let pid = reader.pid().to_string();
+    run_quiet(&tmp.path, 1, &deleting("d"))
+        .fails(2)
+        .says(&["needs it to itself", &format!("pid {pid}")]);
+    assert_eq!(std::fs::read_dir(data.join("train")).unwrap().count(), 16);
+    // ... or, told to, waits for it to end, then runs and deletes.
+    let mut words = strings(&["run", "-q", "--wait", "60"]);
+    words.extend(deleting("e"));
+    let mut waiting = Live::dlio_rs(&tmp.path, &words);
+    waiting.wait_for(&format!("waiting up to 60 s for {}", data.display()));
+    reader.signal(libc::SIGINT);
+    assert_eq!(reader.finish().0.code, Some(130));
+    let (ran, _) = waiting.finish();
+    ran.ok();
+    let left = std::fs::read_dir(data.join("train")).unwrap().count();
+    assert_eq!(left, 0, "the deleting run deleted the dataset");
+}

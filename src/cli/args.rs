@@ -95,6 +95,10 @@ pub(super) struct RunArgs {
     /// Exit 1 when the verdict is FAIL or NOT VALID (for CI jobs); the results are written as usual
     #[arg(long)]
     pub(super) check: bool,
+    /// Wait up to SECONDS for a folder another run holds (output, data or checkpoint folder)
+    /// instead of being refused at once
+    #[arg(long, value_name = "SECONDS", value_parser = parse_wait)]
+    pub(super) wait: Option<f64>,
 }
 
 // The words of `dlio-rs plan`.
@@ -205,4 +209,18 @@ pub(super) struct AuditArgs {
     /// Print one JSON object instead of the text report
     #[arg(long)]
     pub(super) json: bool,
+}
+
+/// The longest `--wait`: a week, beyond which a wait is a mistake (and beyond which a deadline
+/// could overflow a clock).
+const LONGEST_WAIT_SECONDS: f64 = 7.0 * 86400.0;
+
+/// `--wait SECONDS`: a number of seconds from 0 to a week.
+fn parse_wait(word: &str) -> Result<f64, String> {
+    match word.parse::<f64>() {
+        Ok(seconds) if (0.0..=LONGEST_WAIT_SECONDS).contains(&seconds) => Ok(seconds),
+        _ => Err(format!(
+            "'{word}' is not a number of seconds from 0 to {LONGEST_WAIT_SECONDS:.0} (a week)"
+        )),
+    }
 }

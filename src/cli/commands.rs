@@ -47,6 +47,7 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
         strict: args.config.strict,
         verify: args.verify,
         trace: args.trace,
+        wait: args.wait.map(std::time::Duration::from_secs_f64),
     };
     let source = source(&args.config)?;
     watch_signals()?;

@@ -9,6 +9,10 @@
 //! interleave their files and a generation never rewrites files a training run is reading (the
 //! generation's marker names the holder).
 //!
+//! A run that finds a folder held is refused at once, naming the holder (from the lock file, or
+//! the kernel's `/proc/locks`: the process that holds the lock, on this host); or, given a
+//! [`Wait`], it waits up to that long for the holder to let go (a signal ends the wait).
+//!
 //! Where the file system has no `flock` (some network file systems), the folder is used unlocked,
 //! with a warning: the run must not fail for want of a safeguard.
 
@@ -17,6 +21,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -30,6 +35,13 @@ pub enum Access {
     /// With other readers, and no exclusive holder (a training run's data folder).
     Shared,
 }
+
+/// How long a run waits for a folder another run holds: `None` refuses at once (the default);
+/// `Some(d)` waits up to `d` (`run --wait SECONDS`).
+pub type Wait = Option<Duration>;
+
+/// How often a waiting run tries the lock again: a folder let go is taken within this.
+const RETRY: Duration = Duration::from_millis(100);
 
 /// A folder held by this process; the lock goes with it (or with the process).
 #[derive(Debug)]
@@ -45,6 +57,16 @@ pub struct FolderLock {
 pub struct Busy {
     /// What the holder wrote (`PID what`), when it holds the folder exclusively.
     pub holder: Option<String>,
+    /// The processes on this host that hold the lock, as the kernel lists them.
+    pub holders: Vec<Holder>,
+}
+
+/// A process that holds a lock, as `/proc/locks` and `/proc/PID/cmdline` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    /// Its command line, shortened (`dlio-rs run workload=unet3d …`); empty if unreadable.
+    pub command: String,
 }
 
 impl FolderLock {
@@ -54,6 +76,7 @@ impl FolderLock {
         folder: &Path,
         access: Access,
         doing: &str,
+        wait: Wait,
     ) -> Result<std::result::Result<FolderLock, Busy>> {
         let path = folder.join(LOCK_FILE);
         let file = OpenOptions::new()
@@ -67,7 +90,7 @@ impl FolderLock {
             .map_err(super::refuse_link)
             .and_then(super::owned_file)
             .map_err(|e| Error::io("cannot create the lock file", &path, e))?;
-        let mut taken = FolderLock::lock(folder, path, file, access)?;
+        let mut taken = FolderLock::lock(folder, path, file, access, wait)?;
         if let Ok(lock) = &mut taken {
             lock.write_holder(doing)?;
         }
@@ -79,10 +102,11 @@ impl FolderLock {
     pub fn on_folder(
         folder: &Path,
         access: Access,
+        wait: Wait,
     ) -> Result<std::result::Result<FolderLock, Busy>> {
         let file =
             File::open(folder).map_err(|e| Error::io("cannot open the folder", folder, e))?;
-        FolderLock::lock(folder, folder.to_path_buf(), file, access)
+        FolderLock::lock(folder, folder.to_path_buf(), file, access, wait)
     }
 
     fn lock(
@@ -90,20 +114,36 @@ impl FolderLock {
         path: PathBuf,
         mut file: File,
         access: Access,
+        wait: Wait,
     ) -> Result<std::result::Result<FolderLock, Busy>> {
         let operation = match access {
             Access::Exclusive => libc::LOCK_EX,
             Access::Shared => libc::LOCK_SH,
         };
+        let deadline = wait.map(|w| Instant::now() + w);
+        let mut told = false;
         // SAFETY: a plain system call on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
+        while unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
             let error = io::Error::last_os_error();
             if error.kind() == io::ErrorKind::WouldBlock {
-                let mut holder = String::new();
-                // A folder reads as an error: it names no holder.
-                let _ = file.read_to_string(&mut holder);
-                let holder = Some(holder.trim().to_string()).filter(|h| !h.is_empty());
-                return Ok(Err(Busy { holder }));
+                let busy = Busy::of(&mut file);
+                match deadline {
+                    Some(deadline) if Instant::now() < deadline => {
+                        if !told {
+                            told = true;
+                            crate::console::tell(format_args!(
+                                "waiting up to {:.0} s for {}, held by {}",
+                                wait.unwrap_or_default().as_secs_f64(),
+                                folder.display(),
+                                busy.describe("another run")
+                            ));
+                        }
+                        crate::interrupt::sleep_until(Instant::now() + RETRY);
+                        crate::interrupt::check()?;
+                        continue;
+                    }
+                    _ => return Ok(Err(busy)),
+                }
             }
             if cannot_lock_here(&error) {
                 crate::console::tell(format_args!(
@@ -185,15 +225,103 @@ fn cannot_lock_here(error: &io::Error) -> bool {
 }
 
 impl Busy {
-    /// `the run with pid 123 (generating)`, or what can be said without a pid.
-    pub fn describe(&self, readers: &str) -> String {
-        match self.holder.as_deref().and_then(|h| h.split_once(' ')) {
-            Some((pid, doing)) => format!("the run with pid {pid} ({doing})"),
-            None => match self.holder.as_deref() {
-                Some(pid) => format!("the run with pid {pid}"),
-                None => readers.to_string(),
-            },
+    /// Who holds the lock `file` could not take: what the lock file says, and the processes the
+    /// kernel names.
+    fn of(file: &mut File) -> Busy {
+        let mut holder = String::new();
+        // A folder reads as an error: it names no holder. A lock file holds a line.
+        let _ = file.take(4096).read_to_string(&mut holder);
+        let holder = Some(holder.trim().to_string()).filter(|h| !h.is_empty());
+        let holders = file
+            .metadata()
+            .map(|m| lock_holders(&m))
+            .unwrap_or_default();
+        Busy { holder, holders }
+    }
+
+    /// `the run with pid 123 (generating)`, the processes the kernel names (`pid 123: dlio-rs run
+    /// …`), or `otherwise` when nothing names the holder (another host's process, say).
+    pub fn describe(&self, otherwise: &str) -> String {
+        if let Some((pid, doing)) = self.holder.as_deref().and_then(|h| h.split_once(' ')) {
+            return format!("the run with pid {pid} ({doing})");
         }
+        if let Some(pid) = self.holder.as_deref() {
+            return format!("the run with pid {pid}");
+        }
+        let others: Vec<String> = self
+            .holders
+            .iter()
+            .filter(|h| h.pid != std::process::id())
+            .map(|h| match h.command.is_empty() {
+                true => format!("pid {}", h.pid),
+                false => format!("pid {} ({})", h.pid, h.command),
+            })
+            .collect();
+        match others.len() {
+            0 => otherwise.to_string(),
+            1 => format!("{otherwise}: {}", others[0]),
+            _ => format!("{otherwise}: {}", others.join(", ")),
+        }
+    }
+}
+
+/// The processes that hold a `flock` on the file `metadata` describes, as the kernel lists them
+/// in `/proc/locks` (`1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF`, the device in hex): this
+/// host's only; none where the file cannot be read.
+fn lock_holders(metadata: &std::fs::Metadata) -> Vec<Holder> {
+    use std::os::unix::fs::MetadataExt;
+    let device = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(metadata.dev()),
+        libc::minor(metadata.dev()),
+        metadata.ino()
+    );
+    let Ok(Some(locks)) = super::read_text_file(Path::new("/proc/locks"), 16 << 20) else {
+        return Vec::new();
+    };
+    let mut holders: Vec<Holder> = Vec::new();
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // A blocked waiter's line has `->` before its fields: it holds nothing.
+        if fields.get(1) == Some(&"->") {
+            continue;
+        }
+        let (Some(&"FLOCK"), Some(pid), Some(&file)) =
+            (fields.get(1), fields.get(4), fields.get(5))
+        else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if file == device && !holders.iter().any(|h| h.pid == pid) {
+            holders.push(Holder {
+                pid,
+                command: command_line(pid),
+            });
+        }
+    }
+    holders
+}
+
+/// A process's command line, program by file name, at most 80 characters.
+fn command_line(pid: u32) -> String {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return String::new();
+    };
+    let mut words = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned());
+    let program = words.next().unwrap_or_default();
+    let program = program.rsplit('/').next().unwrap_or_default().to_string();
+    let line = std::iter::once(program)
+        .chain(words)
+        .collect::<Vec<_>>()
+        .join(" ");
+    match line.char_indices().nth(80) {
+        Some((cut, _)) => format!("{} …", &line[..cut]),
+        None => line,
     }
 }
 
@@ -205,7 +333,7 @@ mod tests {
     fn exclusive_excludes_everyone_and_shared_excludes_only_exclusive() {
         let dir = crate::storage::scratch_dir("folder-lock");
         std::fs::create_dir_all(&dir).unwrap();
-        let shared = |access| FolderLock::on_folder(&dir, access).unwrap();
+        let shared = |access| FolderLock::on_folder(&dir, access, None).unwrap();
         let reader = shared(Access::Shared).unwrap();
         let second_reader = shared(Access::Shared).unwrap();
         let refused = shared(Access::Exclusive).unwrap_err();
@@ -229,10 +357,10 @@ mod tests {
         );
 
         // Through a lock file, the holder is named, and only while it holds.
-        let held = FolderLock::with_lock_file(&dir, Access::Exclusive, "running")
+        let held = FolderLock::with_lock_file(&dir, Access::Exclusive, "running", None)
             .unwrap()
             .unwrap();
-        let refused = FolderLock::with_lock_file(&dir, Access::Exclusive, "running")
+        let refused = FolderLock::with_lock_file(&dir, Access::Exclusive, "running", None)
             .unwrap()
             .unwrap_err();
         assert_eq!(
@@ -241,6 +369,42 @@ mod tests {
         );
         drop(held);
         assert_eq!(std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap(), "");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn another_process_s_lock_names_it_and_a_wait_outlasts_it() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let dir = crate::storage::scratch_dir("folder-lock-holder");
+        std::fs::create_dir_all(&dir).unwrap();
+        // util-linux's flock holds the folder until its stdin closes; it says so once it holds.
+        let mut holder = Command::new("flock")
+            .arg("--shared")
+            .arg(&dir)
+            .args(["-c", "echo held; read _"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "held\n");
+        let refused = FolderLock::on_folder(&dir, Access::Exclusive, None)
+            .unwrap()
+            .unwrap_err();
+        let described = refused.describe("a run reading it");
+        assert!(
+            described.starts_with(&format!("a run reading it: pid {} (flock", holder.id())),
+            "{described}"
+        );
+        // Let go while a later run waits: it gets the folder.
+        drop(holder.stdin.take());
+        let taken = FolderLock::on_folder(&dir, Access::Exclusive, Some(Duration::from_secs(30)));
+        assert!(taken.unwrap().is_ok());
+        holder.wait().unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -10,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-pub use lock::{Access, Busy, FolderLock};
+pub use lock::{Access, Busy, FolderLock, Wait};
 pub use output::{remove_charts, OutputFolder, CHARTS_DIR};
 
 /// Makes the folder `path` (`what` names it in errors) and those above it. A file where the folder

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::lock::{Access, FolderLock};
+use super::lock::{Access, FolderLock, Wait};
 use super::make_folder;
 use crate::error::{Error, Result};
 
@@ -21,10 +21,10 @@ impl OutputFolder {
     /// `report.json`, `report.html`, the ranks' `N_output.json` and `N_per_epoch_stats.json`, the
     /// log `log_file`, and the page's charts (`charts/`, [`remove_charts`]); a link of one of
     /// those names is removed, not followed. Nothing else in the folder is touched.
-    pub fn take(path: &Path, log_file: &str) -> Result<OutputFolder> {
+    pub fn take(path: &Path, log_file: &str, wait: Wait) -> Result<OutputFolder> {
         make_folder(path, "output folder")?;
-        let lock =
-            FolderLock::with_lock_file(path, Access::Exclusive, "running").and_then(|taken| {
+        let lock = FolderLock::with_lock_file(path, Access::Exclusive, "running", wait).and_then(
+            |taken| {
                 taken.map_err(|busy| {
                     Error::usage(format!(
                         "output folder {} is in use by {}; wait for it to end, or give this run \
@@ -33,7 +33,8 @@ impl OutputFolder {
                         busy.describe("another process")
                     ))
                 })
-            })?;
+            },
+        )?;
         clear_results(path, log_file)?;
         remove_charts(&path.join(CHARTS_DIR))?;
         Ok(OutputFolder {
@@ -162,7 +163,7 @@ mod tests {
         ] {
             std::fs::write(dir.join("charts").join(name), "earlier").unwrap();
         }
-        let taken = OutputFolder::take(&dir, "dlio.log").unwrap();
+        let taken = OutputFolder::take(&dir, "dlio.log", None).unwrap();
         let left = |sub: &str| {
             let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
                 .unwrap()

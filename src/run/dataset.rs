@@ -64,7 +64,7 @@ impl DataFolder {
             if lead {
                 // A local folder is held while the dataset is written (object stores have no lock).
                 let held = match storage.local_root() {
-                    Some(root) => take_data_folder(root, Access::Exclusive).map(Some),
+                    Some(root) => take_data_folder(root, Use::Generate, setup.wait).map(Some),
                     None => Ok(None),
                 };
                 held.map(|lock| *data_lock = lock)
@@ -84,8 +84,12 @@ impl DataFolder {
         agree(
             comm,
             if lead {
-                generate::commit(storage)
-                    .and_then(|()| data_lock.as_mut().map_or(Ok(()), FolderLock::share))
+                // A run that deletes its dataset at the end keeps it to itself until then.
+                let keep = setup.config.dataset.keep_files;
+                generate::commit(storage).and_then(|()| match data_lock.as_mut() {
+                    Some(lock) if keep => lock.share(),
+                    _ => Ok(()),
+                })
             } else {
                 Ok(())
             },
@@ -123,7 +127,17 @@ impl DataFolder {
         let (config, storage) = (&setup.config, setup.storage.as_ref());
         let dataset = &mut setup.dataset;
         let found = if comm.process() == 0 {
-            find_dataset(config, source, dataset, storage, display, &mut self.lock).map(|names| {
+            let wait = setup.wait;
+            find_dataset(
+                config,
+                source,
+                dataset,
+                storage,
+                display,
+                &mut self.lock,
+                wait,
+            )
+            .map(|names| {
                 let listed = |phase| dataset.split(phase).listed.as_deref().cloned();
                 Some(FoundFiles {
                     names,
@@ -167,11 +181,16 @@ fn find_dataset(
     storage: &dyn Storage,
     display: Display,
     data_lock: &mut Option<FolderLock>,
+    wait: folder::Wait,
 ) -> Result<Vec<SplitNames>> {
     if let Some(root) = storage.local_root() {
         check_data_folder(root, config, source)?;
         if data_lock.is_none() {
-            *data_lock = Some(take_data_folder(root, Access::Shared)?);
+            let usage = match config.dataset.keep_files {
+                true => Use::Read,
+                false => Use::ReadThenDelete,
+            };
+            *data_lock = Some(take_data_folder(root, usage, wait)?);
         }
     }
     let marker = storage.describe(generate::INCOMPLETE_MARKER);
@@ -218,27 +237,57 @@ fn check_data_folder(root: &Path, config: &Config, source: &Source) -> Result<()
     }
 }
 
-/// Takes the data folder (made if missing) for a generation (`Exclusive`) or a training run's
-/// reads (`Shared`), or fails at once naming who holds it.
-fn take_data_folder(root: &Path, access: Access) -> Result<FolderLock> {
+/// What a run does with its data folder, which decides how it holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// Writes the dataset: alone.
+    Generate,
+    /// Reads it: with other readers.
+    Read,
+    /// Reads it, then deletes it (`dataset.keep_files: False`): alone, so that no run reads
+    /// files it deletes.
+    ReadThenDelete,
+}
+
+/// Takes the data folder (made if missing) for `usage`, or fails at once (or after `wait`) naming
+/// who holds it.
+fn take_data_folder(root: &Path, usage: Use, wait: folder::Wait) -> Result<FolderLock> {
     folder::make_folder(root, "data folder")?;
-    FolderLock::on_folder(root, access)?.map_err(|_busy| {
-        // A generation holds it alone, and its marker says who it is; readers share it.
-        let holder = generate::holder(root).map_or_else(
-            || "a training run reading it".to_string(),
-            |generation| format!("a generation ({generation})"),
-        );
-        Error::usage(match access {
-            Access::Exclusive => format!(
-                "the data folder {} is in use by {holder}; a generation needs it to itself: \
-                 generate once that run has ended, or into another folder \
-                 (++workload.dataset.data_folder=DIR)",
-                root.display()
+    let access = match usage {
+        Use::Read => Access::Shared,
+        Use::Generate | Use::ReadThenDelete => Access::Exclusive,
+    };
+    FolderLock::on_folder(root, access, wait)?.map_err(|busy| {
+        // Alone, it is a generation (its marker says who it is) or a run that deletes the dataset;
+        // readers share it.
+        let generation = generate::holder(root);
+        let holder = match (&generation, access) {
+            (Some(generation), _) => format!("a generation ({generation})"),
+            (None, Access::Shared) => busy.describe(
+                "a run that deletes the dataset when it ends (dataset.keep_files: False)",
             ),
-            Access::Shared => format!(
-                "the dataset in {} is being generated by {holder}; train once the generation \
-                 has finished",
-                root.display()
+            (None, Access::Exclusive) => busy.describe("a training run reading it"),
+        };
+        let folder = root.display();
+        let or_wait = "(or wait for it: run --wait SECONDS)";
+        Error::usage(match (usage, generation.is_some()) {
+            (Use::Generate, _) => format!(
+                "the data folder {folder} is in use by {holder}; a generation needs it to itself: \
+                 generate once that run has ended {or_wait}, or into another folder \
+                 (++workload.dataset.data_folder=DIR)"
+            ),
+            (Use::ReadThenDelete, _) => format!(
+                "the dataset in {folder} is in use by {holder}; a run that deletes its dataset when \
+                 it ends (dataset.keep_files: False) needs it to itself: run once that run has \
+                 ended {or_wait}, or keep the files (++workload.dataset.keep_files=True)"
+            ),
+            (Use::Read, true) => format!(
+                "the dataset in {folder} is being generated by {holder}; train once the \
+                 generation has finished {or_wait}"
+            ),
+            (Use::Read, false) => format!(
+                "the dataset in {folder} is held by {holder}; train once that run has ended \
+                 {or_wait}, or on a copy of the dataset"
             ),
         })
     })

@@ -66,7 +66,7 @@ fn run_in(comm: &dyn Comm, source: &Source, options: &RunOptions) -> Result<Outc
     let hosts = setup::gather_hosts(comm, &setup.config)?;
     // The output folder is taken before anything can fail for want of data, so that the folder
     // of a failed run holds its log, never an earlier run's results.
-    let outputs = outputs::claim(comm, &setup.config, source)?;
+    let outputs = outputs::claim(comm, &setup.config, source, setup.wait)?;
     let outcome = run_claimed(comm, source, options, &mut setup, &hosts, &outputs);
     if let Err(error) = &outcome {
         outputs.record_failure(error);

@@ -36,12 +36,17 @@ pub(super) struct Outputs {
 
 /// Takes the output folder for the run: process 0 claims it, the others make it where they see
 /// it; all go on or all stop.
-pub(super) fn claim(comm: &dyn Comm, config: &Config, source: &Source) -> Result<Outputs> {
+pub(super) fn claim(
+    comm: &dyn Comm,
+    config: &Config,
+    source: &Source,
+    wait: folder::Wait,
+) -> Result<Outputs> {
     let lead = comm.process() == 0;
     let world = comm.world() as u64;
     let start = broadcast_value(comm, Some(SystemTime::now()))?;
     let claimed = lead
-        .then(|| create_outputs(config, source, start, world))
+        .then(|| create_outputs(config, source, start, world, wait))
         .transpose();
     let claimed = agree(comm, claimed)?;
     let folder = broadcast_value(comm, claimed.as_ref().map(|c| c.0.path().to_path_buf()))?;
@@ -127,6 +132,7 @@ fn create_outputs(
     source: &Source,
     start: SystemTime,
     world: u64,
+    wait: folder::Wait,
 ) -> Result<(OutputFolder, DlioLog)> {
     let run_dir = hydra_run_dir(config, source, start)?;
     let output_folder = config
@@ -135,7 +141,7 @@ fn create_outputs(
         .as_ref()
         .map_or_else(|| run_dir.clone(), PathBuf::from);
     folder::make_folder(&run_dir, "Hydra's run folder (hydra.run.dir)")?;
-    let folder = OutputFolder::take(&output_folder, &config.output.log_file)?;
+    let folder = OutputFolder::take(&output_folder, &config.output.log_file, wait)?;
     let subdir = source
         .overrides
         .hydra_output_subdir
@@ -210,18 +216,18 @@ pub(super) fn hold_checkpoint_folder(
                 false => folder::Access::Shared,
             };
             folder::make_folder(root, "checkpoint folder")
-                .and_then(|()| folder::FolderLock::on_folder(root, access))
+                .and_then(|()| folder::FolderLock::on_folder(root, access, setup.wait))
                 .and_then(|taken| {
-                    taken.map(Some).map_err(|_busy| {
+                    taken.map(Some).map_err(|busy| {
                         Error::usage(format!(
-                            "the checkpoint folder {} is in use by another run that {}; \
-                             checkpoint once it has ended, or into another folder \
+                            "the checkpoint folder {} is in use by {}; checkpoint once it has \
+                             ended (or wait for it: run --wait SECONDS), or into another folder \
                              (++workload.checkpoint.checkpoint_folder=DIR)",
                             root.display(),
-                            match saves {
-                                true => "saves or loads checkpoints there",
-                                false => "saves checkpoints there",
-                            }
+                            busy.describe(match saves {
+                                true => "another run that saves or loads checkpoints there",
+                                false => "another run that saves checkpoints there",
+                            })
                         ))
                     })
                 })

@@ -12,6 +12,7 @@ use crate::comm::{agree, all_gather_values, Comm, Hosts, Reduce};
 use crate::config::{Config, PageCache, Source, StorageType};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::folder;
 use crate::format::{self, FileFormat};
 use crate::plan::{Phase, PlanSpec};
 use crate::storage::{self, Storage};
@@ -31,6 +32,9 @@ pub struct RunOptions {
     pub verify: bool,
     /// Write the read trace (as `output.trace: True` does).
     pub trace: bool,
+    /// How long to wait for a folder another run holds (output, data, checkpoint folder) instead
+    /// of being refused at once (`run --wait SECONDS`).
+    pub wait: folder::Wait,
 }
 
 impl Default for RunOptions {
@@ -42,6 +46,7 @@ impl Default for RunOptions {
             strict: false,
             verify: false,
             trace: false,
+            wait: None,
         }
     }
 }
@@ -57,6 +62,8 @@ pub(super) struct Setup {
     pub drop_timeout: Option<Duration>,
     /// The run's checkpoints, when it saves or loads any.
     pub checkpoints: Option<CheckpointSetup>,
+    /// How long to wait for a folder another run holds ([`RunOptions::wait`]).
+    pub wait: folder::Wait,
 }
 
 /// What the checkpoints need, checked before anything is written.
@@ -275,6 +282,7 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
         storage,
         drop_timeout,
         checkpoints,
+        wait: options.wait,
     })
 }
 

@@ -49,7 +49,7 @@ pub(super) fn measure(
     if let Some(why) = skipped {
         return Ok(Ceiling::Skipped(why.to_string()));
     }
-    let synthetic = synthetic_epoch(config, comm.world() as u64);
+    let synthetic = synthetic_epoch(config, setup.steps_per_epoch(comm.world() as u64));
     let steps = synthetic.train.total_training_steps as u64;
     display.line(&format!(
         "measuring this host's AU ceiling: {steps} step(s) of {} accelerator(s) with no storage \
@@ -98,13 +98,8 @@ pub(super) fn measure(
 }
 
 /// The run's configuration for one epoch of the synthetic loader: at most the run's steps per
-/// epoch and about [`SECONDS`] of compute, no evaluation, checkpoints or trace.
-fn synthetic_epoch(config: &Config, world: u64) -> Config {
-    let run_steps = crate::plan::EpochPlan::new(
-        crate::plan::PlanSpec::for_phase(config, crate::plan::Phase::Train, world, 0),
-        1,
-    )
-    .steps();
+/// epoch (`run_steps`) and about [`SECONDS`] of compute, no evaluation, checkpoints or trace.
+fn synthetic_epoch(config: &Config, run_steps: u64) -> Config {
     let excluded = config.output.exclude_start_steps + config.output.exclude_end_steps;
     let budget = (SECONDS / config.train.computation_time.mean()).ceil() as u64;
     let steps = budget.max(excluded + MIN_STEPS).min(run_steps).max(1);

@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::held::{self, Hold, Use};
 use super::setup::Setup;
 use crate::comm::{agree, broadcast_value, Comm, Reduce};
 use crate::config::{Config, Source};
@@ -16,7 +17,6 @@ use crate::dataset::listing::FileList;
 use crate::dataset::names::{self, ListingRules, SplitNames};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::folder::{self, Access, FolderLock};
 use crate::format::FileFormat;
 use crate::generate::{self, Generated, Share};
 use crate::plan::Phase;
@@ -25,10 +25,10 @@ use crate::report::log::DlioLog;
 use crate::storage::Storage;
 
 /// The run's data folder: held by process 0 while the run generates or reads it
-/// ([`FolderLock`]); the hold ends with the run.
+/// ([`Hold`]: a folder lock, or a lease on object storage); the hold ends with the run.
 #[derive(Default)]
 pub(super) struct DataFolder {
-    lock: Option<FolderLock>,
+    held: Option<Hold>,
 }
 
 /// Which files this process generates or deletes: those of its ranks.
@@ -56,23 +56,20 @@ impl DataFolder {
             setup.format.as_ref(),
             setup.storage.as_ref(),
         );
-        let data_lock = &mut self.lock;
-        log.output("Starting data generation");
+        let held = &mut self.held;
         let lead = comm.process() == 0;
         agree(
             comm,
             if lead {
-                // A local folder is held while the dataset is written (object stores have no lock).
-                let held = match storage.local_root() {
-                    Some(root) => take_data_folder(root, Use::Generate, setup.wait).map(Some),
-                    None => Ok(None),
-                };
-                held.map(|lock| *data_lock = lock)
+                held::hold_data_folder(setup, Use::Generate)
+                    .map(|hold| *held = hold)
                     .and_then(|()| generate::begin(dataset, storage))
             } else {
                 Ok(())
             },
         )?;
+        // Logged once the folder is held and marked.
+        log.output("Starting data generation");
         let threads = storage
             .writers()
             .unwrap_or_else(crate::system::cpu_count)
@@ -84,12 +81,24 @@ impl DataFolder {
         agree(
             comm,
             if lead {
-                // A run that deletes its dataset at the end keeps it to itself until then.
+                // A run that deletes its dataset at the end keeps it to itself until then; a lease
+                // lost to another run (this one stalled past it) fails the generation.
                 let keep = setup.config.dataset.keep_files;
-                generate::commit(storage).and_then(|()| match data_lock.as_mut() {
-                    Some(lock) if keep => lock.share(),
+                let still_held = match held.as_ref() {
+                    Some(Hold::Lease(lease)) => lease.check(),
                     _ => Ok(()),
-                })
+                };
+                still_held
+                    .and_then(|()| generate::commit(storage))
+                    .and_then(|()| match held.as_mut() {
+                        Some(Hold::Lock(lock)) if keep => lock.share(),
+                        // Readers of an object store hold nothing: the lease goes.
+                        Some(Hold::Lease(_)) if keep => {
+                            *held = None;
+                            Ok(())
+                        }
+                        _ => Ok(()),
+                    })
             } else {
                 Ok(())
             },
@@ -124,30 +133,27 @@ impl DataFolder {
         source: &Source,
         display: Display,
     ) -> Result<Vec<SplitNames>> {
-        let (config, storage) = (&setup.config, setup.storage.as_ref());
-        let dataset = &mut setup.dataset;
         let found = if comm.process() == 0 {
-            let wait = setup.wait;
-            find_dataset(
-                config,
-                source,
-                dataset,
-                storage,
-                display,
-                &mut self.lock,
-                wait,
-            )
-            .map(|names| {
-                let listed = |phase| dataset.split(phase).listed.as_deref().cloned();
-                Some(FoundFiles {
-                    names,
-                    train: listed(Phase::Train),
-                    eval: listed(Phase::Eval),
+            // Held already by the generation that wrote it, in this run.
+            let held = match self.held.is_some() {
+                true => Ok(()),
+                false => hold_for_reading(setup, source).map(|hold| self.held = hold),
+            };
+            let (config, storage) = (&setup.config, setup.storage.as_ref());
+            let dataset = &mut setup.dataset;
+            held.and_then(|()| find_dataset(config, source, dataset, storage, display))
+                .map(|names| {
+                    let listed = |phase| dataset.split(phase).listed.as_deref().cloned();
+                    Some(FoundFiles {
+                        names,
+                        train: listed(Phase::Train),
+                        eval: listed(Phase::Eval),
+                    })
                 })
-            })
         } else {
             Ok(None)
         };
+        let (storage, dataset) = (setup.storage.as_ref(), &mut setup.dataset);
         let found = agree(comm, found)?;
         let found = broadcast_value(comm, found)?;
         dataset.train.listed = found.train.map(Arc::new);
@@ -171,6 +177,19 @@ struct FoundFiles {
     eval: Option<FileList>,
 }
 
+/// Holds the data folder for a training run's reads ([`Use::Read`], or alone for a run that
+/// deletes it at the end), once it is known to be a folder.
+fn hold_for_reading(setup: &Setup, source: &Source) -> Result<Option<Hold>> {
+    let usage = match setup.config.dataset.keep_files {
+        true => Use::Read,
+        false => Use::ReadThenDelete,
+    };
+    if let Some(root) = setup.storage.local_root() {
+        check_data_folder(root, &setup.config, source)?;
+    }
+    held::hold_data_folder(setup, usage)
+}
+
 /// Finds the files the run will read (see [`names`]): by DLIO's naming scheme, checked on a sample,
 /// or by listing the folder once when the names do not follow it. A folder whose generation did
 /// not finish is refused.
@@ -180,19 +199,7 @@ fn find_dataset(
     dataset: &mut Dataset,
     storage: &dyn Storage,
     display: Display,
-    data_lock: &mut Option<FolderLock>,
-    wait: folder::Wait,
 ) -> Result<Vec<SplitNames>> {
-    if let Some(root) = storage.local_root() {
-        check_data_folder(root, config, source)?;
-        if data_lock.is_none() {
-            let usage = match config.dataset.keep_files {
-                true => Use::Read,
-                false => Use::ReadThenDelete,
-            };
-            *data_lock = Some(take_data_folder(root, usage, wait)?);
-        }
-    }
     let marker = storage.describe(generate::INCOMPLETE_MARKER);
     if storage
         .exists(generate::INCOMPLETE_MARKER)
@@ -235,62 +242,6 @@ fn check_data_folder(root: &Path, config: &Config, source: &Source) -> Result<()
         ))),
         Err(e) => Err(Error::io("cannot look up data folder", root, e)),
     }
-}
-
-/// What a run does with its data folder, which decides how it holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Use {
-    /// Writes the dataset: alone.
-    Generate,
-    /// Reads it: with other readers.
-    Read,
-    /// Reads it, then deletes it (`dataset.keep_files: False`): alone, so that no run reads
-    /// files it deletes.
-    ReadThenDelete,
-}
-
-/// Takes the data folder (made if missing) for `usage`, or fails at once (or after `wait`) naming
-/// who holds it.
-fn take_data_folder(root: &Path, usage: Use, wait: folder::Wait) -> Result<FolderLock> {
-    folder::make_folder(root, "data folder")?;
-    let access = match usage {
-        Use::Read => Access::Shared,
-        Use::Generate | Use::ReadThenDelete => Access::Exclusive,
-    };
-    FolderLock::on_folder(root, access, wait)?.map_err(|busy| {
-        // Alone, it is a generation (its marker says who it is) or a run that deletes the dataset;
-        // readers share it.
-        let generation = generate::holder(root);
-        let holder = match (&generation, access) {
-            (Some(generation), _) => format!("a generation ({generation})"),
-            (None, Access::Shared) => busy.describe(
-                "a run that deletes the dataset when it ends (dataset.keep_files: False)",
-            ),
-            (None, Access::Exclusive) => busy.describe("a training run reading it"),
-        };
-        let folder = root.display();
-        let or_wait = "(or wait for it: run --wait SECONDS)";
-        Error::usage(match (usage, generation.is_some()) {
-            (Use::Generate, _) => format!(
-                "the data folder {folder} is in use by {holder}; a generation needs it to itself: \
-                 generate once that run has ended {or_wait}, or into another folder \
-                 (++workload.dataset.data_folder=DIR)"
-            ),
-            (Use::ReadThenDelete, _) => format!(
-                "the dataset in {folder} is in use by {holder}; a run that deletes its dataset when \
-                 it ends (dataset.keep_files: False) needs it to itself: run once that run has \
-                 ended {or_wait}, or keep the files (++workload.dataset.keep_files=True)"
-            ),
-            (Use::Read, true) => format!(
-                "the dataset in {folder} is being generated by {holder}; train once the \
-                 generation has finished {or_wait}"
-            ),
-            (Use::Read, false) => format!(
-                "the dataset in {folder} is held by {holder}; train once that run has ended \
-                 {or_wait}, or on a copy of the dataset"
-            ),
-        })
-    })
 }
 
 /// `dataset.keep_files: False`: DLIO deletes the dataset's files when the run ends; each process

@@ -15,6 +15,7 @@
 mod ceiling;
 mod dataset;
 mod gather;
+mod held;
 mod outputs;
 mod ranks;
 mod setup;
@@ -111,7 +112,7 @@ fn run_claimed(
         true => data.find(comm, setup, source, display)?,
         false => Vec::new(),
     };
-    let _checkpoint_folder = outputs::hold_checkpoint_folder(comm, setup)?;
+    let _checkpoint_folder = held::hold_checkpoint_folder(comm, setup)?;
     outputs.announce(setup, hosts, &file_names, comm.world() as u64, display);
     let done = ranks::run_ranks(comm, setup, hosts, &outputs.folder, display, startup_origin)?;
     let stopped_by = done.interrupted.map(|i| i.signal);

@@ -15,7 +15,6 @@ use crate::dataset::names::SplitNames;
 use crate::error::{Error, Result};
 use crate::folder::{self, OutputFolder};
 use crate::loader::trace;
-use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::progress::Display;
 use crate::report::log::DlioLog;
 use crate::report::{dlio as dlio_report, hydra, ours};
@@ -93,11 +92,10 @@ impl Outputs {
         }
         if setup.trains() {
             self.log.run_plan(config, world);
-            let plan = EpochPlan::new(PlanSpec::for_phase(config, Phase::Train, world, 0), 1);
             display.line(&format!(
                 "training: {world} accelerator(s), {} epoch(s) of {} step(s), batch {}…",
                 config.train.epochs,
-                plan.steps(),
+                setup.steps_per_epoch(world),
                 config.reader.batch_size
             ));
         }
@@ -187,54 +185,6 @@ fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<
             .join(&config.model.name)
             .join(format!("{date}-{time}")),
     )
-}
-
-/// Holds a local checkpoint folder for the run (process 0, for all): alone when the run saves,
-/// shared when it only loads, so that two runs never save into one folder at once (each would
-/// rate the other's files) and no run loads files another is rewriting. Fails at once, with exit
-/// code 2, naming the folder; the hold ends with the run. Object storage has no such lock.
-pub(super) fn hold_checkpoint_folder(
-    comm: &dyn Comm,
-    setup: &Setup,
-) -> Result<Option<folder::FolderLock>> {
-    let Some(checkpoints) = &setup.checkpoints else {
-        return Ok(None);
-    };
-    let config = &setup.config;
-    let steps = EpochPlan::new(
-        PlanSpec::for_phase(config, Phase::Train, comm.world() as u64, 0),
-        1,
-    )
-    .steps();
-    let saves = checkpoints.schedule.saves_any(config.train.epochs, steps);
-    let held = match (comm.process(), checkpoints.storage.local_root()) {
-        // A run none of whose checkpoints falls due makes no folder, as DLIO; one that only
-        // loads finds its folder there, or fails where it loads.
-        (0, Some(root)) if saves || root.is_dir() => {
-            let access = match saves {
-                true => folder::Access::Exclusive,
-                false => folder::Access::Shared,
-            };
-            folder::make_folder(root, "checkpoint folder")
-                .and_then(|()| folder::FolderLock::on_folder(root, access, setup.wait))
-                .and_then(|taken| {
-                    taken.map(Some).map_err(|busy| {
-                        Error::usage(format!(
-                            "the checkpoint folder {} is in use by {}; checkpoint once it has \
-                             ended (or wait for it: run --wait SECONDS), or into another folder \
-                             (++workload.checkpoint.checkpoint_folder=DIR)",
-                            root.display(),
-                            busy.describe(match saves {
-                                true => "another run that saves or loads checkpoints there",
-                                false => "another run that saves checkpoints there",
-                            })
-                        ))
-                    })
-                })
-        }
-        _ => Ok(None),
-    };
-    agree(comm, held)
 }
 
 #[cfg(test)]

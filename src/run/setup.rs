@@ -5,6 +5,7 @@
 //! the run starts.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
@@ -14,7 +15,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::folder;
 use crate::format::{self, FileFormat};
-use crate::plan::{Phase, PlanSpec};
+use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::storage::{self, Storage};
 
 /// What the caller asks of a run beyond its configuration: the command line's options.
@@ -57,7 +58,7 @@ pub(super) struct Setup {
     pub config: Config,
     pub dataset: Dataset,
     pub format: Box<dyn FileFormat>,
-    pub storage: Box<dyn Storage>,
+    pub storage: Arc<dyn Storage>,
     /// How long a page-cache drop may take, when the run drops it (`drop_before_epoch`).
     pub drop_timeout: Option<Duration>,
     /// The run's checkpoints, when it saves or loads any.
@@ -70,10 +71,15 @@ pub(super) struct Setup {
 pub(super) struct CheckpointSetup {
     pub geometry: Geometry,
     pub schedule: Schedule,
-    pub storage: Box<dyn Storage>,
+    pub storage: Arc<dyn Storage>,
 }
 
 impl Setup {
+    /// Steps of a training epoch for `world` ranks, as the plan counts them.
+    pub fn steps_per_epoch(&self, world: u64) -> u64 {
+        EpochPlan::new(PlanSpec::for_phase(&self.config, Phase::Train, world, 0), 1).steps()
+    }
+
     /// Whether the run trains (else it generates, or only checkpoints).
     pub fn trains(&self) -> bool {
         self.config.workflow.train
@@ -246,7 +252,8 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
     let dataset = Dataset::from_config(&config);
     let format = format::for_config(&config, options.verify)?;
     let local_ranks = options.accelerators;
-    let storage = storage::for_data(&config, local_ranks * config.reader.read_threads as usize)?;
+    let storage: Arc<dyn Storage> =
+        storage::for_data(&config, local_ranks * config.reader.read_threads as usize)?.into();
     // A format that reads no storage (the synthetic loader) needs no bucket or folder at all.
     if (config.workflow.generate_data || config.workflow.train) && format.reads_storage() {
         storage.check_access(config.workflow.generate_data)?;
@@ -261,7 +268,7 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
         schedule => Some(CheckpointSetup {
             geometry: Geometry::new(&config, world)?,
             schedule,
-            storage: storage::for_checkpoints(&config, local_ranks)?,
+            storage: storage::for_checkpoints(&config, local_ranks)?.into(),
         }),
     };
     if let Some(c) = &checkpoints {

@@ -179,3 +179,65 @@ pub(crate) fn run(name: &str, storage: &dyn Storage) {
         assert!(!storage.delete(key).unwrap(), "{name}: delete again {key}");
     }
 }
+
+/// Conditional writes, where a backend has them ([`Storage::put_if`]: object stores), as S3
+/// defines them; a backend without them says `Unsupported` for each, never a silent write.
+pub(crate) fn conditional_writes(name: &str, storage: &dyn Storage, has_them: bool) {
+    use super::Condition::{Absent, Matches};
+    let key = "cond/lease";
+    if !has_them {
+        let unsupported = |r: io::Result<()>| r.unwrap_err().kind() == io::ErrorKind::Unsupported;
+        assert!(
+            unsupported(storage.put_if(key, b"x", Absent).map(drop)),
+            "{name}"
+        );
+        assert!(unsupported(storage.get_tagged(key, 10).map(drop)), "{name}");
+        assert!(unsupported(storage.delete_if(key, "t").map(drop)), "{name}");
+        assert!(!storage.exists(key).unwrap(), "{name}: nothing written");
+        return;
+    }
+    assert_eq!(
+        storage.get_tagged(key, 100).unwrap(),
+        None,
+        "{name}: absent"
+    );
+    let first = storage
+        .put_if(key, b"one", Absent)
+        .unwrap()
+        .expect("written");
+    assert_eq!(
+        storage.put_if(key, b"two", Absent).unwrap(),
+        None,
+        "{name}: present"
+    );
+    let (bytes, tag) = storage.get_tagged(key, 100).unwrap().unwrap();
+    assert_eq!(
+        (&bytes[..], &tag),
+        (&b"one"[..], &first),
+        "{name}: unchanged"
+    );
+    assert_eq!(
+        storage.put_if(key, b"three", Matches("\"stale\"")).unwrap(),
+        None,
+        "{name}: a stale tag"
+    );
+    let second = storage
+        .put_if(key, b"four", Matches(&first))
+        .unwrap()
+        .expect("replaced");
+    assert_ne!(second, first, "{name}: a new version, a new tag");
+    assert!(
+        storage.get_tagged(key, 2).is_err(),
+        "{name}: over the limit"
+    );
+    assert!(
+        !storage.delete_if(key, &first).unwrap(),
+        "{name}: delete with a stale tag"
+    );
+    assert!(storage.exists(key).unwrap(), "{name}: not deleted");
+    assert!(
+        storage.delete_if(key, &second).unwrap(),
+        "{name}: delete with its tag"
+    );
+    assert!(!storage.exists(key).unwrap(), "{name}: deleted");
+}

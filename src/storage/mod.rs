@@ -9,6 +9,7 @@ mod buffer;
 #[cfg(test)]
 mod conformance;
 mod fs_type;
+pub mod lease;
 mod local;
 mod mapped;
 pub mod requests;
@@ -272,6 +273,29 @@ pub trait Storage: Send + Sync {
     /// Removes the object at `key`; false if there was none.
     fn delete(&self, key: &str) -> io::Result<bool>;
 
+    /// Writes the small object `data` at `key` only if `condition` holds, as one request the
+    /// store decides (S3's conditional PUT): `Some(tag)`, the stored version's tag, or `None`
+    /// when the condition did not hold. What a [`lease`] is made of; a storage that has
+    /// folder locks instead (local) says `Unsupported`.
+    fn put_if(
+        &self,
+        key: &str,
+        _data: &[u8],
+        _condition: Condition<'_>,
+    ) -> io::Result<Option<String>> {
+        Err(conditions_unsupported(&self.describe(key)))
+    }
+
+    /// The small object at `key` (up to `limit` bytes) and its tag; `None` if there is none.
+    fn get_tagged(&self, key: &str, _limit: usize) -> io::Result<Option<(Vec<u8>, String)>> {
+        Err(conditions_unsupported(&self.describe(key)))
+    }
+
+    /// Removes the object at `key` only if its tag is still `tag`: false if it was not.
+    fn delete_if(&self, key: &str, _tag: &str) -> io::Result<bool> {
+        Err(conditions_unsupported(&self.describe(key)))
+    }
+
     /// Calls `each` with the name and kind of every entry directly below the folder `prefix`,
     /// in no particular order, without collecting them: a listing of millions of names costs
     /// only what the caller keeps.
@@ -283,6 +307,22 @@ pub trait Storage: Send + Sync {
     /// Makes everything written so far durable on the device, so that its write-back does not
     /// run during later reads and its pages, clean again, can be evicted.
     fn sync(&self) -> io::Result<()>;
+}
+
+/// When a conditional write ([`Storage::put_if`]) happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition<'a> {
+    /// Only if no object has the key (`If-None-Match: *`).
+    Absent,
+    /// Only if the object's tag is still this one (`If-Match`).
+    Matches(&'a str),
+}
+
+fn conditions_unsupported(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{what}: this storage has no conditional writes"),
+    )
 }
 
 /// The bytes of one object being written, in order.

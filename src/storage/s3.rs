@@ -28,8 +28,8 @@ use rusty_s3::{Method, S3Action};
 use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME, TLS_REFUSED};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
-    Accounting, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange, RangeRead,
-    Storage, Window,
+    Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
+    RangeRead, Storage, Window,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -541,6 +541,107 @@ impl Storage for S3Storage {
         };
         self.exchange(RequestKind::Delete, &full, Method::Delete, &url, None)?;
         Ok(true)
+    }
+
+    fn put_if(
+        &self,
+        key: &str,
+        data: &[u8],
+        condition: Condition<'_>,
+    ) -> io::Result<Option<String>> {
+        let full = self.key(key);
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .put_object(client.credentials.as_ref(), &full)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let header = match condition {
+            Condition::Absent => ("if-none-match", "*".to_string()),
+            Condition::Matches(tag) => ("if-match", tag.to_string()),
+        };
+        let request = Request {
+            kind: RequestKind::Put,
+            key: &full,
+            method: Method::Put,
+            url: &url,
+            headers: vec![header],
+            body: Some(data),
+            // 412: the condition did not hold.
+            also_accept: &[412],
+        };
+        let mut take = |response: &mut client::Response| {
+            let _ = response.text();
+            Ok((response.status != 412).then(|| response.header("etag").unwrap_or("").to_string()))
+        };
+        client.send(&request, &mut take, |_| data.len() as u64)
+    }
+
+    fn get_tagged(&self, key: &str, limit: usize) -> io::Result<Option<(Vec<u8>, String)>> {
+        let full = self.key(key);
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .get_object(client.credentials.as_ref(), &full)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let request = Request {
+            kind: RequestKind::Get,
+            key: &full,
+            method: Method::Get,
+            url: &url,
+            headers: Vec::new(),
+            body: None,
+            also_accept: &[404],
+        };
+        let mut take = |response: &mut client::Response| {
+            if response.status == 404 {
+                return Ok(None);
+            }
+            let mut body = Vec::new();
+            response
+                .body()
+                .take(limit as u64 + 1)
+                .read_to_end(&mut body)?;
+            if body.len() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{full} is larger than {limit} bytes"),
+                ));
+            }
+            let tag = response.header("etag").unwrap_or("").to_string();
+            Ok(Some((body, tag)))
+        };
+        client.send(&request, &mut take, |got| {
+            got.as_ref().map_or(0, |(b, _)| b.len() as u64)
+        })
+    }
+
+    fn delete_if(&self, key: &str, tag: &str) -> io::Result<bool> {
+        let full = self.key(key);
+        let client = &self.client;
+        let url = || {
+            client
+                .bucket
+                .delete_object(client.credentials.as_ref(), &full)
+                .sign(SIGNATURE_LIFETIME)
+        };
+        let request = Request {
+            kind: RequestKind::Delete,
+            key: &full,
+            method: Method::Delete,
+            url: &url,
+            headers: vec![("if-match", tag.to_string())],
+            body: None,
+            also_accept: &[404, 412],
+        };
+        let mut take = |response: &mut client::Response| {
+            let _ = response.text();
+            Ok(response.status < 300)
+        };
+        client.send(&request, &mut take, |_| 0)
     }
 
     fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {

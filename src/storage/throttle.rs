@@ -115,6 +115,23 @@ impl Storage for Throttled {
         self.inner.hold(key);
     }
 
+    fn put_if(
+        &self,
+        key: &str,
+        data: &[u8],
+        condition: super::Condition<'_>,
+    ) -> io::Result<Option<String>> {
+        self.inner.put_if(key, data, condition)
+    }
+
+    fn get_tagged(&self, key: &str, limit: usize) -> io::Result<Option<(Vec<u8>, String)>> {
+        self.inner.get_tagged(key, limit)
+    }
+
+    fn delete_if(&self, key: &str, tag: &str) -> io::Result<bool> {
+        self.inner.delete_if(key, tag)
+    }
+
     fn release(&self, key: &str) -> io::Result<()> {
         self.inner.release(key)
     }

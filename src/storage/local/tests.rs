@@ -24,6 +24,11 @@ fn passes_the_conformance_suite_buffered_direct_and_evicting() {
     ] {
         let dir = scratch_dir(&format!("conformance-{}", name.to_lowercase()));
         super::super::conformance::run(name, &LocalFs::with_options(&dir, options));
+        super::super::conformance::conditional_writes(
+            name,
+            &LocalFs::with_options(&dir, options),
+            false,
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

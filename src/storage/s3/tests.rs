@@ -53,6 +53,7 @@ fn s3_passes_the_conformance_suite_and_uploads_in_checked_parts() {
     let s3 = storage(&server.endpoint(), "conformance", &["part_size=5242880"]);
     s3.check_access(true).unwrap();
     crate::storage::conformance::run("s3", &s3);
+    crate::storage::conformance::conditional_writes("s3", &s3, true);
 
     // 12 MiB + 3 bytes: three parts of 5 MiB, 5 MiB and 2 MiB + 3, written in odd pieces.
     let big: Vec<u8> = (0..(12 << 20) + 3).map(|i: u32| (i % 251) as u8).collect();
@@ -268,4 +269,63 @@ fn refused_credentials_and_missing_buckets_are_usage_errors() {
         assert_eq!(error.exit_code(), 2, "{error}");
         assert!(error.to_string().contains(code), "{error}");
     }
+}
+
+/// A lease on a folder of the bucket: one holder at a time, named to the next; renewed in place;
+/// deleted when let go; an expired one taken over; one taken over from a stalled holder is found
+/// lost when it renews.
+#[test]
+fn a_lease_holds_a_folder_for_one_run_at_a_time() {
+    use crate::storage::lease::{Lease, LEASE_OBJECT};
+    let server = server("s3-lease");
+    let s3: Arc<dyn Storage> = Arc::new(storage(&server.endpoint(), "lease", &[]));
+    s3.check_access(true).unwrap();
+    let Ok(first) = Lease::take(Arc::clone(&s3), "generating", None).unwrap() else {
+        panic!("refused");
+    };
+    let Err(held) = Lease::take(Arc::clone(&s3), "generating", None).unwrap() else {
+        panic!("a second holder");
+    };
+    assert!(
+        held.holder
+            .starts_with(&format!("generating, process {} on ", std::process::id())),
+        "{held:?}"
+    );
+    assert!((50..=60).contains(&held.expires_in), "{held:?}");
+    first.check().unwrap();
+    drop(first);
+    assert!(!s3.exists(LEASE_OBJECT).unwrap(), "let go: deleted");
+
+    // A holder that died left an expired lease: taken over.
+    s3.put(
+        LEASE_OBJECT,
+        b"dlio-rs lease: generating, process 1 on gone, since then\ntoken: 0\nuntil: 1\n",
+    )
+    .unwrap();
+    let Ok(second) = Lease::take(Arc::clone(&s3), "generating", None).unwrap() else {
+        panic!("an expired lease refused");
+    };
+    // Another run overwrote it (this one stalled past its time): found lost, and not deleted.
+    s3.put(
+        LEASE_OBJECT,
+        b"dlio-rs lease: generating, process 2 on other, since now\ntoken: 1\nuntil: 99999999999\n",
+    )
+    .unwrap();
+    let lost = second.check().unwrap_err().to_string();
+    assert!(lost.contains("lost the lease"), "{lost}");
+    drop(second);
+    assert!(
+        s3.exists(LEASE_OBJECT).unwrap(),
+        "the other run's lease stays"
+    );
+    // A folder holding something that is no lease of ours is refused, not overwritten.
+    s3.put(LEASE_OBJECT, b"hello").unwrap();
+    let refused = Lease::take(Arc::clone(&s3), "generating", None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("is not a lease dlio-rs wrote"),
+        "{refused}"
+    );
 }

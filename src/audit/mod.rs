@@ -64,16 +64,22 @@ struct SavedRun {
 fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
-    let text = crate::folder::read_text_file(&path, crate::folder::MAX_OUTPUT_JSON)
-        .and_then(|found| found.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)))
-        .map_err(|e| Error::on_object("cannot read", shown.to_string(), e))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::run(format!("{shown} is not valid JSON: {e}")))?;
+    let text = crate::folder::read_output_file(&path, crate::folder::MAX_OUTPUT_JSON)?.ok_or_else(
+        || {
+            Error::usage(format!(
+                "{shown} does not exist: {} is not the output folder of a dlio-rs run",
+                dir.display()
+            ))
+        },
+    )?;
+    let bad_file = |problem: String| crate::folder::bad_output_file(&path, &problem);
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad_file(format!("not valid JSON ({e})")))?;
     let field = |key: &str, what: &str| {
         json.get(key)
-            .ok_or_else(|| Error::run(format!("{shown} has no '{key}' ({what})")))
+            .ok_or_else(|| bad_file(format!("it has no '{key}' ({what})")))
     };
-    let bad = |key: &str, what: &str| Error::run(format!("{shown}: '{key}' must be {what}"));
+    let bad = |key: &str, what: &str| bad_file(format!("'{key}' must be {what}"));
     let workload = field("workload", "the workload's name")?
         .as_str()
         .ok_or_else(|| bad("workload", "a string"))?;
@@ -91,17 +97,14 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         .as_u64()
         .ok_or_else(|| bad("run_entropy", "a whole number ≥ 0"))?;
     if json.get("traced") == Some(&serde_json::Value::Bool(false)) {
-        return Err(Error::run(format!(
+        return Err(Error::usage(format!(
             "{shown}: this run was not traced, so there is nothing to audit; run it again with \
              --trace (or ++workload.output.trace=True)"
         )));
     }
     let tree = Value::from_json(field("configuration", "the workload configuration")?);
-    let config = Config::from_tree(workload, tree).map_err(|e| {
-        Error::run(format!(
-            "{shown}: the saved configuration is not valid: {e}"
-        ))
-    })?;
+    let config = Config::from_tree(workload, tree)
+        .map_err(|e| bad_file(format!("the saved configuration is not valid: {e}")))?;
     let listed = json
         .pointer("/startup/file_names")
         .and_then(|names| names.as_array())
@@ -282,14 +285,14 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
         storage,
     } = load_run(dir)?;
     if !config.workflow.train {
-        return Err(Error::run(format!(
+        return Err(Error::usage(format!(
             "{}: the run did not train (workflow.train is False), so it read nothing to audit",
             dir.join("report.json").display()
         )));
     }
     let trace_dir = dir.join("trace");
     if !trace_dir.is_dir() {
-        return Err(Error::run(format!(
+        return Err(Error::usage(format!(
             "{} is not a folder; trace a run with `dlio-rs run --trace` (or output.trace: True)",
             trace_dir.display()
         )));

@@ -817,7 +817,7 @@ fn the_runs_own_verdict_on_the_storage_is_said_beside_the_access_pattern() {
 }
 
 #[test]
-fn the_command_line_exits_0_passed_1_failed_or_unreadable_2_misused() {
+fn the_command_line_exits_0_passed_1_failed_2_misused_or_not_a_run_s_folder() {
     let run = shuffled();
     let scratch = Scratch::new();
     let dir = scratch.0.display().to_string();
@@ -833,7 +833,7 @@ fn the_command_line_exits_0_passed_1_failed_or_unreadable_2_misused() {
     traces[0].pop();
     run.write(&scratch.0, &traces);
     assert_eq!(dlio_rs(&[&dir, "--json"]), 1);
-    assert_eq!(dlio_rs(&[&format!("{dir}/nothing-here")]), 1);
+    assert_eq!(dlio_rs(&[&format!("{dir}/nothing-here")]), 2);
     assert_eq!(dlio_rs(&[]), 2);
     assert_eq!(dlio_rs(&[&dir, "--bogus"]), 2);
 }

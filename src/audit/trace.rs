@@ -7,7 +7,8 @@
 //! rest, unquoted, is the file (names come from listings too, so their commas are not known).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -39,6 +40,9 @@ pub fn trace_label(rank: u64) -> String {
     format!("trace/{rank}.csv")
 }
 
+/// The longest line of a trace: a row is a few numbers and a file's name (at most 4 KiB on Linux).
+const MAX_LINE: usize = 64 << 10;
+
 /// One rank's trace file, read row by row with one row of look-ahead.
 pub struct TraceReader {
     label: String,
@@ -56,9 +60,23 @@ impl TraceReader {
     pub fn open(trace_dir: &Path, rank: u64) -> Result<Option<TraceReader>> {
         let path = trace_dir.join(format!("{rank}.csv"));
         let label = trace_label(rank);
-        let file = match File::open(&path) {
+        // Only a regular file: a FIFO would be read forever, a device without end.
+        let file = match File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .and_then(|file| match file.metadata()?.is_file() {
+                true => Ok(file),
+                false => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file (a FIFO, a device or a socket is there)",
+                )),
+            }) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(Error::usage(format!("{label}: {e}")))
+            }
             Err(e) => return Err(Error::on_object("cannot open", label, e)),
         };
         let mut reader = TraceReader {
@@ -79,7 +97,7 @@ impl TraceReader {
             loaded: false,
         };
         if !reader.next_line()? {
-            return Err(Error::run(format!(
+            return Err(Error::usage(format!(
                 "{}: empty; expected the header line '{HEADER}'",
                 reader.label
             )));
@@ -113,14 +131,23 @@ impl TraceReader {
     fn next_line(&mut self) -> Result<bool> {
         self.text.clear();
         self.line_number += 1;
-        let read = self.lines.read_line(&mut self.text).map_err(|e| {
-            Error::run(format!(
-                "{}:{}: cannot read: {e}",
-                self.label, self.line_number
-            ))
-        })?;
+        // A line is bounded: a forged file of one endless line must not exhaust memory.
+        let read = (&mut self.lines)
+            .take(MAX_LINE as u64 + 1)
+            .read_line(&mut self.text)
+            .map_err(|e| {
+                let problem = format!("{}:{}: cannot read: {e}", self.label, self.line_number);
+                match e.kind() {
+                    // Not UTF-8: not a trace dlio-rs wrote.
+                    std::io::ErrorKind::InvalidData => Error::usage(problem),
+                    _ => Error::run(problem),
+                }
+            })?;
         if read == 0 {
             return Ok(false);
+        }
+        if read > MAX_LINE {
+            return Err(self.malformed(&format!("longer than {MAX_LINE} bytes")));
         }
         if self.text.ends_with('\n') {
             self.text.pop();
@@ -132,7 +159,7 @@ impl TraceReader {
     }
 
     fn malformed(&self, what: &str) -> Error {
-        Error::run(format!(
+        Error::usage(format!(
             "{}:{}: malformed trace line: {what}",
             self.label, self.line_number
         ))
@@ -300,7 +327,7 @@ mod tests {
         for (i, (text, expected)) in cases.iter().enumerate() {
             let text = text.replace("HEADER", HEADER);
             let err = rows(&format!("bad{i}"), &text).unwrap_err();
-            assert_eq!(err.exit_code(), 1);
+            assert_eq!(err.exit_code(), 2);
             assert!(err.to_string().contains(expected), "{text:?}: {err}");
         }
     }

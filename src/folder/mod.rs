@@ -108,6 +108,29 @@ pub fn read_text_file(path: &Path, limit: u64) -> io::Result<Option<String>> {
     Ok(Some(text))
 }
 
+/// Reads back a file a run wrote (`report`, `compare`, `audit`, a sweep resumed), as
+/// [`read_text_file`] does. What is not such a file — not a regular file, larger than `limit`,
+/// not UTF-8 — is bad input: a usage error (exit code 2) naming it; a file that cannot be read
+/// (permissions, EIO) is an I/O error (exit code 1). `None` when there is no file.
+pub fn read_output_file(path: &Path, limit: u64) -> Result<Option<String>> {
+    read_text_file(path, limit).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData => {
+            bad_output_file(path, &e.to_string())
+        }
+        _ => Error::io("cannot read", path, e),
+    })
+}
+
+/// A file a run wrote, read back, that is not what dlio-rs writes there: a usage error naming the
+/// file and what is wrong (`problem`: the field, the line).
+pub fn bad_output_file(path: &Path, problem: &str) -> Error {
+    Error::usage(format!(
+        "{}: {problem}; this is not the file a dlio-rs run writes there (damaged, or written by \
+         something else)",
+        path.display()
+    ))
+}
+
 /// A folder named `base`, or `base-1`, `base-2`, … where that exists: made here, so that two runs
 /// started in the same second (Hydra's default name has one-second resolution) never share one.
 pub fn new_unique_folder(base: &Path) -> Result<PathBuf> {

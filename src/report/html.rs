@@ -54,16 +54,11 @@ pub fn from_folder(dir: &Path) -> Result<String> {
 
 /// A JSON output file, `None` where there is none.
 pub(super) fn read_json(path: &Path) -> Result<Option<Value>> {
-    match crate::folder::read_text_file(path, crate::folder::MAX_OUTPUT_JSON) {
-        Ok(Some(text)) => serde_json::from_str(&text)
+    match crate::folder::read_output_file(path, crate::folder::MAX_OUTPUT_JSON)? {
+        Some(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| Error::corrupt("output file", path.display().to_string(), e.to_string())),
-        Ok(None) => Ok(None),
-        Err(e) => Err(Error::on_object(
-            "cannot read",
-            path.display().to_string(),
-            e,
-        )),
+            .map_err(|e| crate::folder::bad_output_file(path, &format!("not valid JSON ({e})"))),
+        None => Ok(None),
     }
 }
 

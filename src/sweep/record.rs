@@ -87,6 +87,57 @@ pub struct Sweep {
     pub answer: Option<Answer>,
 }
 
+impl Sweep {
+    /// Whether the saved trials are trials this sweep could have run: counts within its bounds
+    /// and on its step, each once; figures finite and not negative; AU at most 100 % and cache
+    /// shares at most 1; and, for a training sweep, no pass below the threshold. A forged or
+    /// damaged trial would otherwise steer the search and its answer.
+    fn check_trials(&self) -> std::result::Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, trial) in self.trials.iter().enumerate() {
+            let n = trial.accelerators;
+            let step = self.request.step.max(1);
+            let within = n >= self.min() && n <= self.request.max && n % step == 0;
+            if !within || !seen.insert(n) {
+                return Err(format!(
+                    "trial {i} has {n} accelerators: not a count this sweep tries ({}..={}, \
+                     multiples of {step}, each once)",
+                    self.min(),
+                    self.request.max,
+                ));
+            }
+            let figures = [
+                ("au_percent", Some(trial.au_percent)),
+                ("samples_per_second", Some(trial.samples_per_second)),
+                ("mib_per_second", Some(trial.mib_per_second)),
+                ("cache_share", trial.cache_share),
+                ("checkpoint_gib_per_second", trial.checkpoint_gib_per_second),
+                ("per_rank_gib_per_second", trial.per_rank_gib_per_second),
+            ];
+            for (name, value) in figures {
+                if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                    return Err(format!("trial {i}: '{name}' must be a finite number ≥ 0"));
+                }
+            }
+            if trial.au_percent > 100.0 + 1e-9 {
+                return Err(format!("trial {i}: 'au_percent' must be at most 100"));
+            }
+            if trial.cache_share.is_some_and(|c| c > 1.0 + 1e-9) {
+                return Err(format!("trial {i}: 'cache_share' must be at most 1"));
+            }
+            // A trial may fail above the threshold (stopped early), never pass below it.
+            let below = trial.au_percent < self.au_threshold_percent;
+            if self.mode == Mode::Training && trial.passed && below {
+                return Err(format!(
+                    "trial {i}: 'passed' is true for an AU of {} % below the threshold of {} %",
+                    trial.au_percent, self.au_threshold_percent
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The most accelerators that passed (valid, and above the criterion), and the fewest that
 /// did not above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +178,9 @@ pub(super) fn load(output: &Path, request: &SweepRequest, processes: u64) -> Res
             saved.processes
         )));
     }
+    saved
+        .check_trials()
+        .map_err(|problem| crate::folder::bad_output_file(&path, &problem))?;
     crate::console::tell(format_args!(
         "continuing the sweep in {} from its {} trial(s)",
         output.display(),
@@ -139,16 +193,8 @@ pub(super) fn load(output: &Path, request: &SweepRequest, processes: u64) -> Res
 pub fn saved(output: &Path) -> Result<Option<Sweep>> {
     let path = output.join(SWEEP_FILE);
     // A sweep of a few hundred trials is tens of KiB.
-    let text = match crate::folder::read_text_file(&path, 64 << 20) {
-        Ok(Some(text)) => text,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            return Err(Error::on_object(
-                "cannot read",
-                path.display().to_string(),
-                e,
-            ))
-        }
+    let Some(text) = crate::folder::read_output_file(&path, 64 << 20)? else {
+        return Ok(None);
     };
     serde_json::from_str(&text).map(Some).map_err(|e| {
         Error::usage(format!(

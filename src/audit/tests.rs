@@ -709,7 +709,7 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     let mut traces = run.traces();
     traces[1][20] = "1,train,3,1,0,train/0/img_00_of_16.npz,0,0,4096".into();
     let err = run.audit(&traces).unwrap_err();
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.exit_code(), 2, "a damaged trace is bad input");
     assert!(
         err.to_string()
             .contains("trace/1.csv:22: malformed trace line: 9 columns, expected 11"),

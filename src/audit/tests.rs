@@ -739,8 +739,8 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     assert!(err.to_string().contains("trace is not a folder"), "{err}");
 
     for (report, needle) in [
-        ("{", "report.json is not valid JSON"),
-        ("{}", "report.json has no 'workload'"),
+        ("{", "report.json: not valid JSON"),
+        ("{}", "report.json: it has no 'workload'"),
         (
             r#"{"workload": "w", "num_accelerators": 0, "run_entropy": 1, "configuration": {}}"#,
             "'num_accelerators' must be a whole number from 1 to 1048576",
@@ -760,12 +760,13 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     ] {
         std::fs::write(scratch.0.join("report.json"), report).unwrap();
         let err = audit(&scratch.0).unwrap_err();
-        assert_eq!(err.exit_code(), 1);
+        assert_eq!(err.exit_code(), 2, "{report}: {err}");
         assert!(err.to_string().contains(needle), "{report}: {err}");
     }
     std::fs::remove_file(scratch.0.join("report.json")).unwrap();
     let err = audit(&scratch.0).unwrap_err();
-    assert!(err.to_string().contains("cannot read") && err.to_string().contains("report.json"));
+    assert!(err.to_string().contains("report.json does not exist"), "{err}");
+    assert_eq!(err.exit_code(), 2);
 }
 
 #[test]

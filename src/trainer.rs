@@ -42,8 +42,9 @@ pub struct RunContext<'a> {
     pub run_entropy: u64,
     /// Live progress, shown by rank 0 only.
     pub progress: Option<&'a EpochProgress>,
-    /// Where each rank writes its read trace, when tracing is on.
-    pub trace_dir: Option<&'a Path>,
+    /// The output folder, in which each rank writes its read trace (`trace/`), when tracing is
+    /// on.
+    pub trace_in: Option<&'a Path>,
     /// Whether this process drops its host's page cache (`drop_before_epoch`), and how long a
     /// drop may take: one process per host does, its first rank, while every rank of the run
     /// waits.
@@ -65,7 +66,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     let mut resources = RankResources::default();
     let config = ctx.config;
     let trace = ctx
-        .trace_dir
+        .trace_in
         .map(|dir| TraceFile::create(dir, rank))
         .transpose()?;
     let mut record = RankRecord {

@@ -78,7 +78,7 @@ fn shuffled_runs_pass_the_audit_and_reshuffle_order_and_shards_every_epoch() {
             "a stale trace was left beside a new report"
         );
         dlio_rs(&tmp.path, &["audit", &out.display().to_string()])
-            .fails(1)
+            .fails(2)
             .says(&["was not traced", "--trace"]);
     }
 }

@@ -765,7 +765,10 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     }
     std::fs::remove_file(scratch.0.join("report.json")).unwrap();
     let err = audit(&scratch.0).unwrap_err();
-    assert!(err.to_string().contains("report.json does not exist"), "{err}");
+    assert!(
+        err.to_string().contains("report.json does not exist"),
+        "{err}"
+    );
     assert_eq!(err.exit_code(), 2);
 }
 

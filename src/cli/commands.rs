@@ -201,9 +201,8 @@ pub(super) fn report(args: &ReportArgs) -> Result<Option<i32>> {
     crate::report::write_atomic(&path, page.as_bytes())?;
     let mut written = vec![path];
     if args.png {
-        let charts = folder.join(crate::folder::CHARTS_DIR);
-        crate::folder::remove_charts(&charts)?;
-        written.extend(crate::report::png::charts(&page, &charts)?);
+        crate::folder::remove_charts(&folder.join(crate::folder::CHARTS_DIR))?;
+        written.extend(crate::report::png::charts(&page, folder)?);
     }
     let list: String = written
         .iter()

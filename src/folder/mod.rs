@@ -3,6 +3,7 @@
 //! ([`OutputFolder`]), so that what a folder holds after a run is this run's. Every writer of
 //! the run's files (reports, traces, generation, checkpoints) stands above this module.
 
+mod beneath;
 pub mod lock;
 mod output;
 
@@ -10,6 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+pub use beneath::{create_file_at, make_folders_at, Beneath};
 pub use lock::{Access, Busy, FolderLock, Wait};
 pub use output::{remove_charts, OutputFolder, CHARTS_DIR};
 

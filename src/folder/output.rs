@@ -55,6 +55,10 @@ pub const CHARTS_DIR: &str = "charts";
 /// the folder if nothing else is in it: the charts of an earlier page never stand beside a
 /// newer page's.
 pub fn remove_charts(dir: &Path) -> Result<()> {
+    // A link where the folder goes is removed, not followed into another folder's files.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return std::fs::remove_file(dir).map_err(|e| Error::io("cannot remove the link", dir, e));
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

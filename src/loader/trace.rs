@@ -14,34 +14,43 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::folder::Beneath;
 use crate::plan::Phase;
 
 /// The first line of every trace file (without its line break).
 pub const HEADER: &str =
     "epoch,phase,step,rank,thread,file,sample,offset,length,start_us,duration_us";
 
+/// The trace's folder, in the output folder.
+pub const TRACE_DIR: &str = "trace";
+
 /// A thread's rows are appended to the file once they fill this many bytes.
 const FLUSH_AT: usize = 64 * 1024;
 
 /// One rank's trace file.
 pub struct TraceFile {
-    path: PathBuf,
+    /// The output folder, below which the trace is written without following links.
+    output: Beneath,
+    name: PathBuf,
     partial: PathBuf,
     file: Mutex<File>,
 }
 
 impl TraceFile {
-    /// Creates `dir/{rank}.csv` (under a temporary name until [`TraceFile::complete`]).
-    pub fn create(dir: &Path, rank: usize) -> Result<TraceFile> {
-        let path = dir.join(format!("{rank}.csv"));
-        let partial = dir.join(format!(".{rank}.csv.partial"));
-        let mut file = std::fs::create_dir_all(dir)
-            .and_then(|()| crate::folder::create_file(&partial))
-            .map_err(|e| write_error(&partial, e))?;
+    /// Creates `trace/{rank}.csv` in the output folder `output` (under a temporary name until
+    /// [`TraceFile::complete`]), never through a link planted there.
+    pub fn create(output: &Path, rank: usize) -> Result<TraceFile> {
+        let name = Path::new(TRACE_DIR).join(format!("{rank}.csv"));
+        let partial = Path::new(TRACE_DIR).join(format!(".{rank}.csv.partial"));
+        let output = Beneath::open(output).map_err(|e| write_error(output, e))?;
+        let mut file = output
+            .create_file(&partial)
+            .map_err(|e| write_error(&output.path(&partial), e))?;
         file.write_all(format!("{HEADER}\n").as_bytes())
-            .map_err(|e| write_error(&partial, e))?;
+            .map_err(|e| write_error(&output.path(&partial), e))?;
         Ok(TraceFile {
-            path,
+            output,
+            name,
             partial,
             file: Mutex::new(file),
         })
@@ -50,21 +59,27 @@ impl TraceFile {
     fn append(&self, rows: &[u8]) -> Result<()> {
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         file.write_all(rows)
-            .map_err(|e| write_error(&self.partial, e))
+            .map_err(|e| write_error(&self.output.path(&self.partial), e))
     }
 
     /// Gives the finished trace its final name.
     pub fn complete(self) -> Result<()> {
         let file = self.file.into_inner().unwrap_or_else(|p| p.into_inner());
         file.sync_data()
-            .and_then(|()| std::fs::rename(&self.partial, &self.path))
-            .map_err(|e| write_error(&self.path, e))
+            .and_then(|()| self.output.rename(&self.partial, &self.name))
+            .map_err(|e| write_error(&self.output.path(&self.name), e))
     }
 }
 
-/// Removes the trace files an earlier run left in `dir`, so an audit never reads another run's
-/// rows beside this run's report; files that are not traces are left alone.
-pub fn remove_old(dir: &Path) -> Result<()> {
+/// Removes the trace files an earlier run left in the output folder `output`, so an audit never
+/// reads another run's rows beside this run's report; files that are not traces are left alone.
+/// A link where the trace folder goes is removed, not followed (as the output folder's results
+/// are, [`crate::folder::OutputFolder::take`]).
+pub fn remove_old(output: &Path) -> Result<()> {
+    let dir = &output.join(TRACE_DIR);
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return std::fs::remove_file(dir).map_err(|e| write_error(dir, e));
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -168,8 +183,10 @@ mod tests {
 
     #[test]
     fn rows_reach_the_file_in_order_and_the_name_only_when_complete() {
-        let dir = std::env::temp_dir().join(format!("dlio-rs-trace-{}", std::process::id()));
-        let file = TraceFile::create(&dir, 3).unwrap();
+        let output = std::env::temp_dir().join(format!("dlio-rs-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&output).unwrap();
+        let dir = output.join(TRACE_DIR);
+        let file = TraceFile::create(&output, 3).unwrap();
         let mut rows = PendingRows::default();
         let count = 3000u64;
         for i in 0..count {

@@ -326,11 +326,15 @@ fn key_numbers(html: &mut String, metric: &Value, ours: Option<&Value>) {
     );
     if let Some(o) = ours {
         let epochs = o["epochs"].as_array().cloned().unwrap_or_default();
-        let read: u64 = epochs.iter().filter_map(|e| e["bytes_read"].as_u64()).sum();
+        // Saturating: a forged file's counts must not wrap into a small, plausible number.
+        let read = epochs
+            .iter()
+            .filter_map(|e| e["bytes_read"].as_u64())
+            .fold(0u64, u64::saturating_add);
         let stored: Option<u64> = epochs
             .iter()
             .map(|e| e["bytes_from_storage"].as_u64())
-            .sum();
+            .try_fold(0u64, |sum, b| Some(sum.saturating_add(b?)));
         rows.push(("Bytes read".into(), read.to_string()));
         rows.push((
             "Bytes from storage".into(),
@@ -594,7 +598,8 @@ fn latency(buckets: &[Value]) -> String {
             continue;
         };
         let bin = (us.max(0.001).log2() * 4.0).floor() as i64;
-        *bins.entry(bin).or_insert(0) += count;
+        let sum = bins.entry(bin).or_insert(0);
+        *sum = sum.saturating_add(count);
     }
     let ticks: Vec<String> = bins
         .keys()

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use super::write_atomic;
 use crate::config::value::Value;
 use crate::config::Source;
 use crate::error::{Error, Result};
+use crate::folder::Beneath;
 
 fn map(entries: Vec<(&str, Value)>) -> Value {
     Value::Map(
@@ -28,8 +28,15 @@ pub fn write_all(
     source: &Source,
     workload_tree: &Value,
 ) -> Result<()> {
-    let dir = &run_dir.join(subdir);
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    // Below the run folder, never through a link planted there (`.hydra -> /etc`).
+    let beneath = Beneath::open(run_dir).map_err(|e| Error::io("cannot open", run_dir, e))?;
+    let subdir = Path::new(subdir);
+    let write = |name: &str, text: String| {
+        let relative = subdir.join(name);
+        beneath
+            .write_atomic(&relative, text.as_bytes())
+            .map_err(|e| Error::io("cannot write", &beneath.path(&relative), e))
+    };
     let task: Vec<String> = source
         .overrides
         .words
@@ -45,11 +52,8 @@ pub fn write_all(
         .cloned()
         .collect();
     let config = map(vec![("workload", workload_tree.clone())]);
-    write_atomic(&dir.join("config.yaml"), config.to_yaml().as_bytes())?;
-    write_atomic(
-        &dir.join("overrides.yaml"),
-        strings(&task).to_yaml().as_bytes(),
-    )?;
+    write("config.yaml", config.to_yaml())?;
+    write("overrides.yaml", strings(&task).to_yaml())?;
     let mut sorted = task.clone();
     sorted.sort();
     let cwd = std::env::current_dir()
@@ -63,7 +67,7 @@ pub fn write_all(
                 map(vec![("dir", Value::Str(run_dir.display().to_string()))]),
             ),
             ("mode", Value::Str("RUN".into())),
-            ("output_subdir", Value::Str(subdir.to_string())),
+            ("output_subdir", Value::Str(subdir.display().to_string())),
             (
                 "overrides",
                 map(vec![
@@ -101,5 +105,5 @@ pub fn write_all(
             ("verbose", Value::Bool(false)),
         ]),
     )]);
-    write_atomic(&dir.join("hydra.yaml"), hydra.to_yaml().as_bytes())
+    write("hydra.yaml", hydra.to_yaml())
 }

@@ -8,11 +8,15 @@ use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
 
-/// Writes every chart of `page` into `folder` as `NN-NAME.svg` and `NN-NAME.png`; returns the
-/// PNG files.
-pub fn charts(page: &str, folder: &Path) -> Result<Vec<PathBuf>> {
+/// Writes every chart of `page` into the folder `charts/` of the output folder `output` as
+/// `NN-NAME.svg` and `NN-NAME.png` (never through a link planted there); returns the PNG files.
+pub fn charts(page: &str, output: &Path) -> Result<Vec<PathBuf>> {
     let browser = browser()?;
-    crate::folder::make_folder(folder, "the charts folder")?;
+    let charts = Path::new(crate::folder::CHARTS_DIR);
+    let beneath = crate::folder::Beneath::open(output)
+        .and_then(|b| b.make_folders(charts).map(|()| b))
+        .map_err(|e| Error::io("cannot create the charts folder", &output.join(charts), e))?;
+    let folder = &output.join(charts);
     let mut written = Vec::new();
     for (i, svg) in page.split("<svg ").skip(1).enumerate() {
         let Some(end) = svg.find("</svg>") else {
@@ -28,7 +32,9 @@ pub fn charts(page: &str, folder: &Path) -> Result<Vec<PathBuf>> {
             .unwrap_or(240);
         let stem = format!("{:02}-{name}", i + 1);
         let svg_path = folder.join(format!("{stem}.svg"));
-        std::fs::write(&svg_path, &svg)
+        beneath
+            .create_file(&charts.join(format!("{stem}.svg")))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, svg.as_bytes()))
             .map_err(|e| Error::on_object("cannot write", svg_path.display().to_string(), e))?;
         let png_path = folder.join(format!("{stem}.png"));
         screenshot(&browser, &svg_path, &png_path, width, height)?;

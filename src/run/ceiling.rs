@@ -67,7 +67,7 @@ pub(super) fn measure(
         clock: &clock,
         run_entropy: 0,
         progress: None,
-        trace_dir: None,
+        trace_in: None,
         page_cache_drop: None,
         checkpointing: None,
     };

@@ -159,7 +159,9 @@ pub(super) fn hold_checkpoint_folder(comm: &dyn Comm, setup: &Setup) -> Result<O
             "the checkpoint folder {} is in use by {holder}; checkpoint once it has ended (or \
              wait for it: run --wait SECONDS), or into another folder \
              (++workload.checkpoint.checkpoint_folder=DIR)",
-            storage.describe("")
+            storage
+                .local_root()
+                .map_or_else(|| storage.describe(""), |root| root.display().to_string())
         ))
     };
     let others = match saves {

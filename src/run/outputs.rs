@@ -19,9 +19,6 @@ use crate::progress::Display;
 use crate::report::log::DlioLog;
 use crate::report::{dlio as dlio_report, hydra, ours};
 
-/// The read traces' folder inside the output folder.
-pub const TRACE_DIR: &str = "trace";
-
 /// The run's output folder as this process sees it, and in process 0 its hold and its log.
 pub(super) struct Outputs {
     pub folder: PathBuf,
@@ -146,7 +143,7 @@ fn create_outputs(
         .as_deref()
         .unwrap_or(".hydra");
     hydra::write_all(&run_dir, subdir, source, &config.tree)?;
-    trace::remove_old(&output_folder.join(TRACE_DIR))?;
+    trace::remove_old(&output_folder)?;
     let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",

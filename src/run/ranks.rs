@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::{Instant, SystemTime};
 
-use super::outputs::TRACE_DIR;
 use super::setup::Setup;
 use crate::comm::{self, broadcast_value, Comm, Hosts, Reduce};
 use crate::config::Config;
@@ -47,11 +46,7 @@ pub(super) fn run_ranks(
     comm::check_interrupt(comm)?;
     let clock = Clock::start();
     let clock = Clock::start_with_wall(broadcast_value(comm, Some(clock.start_wall()))?);
-    let trace_dir = setup
-        .config
-        .output
-        .trace
-        .then(|| output_folder.join(TRACE_DIR));
+    let trace_in = setup.config.output.trace.then_some(output_folder);
     let checkpointing = setup.checkpointing();
     let ctx = RunContext {
         config: &setup.config,
@@ -62,7 +57,7 @@ pub(super) fn run_ranks(
         clock: &clock,
         run_entropy,
         progress: None,
-        trace_dir: trace_dir.as_deref(),
+        trace_in,
         page_cache_drop: setup.drop_timeout.filter(|_| hosts.leads_its_host()),
         checkpointing: checkpointing.as_ref(),
     };

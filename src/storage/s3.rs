@@ -562,7 +562,7 @@ impl Storage for S3Storage {
             Condition::Matches(tag) => ("if-match", tag.to_string()),
         };
         let request = Request {
-            kind: RequestKind::Put,
+            kind: RequestKind::Lease,
             key: &full,
             method: Method::Put,
             url: &url,
@@ -588,7 +588,7 @@ impl Storage for S3Storage {
                 .sign(SIGNATURE_LIFETIME)
         };
         let request = Request {
-            kind: RequestKind::Get,
+            kind: RequestKind::Lease,
             key: &full,
             method: Method::Get,
             url: &url,
@@ -629,7 +629,7 @@ impl Storage for S3Storage {
                 .sign(SIGNATURE_LIFETIME)
         };
         let request = Request {
-            kind: RequestKind::Delete,
+            kind: RequestKind::Lease,
             key: &full,
             method: Method::Delete,
             url: &url,

@@ -228,10 +228,9 @@ impl Storage for LocalFs {
         // writing millions of files pays no extra system call per file.
         let file = match self.create_in_place(key) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(parent) = self.path(key).parent() {
-                    // Tolerates a concurrent creator: ranks of a shared file system race here.
-                    fs::create_dir_all(parent)?;
-                }
+                // Tolerates a concurrent creator: ranks of a shared file system race here.
+                let parent = key.rsplit_once('/').map_or("", |(parent, _)| parent);
+                self.make_folders(parent)?;
                 self.create_in_place(key)?
             }
             created => created?,
@@ -299,7 +298,7 @@ impl Storage for LocalFs {
     }
 
     fn make_folder(&self, key: &str) -> io::Result<()> {
-        fs::create_dir_all(self.path(key))
+        self.make_folders(key)
     }
 
     fn delete(&self, key: &str) -> io::Result<bool> {

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use super::LocalFs;
 
@@ -65,15 +66,27 @@ impl LocalFs {
     }
 
     /// Creates (or truncates) `key`; NotFound when its folder is missing. Only a file the run
-    /// owns is written ([`crate::folder::create_file`]): never through a symbolic link, never
-    /// into a FIFO, device or socket (a checkpoint "saved" into /dev/null would be rated as the
-    /// storage).
+    /// owns is written ([`crate::folder::create_file_at`]): reached from the root without a
+    /// symbolic link anywhere on the way (a link planted as `global_epoch1_step1/` or as the
+    /// file), never a FIFO, device or socket (a checkpoint "saved" into /dev/null would be rated
+    /// as the storage).
     pub(super) fn create_in_place(&self, key: &str) -> io::Result<File> {
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW;
-        self.open_relative(key, flags | libc::O_NONBLOCK)
-            .unwrap_or_else(|| crate::folder::create_file(&self.path(key)))
-            .map_err(crate::folder::refuse_link)
-            .and_then(crate::folder::owned_file)
+        match self.root_dir() {
+            Some(dir) => crate::folder::create_file_at(dir, Path::new(key), libc::O_NONBLOCK),
+            None => crate::folder::create_file(&self.path(key)),
+        }
+    }
+
+    /// Makes the folder `key` and those above it, below the root (made first where missing),
+    /// without following a link below the root.
+    pub(super) fn make_folders(&self, key: &str) -> io::Result<()> {
+        if self.root_dir().is_none() {
+            std::fs::create_dir_all(&self.root)?;
+        }
+        match self.root_dir() {
+            Some(dir) => crate::folder::make_folders_at(dir, Path::new(key)),
+            None => std::fs::create_dir_all(self.path(key)),
+        }
     }
 }
 

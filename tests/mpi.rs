@@ -145,6 +145,32 @@ mod with_mpi {
              (default) --max-accelerators 4)",
         ]);
         assert!(!tmp.join("sweep").exists());
+        // Different commands: a run beside a sweep would each enter collectives the other never
+        // does; a run beside a command that starts no MPI (config) would wait in MPI_Init.
+        let mut args = words(&["++workload.train.epochs=1"]);
+        args.extend(strings(&[":", "-n", "1", DLIO_RS]));
+        args.extend(sweep("4"));
+        let (ran, _) = mpirun(&tmp.path, 1, DLIO_RS, &args);
+        ran.fails(2).says(&[
+            "the processes of this MPI job run different commands (process 0: dlio-rs run",
+            "process 1: dlio-rs sweep",
+        ]);
+        let mut args = words(&["++workload.train.epochs=1"]);
+        args.extend(strings(&[
+            ":",
+            "-n",
+            "1",
+            DLIO_RS,
+            "config",
+            "workload=default",
+        ]));
+        let env = [("DLIO_RS_MPI_INIT_TIMEOUT", "2")];
+        let (ran, took) = mpirun_with(&tmp.path, &["--bind-to", "none"], &env, 1, DLIO_RS, &args);
+        ran.fails(1).says(&[
+            "MPI_Init did not complete within 2 s",
+            "another command than `dlio-rs run`",
+        ]);
+        assert!(took < Duration::from_secs(30), "gave up after {took:?}");
     }
 
     /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).

@@ -116,10 +116,12 @@ pub struct Processes {
 impl Processes {
     /// Joins the job this process was started in: MPI processes under `mpirun` (with the `mpi`
     /// feature), else this process alone.
-    pub fn join() -> Result<Processes> {
+    /// `command` (`run`, `sweep`) is what this process does: every process of a job must do the
+    /// same.
+    pub fn join(command: &str) -> Result<Processes> {
         match launch::mpi_launch() {
             None => Ok(Processes::alone()),
-            Some(launch) => Processes::with_mpi(launch),
+            Some(launch) => Processes::with_mpi(launch, command),
         }
     }
 
@@ -131,14 +133,14 @@ impl Processes {
     }
 
     #[cfg(feature = "mpi")]
-    fn with_mpi(_launch: launch::MpiLaunch) -> Result<Processes> {
+    fn with_mpi(_launch: launch::MpiLaunch, command: &str) -> Result<Processes> {
         Ok(Processes {
-            mpi: Some(mpi::MpiJob::init()?),
+            mpi: Some(mpi::MpiJob::init(command)?),
         })
     }
 
     #[cfg(not(feature = "mpi"))]
-    fn with_mpi(launch: launch::MpiLaunch) -> Result<Processes> {
+    fn with_mpi(launch: launch::MpiLaunch, _command: &str) -> Result<Processes> {
         if launch.size <= 1 {
             // `mpirun -n 1` needs nothing MPI does.
             return Ok(Processes::alone());

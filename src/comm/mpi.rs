@@ -30,10 +30,35 @@ pub struct MpiJob {
 }
 
 impl MpiJob {
-    /// Initializes MPI, with the threading the rank threads need.
-    pub fn init() -> Result<MpiJob> {
-        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
-            .ok_or_else(|| Error::run("MPI was initialized twice in this process"))?;
+    /// Initializes MPI, with the threading the rank threads need, for `command` (`run`,
+    /// `sweep`); then checks that every process runs the same command of the same dlio-rs.
+    /// `MPI_Init` waits for every process of the job: one that never calls it (another command,
+    /// or a process that failed before) would hold the others there forever, so a watchdog ends
+    /// this process after [`init_limit`], naming the cause.
+    pub fn init(command: &str) -> Result<MpiJob> {
+        let limit = init_limit()?;
+        let (done, watched) = std::sync::mpsc::channel::<()>();
+        let doing = command.to_string();
+        std::thread::Builder::new()
+            .name("mpi-init-watchdog".into())
+            .spawn(move || {
+                if watched.recv_timeout(limit) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    crate::console::tell(format_args!(
+                        "error: MPI_Init did not complete within {} s: some process of this MPI \
+                         job never started it (it ran another command than `dlio-rs {doing}`, \
+                         or stopped before: see its message), so this one gives up; every \
+                         process of a job must run the same command (a larger job may need \
+                         more time: {INIT_TIMEOUT_VARIABLE}=SECONDS)",
+                        limit.as_secs_f64()
+                    ));
+                    std::process::exit(1);
+                }
+            })
+            .map_err(|e| Error::run(format!("cannot start a thread: {e}")))?;
+        let initialized = mpi::initialize_with_threading(Threading::Multiple);
+        drop(done);
+        let (universe, threading) =
+            initialized.ok_or_else(|| Error::run("MPI was initialized twice in this process"))?;
         // Rank threads take turns calling MPI (the last arrival of each barrier), and an abort
         // may come from any thread.
         if !matches!(threading, Threading::Multiple | Threading::Serialized) {
@@ -43,15 +68,79 @@ impl MpiJob {
             )));
         }
         let world = universe.world();
-        Ok(MpiJob {
+        let job = MpiJob {
             process: world.rank() as usize,
             processes: world.size() as usize,
             _universe: universe,
+        };
+        job.same_command(command)?;
+        Ok(job)
+    }
+
+    /// Every process runs `command` of this very version, or all stop with exit code 2 naming
+    /// each process's: a `run` beside a `sweep` would enter different collectives and wait on
+    /// each other forever.
+    fn same_command(&self, command: &str) -> Result<()> {
+        const WIDTH: usize = 64;
+        let said = format!("dlio-rs {command} {}", env!("CARGO_PKG_VERSION"));
+        let mut mine = [0u8; WIDTH];
+        let len = said.len().min(WIDTH);
+        mine[..len].copy_from_slice(&said.as_bytes()[..len]);
+        let mut all = vec![0u8; WIDTH * self.processes];
+        world().all_gather_into(&mine[..], &mut all[..]);
+        let commands: Vec<String> = all
+            .chunks(WIDTH)
+            .map(|c| {
+                String::from_utf8_lossy(c)
+                    .trim_end_matches('\0')
+                    .to_string()
+            })
+            .collect();
+        if commands.iter().all(|c| *c == commands[0]) {
+            return Ok(());
+        }
+        let listed: Vec<String> = commands
+            .iter()
+            .enumerate()
+            .map(|(p, c)| format!("process {p}: {c}"))
+            .collect();
+        let error = Error::usage(format!(
+            "the processes of this MPI job run different commands ({}); every process must run \
+             the same command of the same dlio-rs",
+            listed.join(", ")
+        ));
+        Err(match self.process {
+            0 => error,
+            _ => Error::Reported {
+                exit_code: error.exit_code(),
+            },
         })
     }
 
     pub fn processes(&self) -> usize {
         self.processes
+    }
+}
+
+/// The variable that sets how long `MPI_Init` may take, in seconds.
+const INIT_TIMEOUT_VARIABLE: &str = "DLIO_RS_MPI_INIT_TIMEOUT";
+
+/// How long `MPI_Init` may take before the process gives up ([`INIT_TIMEOUT_VARIABLE`], else
+/// 60 s: the start of a job of thousands of processes takes seconds).
+fn init_limit() -> Result<Duration> {
+    match std::env::var(INIT_TIMEOUT_VARIABLE) {
+        Err(_) => Ok(Duration::from_secs(60)),
+        Ok(text) => text
+            .parse::<f64>()
+            .ok()
+            .filter(|s| (1.0..=86400.0).contains(s))
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "{INIT_TIMEOUT_VARIABLE}={text}: give the seconds MPI_Init may take, from 1 \
+                     to 86400"
+                ))
+            }),
     }
 }
 

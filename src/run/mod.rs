@@ -48,7 +48,7 @@ pub struct Outcome {
 
 /// The run of `source` in the job this process was started in (alone, or one of `mpirun`'s).
 pub fn run(source: &Source, options: &RunOptions) -> Result<Outcome> {
-    run_among(&Processes::join()?, source, options)
+    run_among(&Processes::join("run")?, source, options)
 }
 
 /// The run of `source` by the processes of `processes`, each hosting `options.accelerators`

@@ -52,7 +52,7 @@ pub struct Swept {
 /// alone, each trial's ranks this process's threads; under `mpirun -n P`, each trial's ranks
 /// spread evenly over the P processes, which run every trial together.
 pub fn sweep(request: &SweepRequest, output: &Path, strict: bool) -> Result<Swept> {
-    let processes = Processes::join()?;
+    let processes = Processes::join("sweep")?;
     // The sweep's own meetings between its trials' runs (process collectives only).
     let comm = processes.group(1)?;
     let sweeper = Sweeper {

@@ -61,10 +61,50 @@ struct SavedRun {
     storage: StorageValidity,
 }
 
+/// The fields of report.json an audit reads, each left a JSON value to check by name.
+#[derive(serde::Deserialize)]
+struct SavedFields {
+    workload: Option<serde_json::Value>,
+    num_accelerators: Option<serde_json::Value>,
+    run_entropy: Option<serde_json::Value>,
+    traced: Option<serde_json::Value>,
+    configuration: Option<serde_json::Value>,
+    startup: Option<StartupFields>,
+    verdict: Option<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct StartupFields {
+    file_names: Option<serde_json::Value>,
+}
+
+impl SavedFields {
+    /// The fields as one JSON object, absent ones left out.
+    fn into_value(self) -> serde_json::Value {
+        let mut object = serde_json::Map::new();
+        let mut put = |key: &str, value: Option<serde_json::Value>| {
+            if let Some(value) = value {
+                object.insert(key.to_string(), value);
+            }
+        };
+        put("workload", self.workload);
+        put("num_accelerators", self.num_accelerators);
+        put("run_entropy", self.run_entropy);
+        put("traced", self.traced);
+        put("configuration", self.configuration);
+        put(
+            "startup",
+            self.startup.map(|s| serde_json::json!({ "file_names": s.file_names })),
+        );
+        put("verdict", self.verdict);
+        serde_json::Value::Object(object)
+    }
+}
+
 fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
-    let text = crate::folder::read_output_file(&path, crate::folder::MAX_OUTPUT_JSON)?.ok_or_else(
+    let text = crate::folder::read_output_file(&path, crate::folder::MAX_SUMMARY_JSON)?.ok_or_else(
         || {
             Error::usage(format!(
                 "{shown} does not exist: {} is not the output folder of a dlio-rs run",
@@ -73,8 +113,11 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         },
     )?;
     let bad_file = |problem: String| crate::folder::bad_output_file(&path, &problem);
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad_file(format!("not valid JSON ({e})")))?;
+    // Only the fields the audit reads are kept; the others (a latency histogram, every epoch's
+    // figures) are skipped as they are parsed, so a file's size cannot become memory.
+    let json: SavedFields =
+        serde_json::from_str(&text).map_err(|e| bad_file(format!("not a run's report ({e})")))?;
+    let json = json.into_value();
     let field = |key: &str, what: &str| {
         json.get(key)
             .ok_or_else(|| bad_file(format!("it has no '{key}' ({what})")))

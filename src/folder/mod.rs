@@ -73,9 +73,14 @@ fn not_owned() -> io::Error {
     )
 }
 
-/// The most a JSON output file of a run may hold: a rank's `N_output.json` lists every step's
-/// timings, some 60 bytes a step, so this is millions of steps.
-pub const MAX_OUTPUT_JSON: u64 = 1 << 30;
+/// The most a rank's JSON output file (`N_output.json`) may hold when read back whole: it lists
+/// every step's timings, some 60 bytes a step, so this is millions of steps; read as a JSON tree
+/// it takes some 3 times as much memory.
+pub const MAX_OUTPUT_JSON: u64 = 256 << 20;
+
+/// The most a run's summary (`summary.json`, `report.json`) may hold when read back: some KiB per
+/// epoch, so this is tens of thousands of epochs.
+pub const MAX_SUMMARY_JSON: u64 = 128 << 20;
 
 /// Reads the text file at `path` whole, as the files a run wrote are read back (JSON outputs, a
 /// sweep, a marker) and small settings files: only a regular file (a FIFO would be read forever,

@@ -23,7 +23,7 @@ pub struct RunFiles {
 
 impl RunFiles {
     pub fn read(dir: &Path) -> Result<RunFiles> {
-        let summary = html::read_json(&dir.join("summary.json"))?.ok_or_else(|| {
+        let summary = html::read_json(&dir.join("summary.json"), crate::folder::MAX_SUMMARY_JSON)?.ok_or_else(|| {
             Error::usage(format!(
                 "{} has no summary.json: not the output folder of a training run",
                 dir.display()
@@ -32,7 +32,7 @@ impl RunFiles {
         Ok(RunFiles {
             name: dir.display().to_string(),
             summary,
-            ours: html::read_json(&dir.join("report.json"))?,
+            ours: html::read_json(&dir.join("report.json"), crate::folder::MAX_SUMMARY_JSON)?,
         })
     }
 

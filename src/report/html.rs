@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::folder::{MAX_OUTPUT_JSON, MAX_SUMMARY_JSON};
 
 /// Columns of a rank's step timeline, at most.
 pub const TIMELINE_COLUMNS: usize = 400;
@@ -34,27 +35,69 @@ type Steps = Vec<(f64, f64, f64)>;
 
 /// Builds report.html's text from the output folder `dir`.
 pub fn from_folder(dir: &Path) -> Result<String> {
-    let summary = read_json(&dir.join("summary.json"))?.ok_or_else(|| {
+    let summary = read_json(&dir.join("summary.json"), MAX_SUMMARY_JSON)?.ok_or_else(|| {
         Error::usage(format!(
             "{} has no summary.json: not the output folder of a training run (of dlio-rs or \
              DLIO)",
             dir.display()
         ))
     })?;
-    let ours = read_json(&dir.join("report.json"))?;
+    let ours = read_json(&dir.join("report.json"), MAX_SUMMARY_JSON)?;
+    check_lists(dir, &summary, ours.as_ref())?;
     let ranks = summary["num_accelerators"].as_u64().unwrap_or(0) as usize;
     let mut timelines = Vec::new();
     for rank in 0..ranks.min(TIMELINE_RANKS) {
-        if let Some(output) = read_json(&dir.join(format!("{rank}_output.json")))? {
+        if let Some(output) = read_json(&dir.join(format!("{rank}_output.json")), MAX_OUTPUT_JSON)? {
             timelines.push((rank, steps_of(&output)));
         }
     }
     Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
 }
 
+/// The most entries a list the page draws as bars may have (an epoch's figures: a run has at most
+/// a million epochs; a checkpoint's per rank; the latency histogram's bins, a few hundred).
+const MAX_BARS: usize = 1_000_000;
+
+/// Every list the page draws has at most [`MAX_BARS`] entries: a forged list of a hundred million
+/// would make a page of gigabytes. Refused by file and field, as bad input.
+fn check_lists(dir: &Path, summary: &Value, ours: Option<&Value>) -> Result<()> {
+    let long = |list: &Value| list.as_array().is_some_and(|l| l.len() > MAX_BARS);
+    for field in [
+        "train_au_percentage",
+        "train_throughput_samples_per_second",
+    ] {
+        if long(&summary["metric"][field]) {
+            return Err(too_long(&dir.join("summary.json"), &format!("metric.{field}")));
+        }
+    }
+    let Some(ours) = ours else { return Ok(()) };
+    let report = dir.join("report.json");
+    for field in ["epochs", "read_latency_histogram_us"] {
+        if long(&ours[field]) {
+            return Err(too_long(&report, field));
+        }
+    }
+    let checkpoint_bars: usize = ours["checkpoints"]["list"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|c| c["per_rank_seconds"].as_array().map_or(0, Vec::len))
+                .fold(0, usize::saturating_add)
+        })
+        .unwrap_or(0);
+    if checkpoint_bars > MAX_BARS {
+        return Err(too_long(&report, "checkpoints.list[].per_rank_seconds"));
+    }
+    Ok(())
+}
+
+fn too_long(path: &Path, field: &str) -> Error {
+    crate::folder::bad_output_file(path, &format!("'{field}' has more than {MAX_BARS} entries"))
+}
+
 /// A JSON output file, `None` where there is none.
-pub(super) fn read_json(path: &Path) -> Result<Option<Value>> {
-    match crate::folder::read_output_file(path, crate::folder::MAX_OUTPUT_JSON)? {
+pub(super) fn read_json(path: &Path, limit: u64) -> Result<Option<Value>> {
+    match crate::folder::read_output_file(path, limit)? {
         Some(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| crate::folder::bad_output_file(path, &format!("not valid JSON ({e})"))),

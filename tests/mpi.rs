@@ -171,6 +171,13 @@ mod with_mpi {
             "another command than `dlio-rs run`",
         ]);
         assert!(took < Duration::from_secs(30), "gave up after {took:?}");
+        // A process that would refuse its own rank count first meets the others.
+        let mut args = words(&["++workload.train.epochs=1"]);
+        args.extend(strings(&[":", "-n", "1", DLIO_RS, "run", "-n", "0"]));
+        args.extend(words(&["++workload.train.epochs=1"]).into_iter().skip(1));
+        let (ran, _) = mpirun(&tmp.path, 1, DLIO_RS, &args);
+        ran.fails(2)
+            .says(&["they differ: process 0: 1, process 1: 0"]);
     }
 
     /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).

@@ -175,11 +175,16 @@ impl Processes {
 
     /// The ranks of one run: `local_ranks` in each process (the same number in every process).
     pub fn group(&self, local_ranks: usize) -> Result<Box<dyn Comm + '_>> {
-        check_world((local_ranks as u64).saturating_mul(self.count() as u64))?;
+        let world = (local_ranks as u64).saturating_mul(self.count() as u64);
         #[cfg(feature = "mpi")]
         if let Some(job) = &self.mpi {
-            return Ok(Box::new(mpi::MpiGroup::new(job, local_ranks)?));
+            // The processes compare their counts first (a collective every process enters),
+            // then each refuses the same world alike.
+            let group = mpi::MpiGroup::new(job, local_ranks)?;
+            check_world(world)?;
+            return Ok(Box::new(group));
         }
+        check_world(world)?;
         Ok(Box::new(ThreadGroup::new(local_ranks)))
     }
 }

@@ -197,16 +197,18 @@ impl MpiGroup {
     /// The group of a run with `local_ranks` ranks in each process of `job`; checks that every
     /// process hosts as many. Every process makes its group together (a collective).
     pub fn new(job: &MpiJob, local_ranks: usize) -> Result<MpiGroup> {
+        // First of all, the collective: a process that refused its own count before it would
+        // leave the others waiting here forever.
+        let mut counts = vec![0u64; job.processes];
+        world().all_gather_into(&(local_ranks as u64), &mut counts[..]);
         let group = MpiGroup {
-            local: LocalBarrier::new(local_ranks),
+            local: LocalBarrier::new(local_ranks.max(1)),
             local_ranks,
             process: job.process,
             processes: job.processes,
             hostname: crate::system::hostname(),
             reported: Once::new(),
         };
-        let mut counts = vec![0u64; group.processes];
-        world().all_gather_into(&(local_ranks as u64), &mut counts[..]);
         if counts.iter().any(|&c| c != local_ranks as u64) {
             let listed: Vec<String> = counts
                 .iter()

@@ -4,6 +4,7 @@
 //! at twice the chart's size; dlio-rs carries no rasterizer or font of its own (docs/running.md).
 
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
@@ -53,6 +54,12 @@ fn attribute<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
 /// The browser to draw with.
 fn browser() -> Result<PathBuf> {
     if let Some(chosen) = std::env::var_os("DLIO_RS_BROWSER") {
+        if chosen.is_empty() {
+            return Err(Error::usage(
+                "DLIO_RS_BROWSER is set but empty: name a Chromium to draw the charts with, or \
+                 unset it to look for chromium on PATH",
+            ));
+        }
         return Ok(PathBuf::from(chosen));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -124,22 +131,28 @@ fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        // A group of its own: the browser's helper processes (a renderer, a GPU process) are
+        // stopped with it, and none keeps its error pipe open past the limit.
+        .process_group(0)
         .spawn()
         .map_err(|e| Error::on_object("cannot start", browser.display().to_string(), e))?;
+    let group = child.id() as libc::pid_t;
     // Read aside, so that a browser with much to say never blocks on a full pipe.
-    let stderr = child.stderr.take().map(|mut pipe| {
+    let (said_tx, said_rx) = std::sync::mpsc::channel();
+    if let Some(mut pipe) = child.stderr.take() {
         std::thread::spawn(move || {
             let mut said = String::new();
             let _ = std::io::Read::read_to_string(&mut pipe, &mut said);
-            said
-        })
-    });
+            let _ = said_tx.send(said);
+        });
+    }
     let deadline = std::time::Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if std::time::Instant::now() >= deadline => {
-                let _ = child.kill();
+                // SAFETY: a signal to the group this function started.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
                 let _ = child.wait();
                 break None;
             }
@@ -153,8 +166,12 @@ fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -
             }
         }
     };
-    let said = stderr
-        .and_then(|reader| reader.join().ok())
+    // Whatever of the group outlived the browser goes too; its error text is waited for only
+    // briefly.
+    // SAFETY: a signal to the group this function started (ESRCH if it is gone).
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let said = said_rx
+        .recv_timeout(std::time::Duration::from_secs(1))
         .unwrap_or_default();
     let drawn = std::fs::read(png).is_ok_and(|bytes| bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
     match status {

@@ -324,8 +324,7 @@ fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-+=./:,@%~".contains(c))
-        && !word.starts_with('~');
+            .all(|c| c.is_ascii_alphanumeric() || "_-+=./:,@%".contains(c));
     if plain {
         word.to_string()
     } else {

@@ -218,8 +218,9 @@ pub(super) fn compare(args: &CompareArgs) -> Result<Option<i32>> {
     let b = RunFiles::read(&args.b)?;
     let rows = rows(&a, &b);
     let html: &Path = &args.html;
-    std::fs::write(html, page(&a, &b, &rows))
-        .map_err(|e| Error::on_object("cannot write", html.display().to_string(), e))?;
+    // Under a temporary name, then renamed: a link or a FIFO where the page goes is replaced,
+    // never written through (or waited on).
+    crate::report::write_atomic(html, page(&a, &b, &rows).as_bytes())?;
     print_out(&format!(
         "{}\nPage: {}\n",
         render(&a, &b, &rows),

@@ -15,6 +15,18 @@ impl BitSet {
         self.len = len;
     }
 
+    /// [`BitSet::reset`], or an error (the set left empty) when the memory cannot be had: a
+    /// length read from a file may be far beyond any real run's.
+    pub fn try_reset(&mut self, len: u64) -> Result<(), std::collections::TryReserveError> {
+        self.words.clear();
+        self.len = 0;
+        let words = usize::try_from(len.div_ceil(64)).unwrap_or(usize::MAX);
+        self.words.try_reserve_exact(words)?;
+        self.words.resize(words, 0);
+        self.len = len;
+        Ok(())
+    }
+
     pub fn with_len(len: u64) -> BitSet {
         let mut set = BitSet::default();
         set.reset(len);
@@ -94,5 +106,10 @@ mod tests {
         set.reset(10);
         assert_eq!(set.count(), 0);
         assert_eq!(set.absent().count(), 10);
+        // 2^62 bits are 512 PiB: refused, not an abort, and the set stays usable.
+        assert!(set.try_reset(1 << 62).is_err());
+        assert_eq!(set.count(), 0);
+        set.try_reset(70).unwrap();
+        assert!(set.insert(69) && set.contains(69));
     }
 }

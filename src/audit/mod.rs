@@ -385,7 +385,7 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
                 read_threads,
                 names,
                 std::mem::take(&mut read),
-            );
+            )?;
             let tracks_order = phase == Phase::Train;
             for (rank, reader) in readers.iter_mut().enumerate() {
                 let Some(reader) = reader else { continue };

@@ -6,6 +6,7 @@
 //! planned position catches a second read. Each row gets at most one violation, the most basic of
 //! what is wrong with it.
 
+use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, Phase, SampleRef};
 
 use super::bitset::BitSet;
@@ -74,7 +75,8 @@ fn row_context(rank: u64, row: &TraceRow) -> String {
 }
 
 impl<'a> SegmentCheck<'a> {
-    /// `read` is a bitmap to reuse (its contents are discarded).
+    /// `read` is a bitmap to reuse (its contents are discarded). Fails when the memory for one
+    /// bit per planned sample cannot be had (a configuration far beyond any real run's).
     pub fn new(
         epoch: u64,
         phase: Phase,
@@ -82,11 +84,19 @@ impl<'a> SegmentCheck<'a> {
         read_threads: u64,
         names: FileNames<'a>,
         mut read: BitSet,
-    ) -> SegmentCheck<'a> {
+    ) -> Result<SegmentCheck<'a>> {
         let world = plan.spec().world;
         let threads_per_rank = read_threads.max(1);
-        read.reset(plan.samples_read());
-        SegmentCheck {
+        let planned = plan.samples_read();
+        read.try_reset(planned).map_err(|e| {
+            Error::run(format!(
+                "epoch {epoch} {}: the plan reads {planned} samples, and a bit for each ({} MiB) \
+                 cannot be had: {e}",
+                phase.as_str(),
+                planned.div_ceil(8 << 20)
+            ))
+        })?;
+        Ok(SegmentCheck {
             epoch,
             phase,
             read_threads,
@@ -97,7 +107,7 @@ impl<'a> SegmentCheck<'a> {
             highest_step: vec![0; world as usize],
             counts: Counts::default(),
             plan,
-        }
+        })
     }
 
     /// Checks one row of this segment found in `rank`'s trace; `order` follows training epochs.

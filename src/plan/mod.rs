@@ -129,19 +129,39 @@ impl PlanSpec {
 /// Whether evaluation runs after `epoch` (1-based).
 /// DLIO's rule: the next eval epoch starts at `eval_after_epoch`; an epoch at or past it
 /// evaluates and moves it on by `epochs_between_evals` (so `eval_after_epoch: 0` evaluates after
-/// epoch 1 too).
+/// epoch 1 too). Computed in closed form ([`next_eval`]), not by replaying the epochs before:
+/// callers ask for every epoch of runs of up to a million.
 pub fn eval_due(config: &Config, epoch: u64) -> bool {
     let e = &config.evaluation;
     if !config.workflow.evaluation || config.dataset.num_files_eval == 0 {
         return false;
     }
-    let mut next = e.eval_after_epoch;
-    for past in 1..epoch {
-        if past >= next {
-            next += e.epochs_between_evals;
-        }
+    epoch
+        >= next_eval(
+            e.eval_after_epoch,
+            e.epochs_between_evals,
+            epoch.saturating_sub(1),
+        )
+}
+
+/// DLIO's next eval epoch once epochs `1..=past` have ended: it starts at `after` and moves on by
+/// `between` (≥ 1) after each epoch at or past it. From `after ≥ 1` it moves exactly at `after`,
+/// `after + between`, … (it is then always ahead of the epochs ended); from 0 it moves after
+/// epoch 1 to `between`, and goes on as from `between` (or, with `between` 1, keeps one epoch
+/// behind: every epoch evaluates).
+fn next_eval(after: u64, between: u64, past: u64) -> u64 {
+    let between = between.max(1);
+    // From a start s ≥ 1: moved once for each of s, s + between, … that is ≤ past.
+    let from = |start: u64| match past.checked_sub(start) {
+        None => start,
+        Some(beyond) => start.saturating_add(between.saturating_mul(beyond / between + 1)),
+    };
+    match (after, past, between) {
+        (1.., _, _) => from(after),
+        (0, 0, _) => 0,
+        (0, _, 1) => past,
+        (0, _, _) => from(between),
     }
-    epoch >= next
 }
 
 /// Entropy for a run's `random` shuffles, drawn once per run so every rank plans the same order.

@@ -292,3 +292,27 @@ fn eval_schedule_follows_dlio() {
     assert_eq!(due_epochs(0, 2), vec![1, 2, 4, 6, 8]);
     assert_eq!(due_epochs(9, 1), Vec::<u64>::new());
 }
+
+/// The closed form is DLIO's stateful loop, replayed here epoch by epoch.
+#[test]
+fn next_eval_is_dlio_replayed() {
+    for after in 0..8 {
+        for between in 1..8 {
+            let mut next = after;
+            for past in 0..60 {
+                if past >= 1 && past >= next {
+                    next += between;
+                }
+                assert_eq!(
+                    super::next_eval(after, between, past),
+                    next,
+                    "after {after}, between {between}, past {past}"
+                );
+            }
+        }
+    }
+    // Far epochs and huge settings answer at once, without overflow.
+    assert_eq!(super::next_eval(1, 1, 999_999), 1_000_000);
+    assert_eq!(super::next_eval(u64::MAX, u64::MAX, u64::MAX), u64::MAX);
+    assert_eq!(super::next_eval(3, u64::MAX, u64::MAX), u64::MAX);
+}

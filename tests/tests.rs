@@ -11,6 +11,8 @@
 //! - `datasize`: `dlio-rs datasize` against mlpstorage's `training datasize`;
 //! - `formats`: every data format, read and written, against Python DLIO and the Python tools;
 //! - `grammar`: configuration text read as OmegaConf and Hydra read it (proptest included);
+//! - `hostile`: random configurations and randomly damaged output folders given to the real
+//!   binaries (proptest): no panic, no hang, exit 0/1/2 with one error line, no write outside;
 //! - `interrupts`: SIGINT/SIGTERM during runs, and concurrent generations;
 //! - `layers`: the modules of src/ use one another only down the floors lib.rs draws;
 //! - `mpi`: runs under `mpirun` (the `mpi` feature's tests, or the default build's refusal);
@@ -38,6 +40,8 @@ mod formats;
 // file, because no folder above it holds a lib.rs or main.rs; were this file tests/main.rs, they
 // would move to proptest-regressions/grammar.txt.
 mod grammar;
+// hostile's failing cases are kept beside it too, in tests/hostile.proptest-regressions.
+mod hostile;
 mod interrupts;
 mod layers;
 mod mpi;

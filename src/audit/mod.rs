@@ -94,7 +94,8 @@ impl SavedFields {
         put("configuration", self.configuration);
         put(
             "startup",
-            self.startup.map(|s| serde_json::json!({ "file_names": s.file_names })),
+            self.startup
+                .map(|s| serde_json::json!({ "file_names": s.file_names })),
         );
         put("verdict", self.verdict);
         serde_json::Value::Object(object)
@@ -104,14 +105,13 @@ impl SavedFields {
 fn load_run(dir: &Path) -> Result<SavedRun> {
     let path = dir.join("report.json");
     let shown = path.display();
-    let text = crate::folder::read_output_file(&path, crate::folder::MAX_SUMMARY_JSON)?.ok_or_else(
-        || {
+    let text = crate::folder::read_output_file(&path, crate::folder::MAX_SUMMARY_JSON)?
+        .ok_or_else(|| {
             Error::usage(format!(
                 "{shown} does not exist: {} is not the output folder of a dlio-rs run",
                 dir.display()
             ))
-        },
-    )?;
+        })?;
     let bad_file = |problem: String| crate::folder::bad_output_file(&path, &problem);
     // Only the fields the audit reads are kept; the others (a latency histogram, every epoch's
     // figures) are skipped as they are parsed, so a file's size cannot become memory.
@@ -145,7 +145,14 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
              --trace (or ++workload.output.trace=True)"
         )));
     }
-    let tree = Value::from_json(field("configuration", "the workload configuration")?);
+    let tree = field("configuration", "the workload configuration")?;
+    if !tree.is_object() {
+        return Err(bad(
+            "configuration",
+            "an object (the workload's configuration)",
+        ));
+    }
+    let tree = Value::from_json(tree);
     let config = Config::from_tree(workload, tree)
         .map_err(|e| bad_file(format!("the saved configuration is not valid: {e}")))?;
     let listed = json

@@ -43,6 +43,9 @@ pub fn trace_label(rank: u64) -> String {
 /// The longest line of a trace: a row is a few numbers and a file's name (at most 4 KiB on Linux).
 const MAX_LINE: usize = 64 << 10;
 
+/// The most characters of a malformed line a message quotes.
+const MAX_QUOTED: usize = 300;
+
 /// One rank's trace file, read row by row with one row of look-ahead.
 pub struct TraceReader {
     label: String,
@@ -159,8 +162,13 @@ impl TraceReader {
     }
 
     fn malformed(&self, what: &str) -> Error {
+        // A forged field of a whole line is quoted in part: the message stays a line.
+        let shown = match what.char_indices().nth(MAX_QUOTED) {
+            Some((cut, _)) => format!("{}… ({} bytes)", &what[..cut], what.len()),
+            None => what.to_string(),
+        };
         Error::usage(format!(
-            "{}:{}: malformed trace line: {what}",
+            "{}:{}: malformed trace line: {shown}",
             self.label, self.line_number
         ))
     }

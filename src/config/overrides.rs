@@ -5,6 +5,9 @@
 use super::value::Value;
 use crate::error::Error;
 
+/// The most segments an override's key may have (`workload.reader.batch_size` has 3).
+const MAX_KEY_SEGMENTS: usize = 32;
+
 /// How an edit treats a key that exists (or not) in the loaded workload, as Hydra does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EditKind {
@@ -126,6 +129,14 @@ impl Overrides {
             return Err(bad("the key is empty"));
         }
         let segments: Vec<&str> = key.split('.').collect();
+        // With a value nested as deep as values may be (64), the run's own report.json must
+        // still read back (JSON readers stop at 128 levels).
+        if segments.len() > MAX_KEY_SEGMENTS {
+            return Err(bad(&format!(
+                "the key has {} segments; at most {MAX_KEY_SEGMENTS} are allowed",
+                segments.len()
+            )));
+        }
         if let Some(empty) = segments.iter().position(|s| s.trim().is_empty()) {
             return Err(bad(&format!("key segment {} is empty", empty + 1)));
         }

@@ -139,6 +139,12 @@ pub fn create_file_at(dir: &File, relative: &Path, flags: libc::c_int) -> io::Re
     super::owned_file(file)
 }
 
+/// Opens the existing `relative` below the folder `dir` with `flags` (to read it), without
+/// following a link on the way.
+pub fn open_file_at(dir: &File, relative: &Path, flags: libc::c_int) -> io::Result<File> {
+    open_at(dir, &cstring(relative.as_os_str())?, flags, 0).map_err(super::refuse_link)
+}
+
 /// Makes the folders of `relative` below `dir` where missing, without following a link.
 pub fn make_folders_at(dir: &File, relative: &Path) -> io::Result<()> {
     make_folders(dir, relative).map(drop)

@@ -11,7 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-pub use beneath::{create_file_at, make_folders_at, Beneath};
+pub use beneath::{create_file_at, make_folders_at, open_file_at, Beneath};
 pub use lock::{Access, Busy, FolderLock, Wait};
 pub use output::{remove_charts, OutputFolder, CHARTS_DIR};
 
@@ -49,8 +49,8 @@ pub fn refuse_link(e: io::Error) -> io::Error {
     match e.raw_os_error() {
         Some(libc::ELOOP) => io::Error::new(
             io::ErrorKind::InvalidInput,
-            "a symbolic link is there: dlio-rs writes only files the run owns, never through a \
-             link (remove the link, or choose another folder)",
+            "a symbolic link is there: dlio-rs writes (and loads checkpoints from) only files the \
+             run owns, never through a link (remove the link, or choose another folder)",
         ),
         Some(libc::ENXIO) => not_owned(),
         _ => e,

@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 pub struct OutputFolder {
     path: PathBuf,
     _lock: FolderLock,
+    /// Hydra's run folder, where it is another folder (`output.folder` set): held too.
+    _run_folder: Option<FolderLock>,
 }
 
 impl OutputFolder {
@@ -40,7 +42,35 @@ impl OutputFolder {
         Ok(OutputFolder {
             path: path.to_path_buf(),
             _lock: lock,
+            _run_folder: None,
         })
+    }
+
+    /// Holds Hydra's run folder `run_dir` too, where it is not the output folder: two runs that
+    /// share it would overwrite each other's `.hydra/` files (the configuration mlpstorage reads).
+    /// The folder itself is locked (nothing is added to it); another run is refused at once, or
+    /// after `wait`.
+    pub fn hold_run_folder(&mut self, run_dir: &Path, wait: Wait) -> Result<()> {
+        let same = |a: &Path, b: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+                _ => false,
+            }
+        };
+        if same(run_dir, &self.path) {
+            return Ok(());
+        }
+        let lock = FolderLock::on_folder(run_dir, Access::Exclusive, wait)?.map_err(|busy| {
+            Error::usage(format!(
+                "Hydra's run folder {} is in use by {}; wait for it to end (run --wait SECONDS), \
+                 or give this run a folder of its own (++hydra.run.dir=DIR)",
+                run_dir.display(),
+                busy.describe("another run")
+            ))
+        })?;
+        self._run_folder = Some(lock);
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -96,6 +126,9 @@ fn is_result(name: &str, log_file: &str) -> bool {
         || name == "report.json"
         || name == "report.html"
         || name == log_file
+        // DLIO's default log, of an earlier run that had no other name for it: its [METRIC]
+        // block would stand beside this run's results.
+        || name == "dlio.log"
         || per_rank("_output.json")
         || per_rank("_per_epoch_stats.json")
 }

@@ -23,16 +23,19 @@ pub struct RunFiles {
 
 impl RunFiles {
     pub fn read(dir: &Path) -> Result<RunFiles> {
-        let summary = html::read_json(&dir.join("summary.json"), crate::folder::MAX_SUMMARY_JSON)?.ok_or_else(|| {
-            Error::usage(format!(
-                "{} has no summary.json: not the output folder of a training run",
-                dir.display()
-            ))
-        })?;
+        let summary = html::read_json(&dir.join("summary.json"), crate::folder::MAX_SUMMARY_JSON)?
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "{} has no summary.json: not the output folder of a training run",
+                    dir.display()
+                ))
+            })?;
+        let ours = html::read_json(&dir.join("report.json"), crate::folder::MAX_SUMMARY_JSON)?;
+        html::check_shapes(dir, &summary, ours.as_ref())?;
         Ok(RunFiles {
             name: dir.display().to_string(),
             summary,
-            ours: html::read_json(&dir.join("report.json"), crate::folder::MAX_SUMMARY_JSON)?,
+            ours,
         })
     }
 

@@ -43,15 +43,94 @@ pub fn from_folder(dir: &Path) -> Result<String> {
         ))
     })?;
     let ours = read_json(&dir.join("report.json"), MAX_SUMMARY_JSON)?;
+    check_shapes(dir, &summary, ours.as_ref())?;
     check_lists(dir, &summary, ours.as_ref())?;
     let ranks = summary["num_accelerators"].as_u64().unwrap_or(0) as usize;
     let mut timelines = Vec::new();
     for rank in 0..ranks.min(TIMELINE_RANKS) {
-        if let Some(output) = read_json(&dir.join(format!("{rank}_output.json")), MAX_OUTPUT_JSON)? {
+        let path = dir.join(format!("{rank}_output.json"));
+        if let Some(output) = read_json(&path, MAX_OUTPUT_JSON)? {
+            if !output.is_object() {
+                return Err(crate::folder::bad_output_file(
+                    &path,
+                    "the file must be a JSON object of epochs",
+                ));
+            }
             timelines.push((rank, steps_of(&output)));
         }
     }
     Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
+}
+
+/// The fields the page and `compare` read have the types a run writes (a number where a number
+/// goes, a list of numbers where a list goes); what does not is refused by file and field, never
+/// drawn as zeros.
+pub(super) fn check_shapes(dir: &Path, summary: &Value, ours: Option<&Value>) -> Result<()> {
+    let bad = |file: &str, field: &str, what: &str| {
+        let problem = match field {
+            "" => format!("the file must be {what}"),
+            field => format!("'{field}' must be {what}"),
+        };
+        Err(crate::folder::bad_output_file(&dir.join(file), &problem))
+    };
+    let numbers_or_absent =
+        |v: &Value| v.is_null() || v.as_array().is_some_and(|l| l.iter().all(Value::is_number));
+    let number_or_absent = |v: &Value| v.is_null() || v.is_number();
+    if !summary.is_object() {
+        return bad("summary.json", "", "a JSON object");
+    }
+    let ranks = summary["num_accelerators"].as_u64();
+    if ranks.is_none_or(|r| crate::comm::check_world(r).is_err()) {
+        let what = format!("a whole number from 1 to {}", crate::comm::MAX_WORLD);
+        return bad("summary.json", "num_accelerators", &what);
+    }
+    let metric = &summary["metric"];
+    if !metric.is_object() {
+        return bad("summary.json", "metric", "an object");
+    }
+    for field in ["train_au_percentage", "train_throughput_samples_per_second"] {
+        if !numbers_or_absent(&metric[field]) {
+            return bad(
+                "summary.json",
+                &format!("metric.{field}"),
+                "a list of numbers",
+            );
+        }
+    }
+    for field in [
+        "train_au_mean_percentage",
+        "train_throughput_mean_samples_per_second",
+        "train_io_mean_MB_per_second",
+    ] {
+        if !number_or_absent(&metric[field]) {
+            return bad("summary.json", &format!("metric.{field}"), "a number");
+        }
+    }
+    let Some(ours) = ours else { return Ok(()) };
+    if !ours.is_object() {
+        return bad("report.json", "", "a JSON object");
+    }
+    let epochs = &ours["epochs"];
+    if !(epochs.is_null()
+        || epochs
+            .as_array()
+            .is_some_and(|l| l.iter().all(Value::is_object)))
+    {
+        return bad("report.json", "epochs", "a list of objects");
+    }
+    let histogram = &ours["read_latency_histogram_us"];
+    let bucket = |b: &Value| {
+        b.as_array()
+            .is_some_and(|b| b.len() == 2 && b[0].is_number() && b[1].is_u64())
+    };
+    if !(histogram.is_null() || histogram.as_array().is_some_and(|l| l.iter().all(bucket))) {
+        return bad(
+            "report.json",
+            "read_latency_histogram_us",
+            "a list of [microseconds, count] pairs",
+        );
+    }
+    Ok(())
 }
 
 /// The most entries a list the page draws as bars may have (an epoch's figures: a run has at most
@@ -62,12 +141,12 @@ const MAX_BARS: usize = 1_000_000;
 /// would make a page of gigabytes. Refused by file and field, as bad input.
 fn check_lists(dir: &Path, summary: &Value, ours: Option<&Value>) -> Result<()> {
     let long = |list: &Value| list.as_array().is_some_and(|l| l.len() > MAX_BARS);
-    for field in [
-        "train_au_percentage",
-        "train_throughput_samples_per_second",
-    ] {
+    for field in ["train_au_percentage", "train_throughput_samples_per_second"] {
         if long(&summary["metric"][field]) {
-            return Err(too_long(&dir.join("summary.json"), &format!("metric.{field}")));
+            return Err(too_long(
+                &dir.join("summary.json"),
+                &format!("metric.{field}"),
+            ));
         }
     }
     let Some(ours) = ours else { return Ok(()) };

@@ -3,8 +3,8 @@
 //! or `DLIO_RS_BROWSER`): the same renderer people view the page with, with the system's fonts,
 //! at twice the chart's size; dlio-rs carries no rasterizer or font of its own (docs/running.md).
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};

@@ -136,7 +136,8 @@ fn create_outputs(
         .as_ref()
         .map_or_else(|| run_dir.clone(), PathBuf::from);
     folder::make_folder(&run_dir, "Hydra's run folder (hydra.run.dir)")?;
-    let folder = OutputFolder::take(&output_folder, &config.output.log_file, wait)?;
+    let mut folder = OutputFolder::take(&output_folder, &config.output.log_file, wait)?;
+    folder.hold_run_folder(&run_dir, wait)?;
     let subdir = source
         .overrides
         .hydra_output_subdir
@@ -173,6 +174,15 @@ fn modes(config: &Config) -> Vec<&'static str> {
 fn hydra_run_dir(config: &Config, source: &Source, start: SystemTime) -> Result<PathBuf> {
     if let Some(dir) = &source.overrides.hydra_run_dir {
         return Ok(PathBuf::from(dir));
+    }
+    // The model's name is one folder's name here: `/` or `..` would put the run's files anywhere.
+    let name = &config.model.name;
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(Error::usage(format!(
+            "workload.model.name '{name}' names the default run folder hydra_log/<model.name>/…, \
+             so it must be a plain name (no '/', not '.' or '..'); or give the run a folder: \
+             ++hydra.run.dir=DIR"
+        )));
     }
     let stamp = crate::system::timestamp(start);
     let (date, time) = stamp.split_once('T').unwrap_or((&stamp, ""));

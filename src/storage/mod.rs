@@ -95,6 +95,7 @@ fn checkpoint_storage(
             evict_after_read: false,
         },
     );
+    let storage = storage.reading_only_owned();
     Ok(Box::new(if config.checkpoint.odirect {
         storage.writing_direct()
     } else {

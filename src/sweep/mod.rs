@@ -222,6 +222,15 @@ impl Sweeper<'_> {
         failing: Option<u64>,
     ) -> Result<Ran> {
         let folder = self.output.join(format!("trial-{n}"));
+        // The trial's folder is the sweep's to make: a link there would carry a run's results
+        // into another folder.
+        if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::io(
+                "cannot use the trial folder",
+                &folder,
+                crate::folder::refuse_link(std::io::Error::from_raw_os_error(libc::ELOOP)),
+            ));
+        }
         let spread = match state.processes {
             1 => String::new(),
             p => format!(" ({} in each of {p} processes)", n / p),

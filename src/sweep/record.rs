@@ -93,6 +93,9 @@ impl Sweep {
     /// shares at most 1; and, for a training sweep, no pass below the threshold. A forged or
     /// damaged trial would otherwise steer the search and its answer.
     fn check_trials(&self) -> std::result::Result<(), String> {
+        if self.processes == 0 || self.request.step == 0 || self.request.max == 0 {
+            return Err("'processes', 'request.step' and 'request.max' must be at least 1".into());
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, trial) in self.trials.iter().enumerate() {
             let n = trial.accelerators;
@@ -178,9 +181,6 @@ pub(super) fn load(output: &Path, request: &SweepRequest, processes: u64) -> Res
             saved.processes
         )));
     }
-    saved
-        .check_trials()
-        .map_err(|problem| crate::folder::bad_output_file(&path, &problem))?;
     crate::console::tell(format_args!(
         "continuing the sweep in {} from its {} trial(s)",
         output.display(),
@@ -196,12 +196,16 @@ pub fn saved(output: &Path) -> Result<Option<Sweep>> {
     let Some(text) = crate::folder::read_output_file(&path, 64 << 20)? else {
         return Ok(None);
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| {
+    let sweep: Sweep = serde_json::from_str(&text).map_err(|e| {
         Error::usage(format!(
             "{} is not a sweep dlio-rs saved ({e}); remove it or choose another --output",
             path.display()
         ))
-    })
+    })?;
+    sweep
+        .check_trials()
+        .map_err(|problem| crate::folder::bad_output_file(&path, &problem))?;
+    Ok(Some(sweep))
 }
 
 /// Writes the sweep whole, then puts it in place: a sweep stopped while saving keeps the last

@@ -67,6 +67,9 @@ pub struct LocalFs {
     options: LocalOptions,
     /// Write created files with O_DIRECT (checkpoints with `checkpoint.odirect`).
     direct_writes: bool,
+    /// Read only files reached below the root without a link (checkpoints: a load through a link
+    /// would rate whatever it points to as the storage).
+    owned_reads: bool,
     /// Tells this storage's held files from another's ([`HeldFile`]).
     ///
     /// [`HeldFile`]: held::HeldFile
@@ -89,6 +92,7 @@ impl LocalFs {
             root: root.into(),
             options,
             direct_writes: false,
+            owned_reads: false,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             root_dir: OnceLock::new(),
         }
@@ -98,6 +102,13 @@ impl LocalFs {
     /// memory straight to the device, the last partial block through the page cache.
     pub fn writing_direct(mut self) -> LocalFs {
         self.direct_writes = true;
+        self
+    }
+
+    /// The same storage, reading only files reached below the root without a symbolic link, as
+    /// it writes them: the files a run saved, never what a link planted among them points to.
+    pub fn reading_only_owned(mut self) -> LocalFs {
+        self.owned_reads = true;
         self
     }
 

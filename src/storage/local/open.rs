@@ -20,6 +20,11 @@ impl LocalFs {
     /// file's geometry ([`LocalFs::geometry_of`]) then refuses it.
     pub(super) fn open_for_reading(&self, key: &str, direct: bool) -> io::Result<File> {
         let flags = libc::O_NONBLOCK | if direct { libc::O_DIRECT } else { 0 };
+        if self.owned_reads {
+            if let Some(dir) = self.root_dir() {
+                return crate::folder::open_file_at(dir, Path::new(key), libc::O_RDONLY | flags);
+            }
+        }
         self.open_relative(key, libc::O_RDONLY | flags)
             .unwrap_or_else(|| {
                 OpenOptions::new()

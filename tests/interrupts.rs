@@ -59,7 +59,9 @@ fn interrupted_mid_run(signal: i32, code: i32, name: &str) {
         std::fs::write(out.join("charts").join(name), "earlier").unwrap();
     }
 
-    let mut run = Live::dlio_rs(&tmp.path, &training(&out, 2, 3));
+    let mut words = training(&out, 2, 3);
+    words.insert(1, "--trace".into());
+    let mut run = Live::dlio_rs(&tmp.path, &words);
     // The training phase of epoch 2 is over, so epoch 1 is complete everywhere; epoch 3 is not.
     run.wait_for("epoch 2/3 train");
     run.signal(signal);
@@ -130,6 +132,14 @@ fn interrupted_mid_run(signal: i32, code: i32, name: &str) {
         "{log}"
     );
     assert!(ran.stdout.contains(&format!("interrupted by {name}")));
+    // Its trace is audited over the epochs it completed, the cut one's rows left unjudged.
+    let audited = dlio_rs(&tmp.path, &["audit", &out.display().to_string()]).ok();
+    for said in [
+        &format!("interrupted: the {completed} completed epoch(s) checked") as &str,
+        "access pattern: audit passed",
+    ] {
+        assert!(audited.stdout.contains(said), "{}", audited.context());
+    }
 }
 
 #[test]

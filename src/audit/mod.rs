@@ -59,6 +59,8 @@ struct SavedRun {
     listed: Vec<String>,
     /// Whether the run measured the storage, as its verdict said.
     storage: StorageValidity,
+    /// The epochs completed by a run a signal stopped (`interrupted.epochs_completed`).
+    epochs_completed: Option<u64>,
 }
 
 /// The fields of report.json an audit reads, each left a JSON value to check by name.
@@ -71,6 +73,7 @@ struct SavedFields {
     configuration: Option<serde_json::Value>,
     startup: Option<StartupFields>,
     verdict: Option<serde_json::Value>,
+    interrupted: Option<serde_json::Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -98,6 +101,7 @@ impl SavedFields {
                 .map(|s| serde_json::json!({ "file_names": s.file_names })),
         );
         put("verdict", self.verdict);
+        put("interrupted", self.interrupted);
         serde_json::Value::Object(object)
     }
 }
@@ -179,12 +183,27 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
             })
             .collect(),
     };
+    let epochs_completed = match json.get("interrupted") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(cut) => Some(
+            cut["epochs_completed"]
+                .as_u64()
+                .filter(|&e| e <= config.train.epochs)
+                .ok_or_else(|| {
+                    bad(
+                        "interrupted.epochs_completed",
+                        "a whole number of epochs, at most the run's",
+                    )
+                })?,
+        ),
+    };
     Ok(SavedRun {
         config,
         world,
         run_entropy,
         listed,
         storage,
+        epochs_completed,
     })
 }
 
@@ -328,12 +347,20 @@ fn relist(dataset: &mut Dataset, config: &Config, listed: &[String]) -> Result<(
 /// the traces show wrong is in the report (`passed` false).
 pub fn audit(dir: &Path) -> Result<AuditReport> {
     let SavedRun {
-        config,
+        mut config,
         world,
         run_entropy,
         listed,
         storage,
+        epochs_completed,
     } = load_run(dir)?;
+    // A run a signal stopped is checked over the epochs it completed; the rows of the epoch it
+    // cut short are counted, not judged (that epoch read only part of its plan).
+    if let Some(completed) = epochs_completed {
+        config.train.epochs = completed;
+    }
+    let cut_short = |row: &TraceRow| epochs_completed.is_some_and(|e| row.epoch > e);
+    let mut rows_not_checked = 0u64;
     if !config.workflow.train {
         return Err(Error::usage(format!(
             "{}: the run did not train (workflow.train is False), so it read nothing to audit",
@@ -405,6 +432,8 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
                         && run_order(row.epoch, row.phase) > run_order(epoch, phase)
                     {
                         break;
+                    } else if cut_short(row) {
+                        rows_not_checked += 1;
                     } else {
                         stray_row(&config, rank, row, &mut violations);
                     }
@@ -420,7 +449,10 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
     for (rank, reader) in readers.iter_mut().enumerate() {
         let Some(reader) = reader else { continue };
         while let Some(row) = reader.peek()? {
-            stray_row(&config, rank as u64, row, &mut violations);
+            match cut_short(row) {
+                true => rows_not_checked += 1,
+                false => stray_row(&config, rank as u64, row, &mut violations),
+            }
             reader.consume();
         }
     }
@@ -433,5 +465,9 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
         phases,
         world,
         storage,
+        interrupted: epochs_completed.map(|epochs_completed| summary::Cut {
+            epochs_completed,
+            rows_not_checked,
+        }),
     })
 }

@@ -53,6 +53,16 @@ pub struct AuditReport {
     pub world: u64,
     /// Whether the run measured the storage: its report.json's verdict, not checked here.
     pub storage: StorageValidity,
+    /// A run a signal stopped: the epochs it completed (only those are checked) and the rows of
+    /// the epoch it cut short, which are not.
+    pub interrupted: Option<Cut>,
+}
+
+/// What an audit leaves out of a run a signal stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Cut {
+    pub epochs_completed: u64,
+    pub rows_not_checked: u64,
 }
 
 /// The run's own verdict on whether it measured the storage (report.json's `verdict`).
@@ -156,6 +166,14 @@ impl AuditReport {
                 }
             }
             None => text.push_str("storage: not judged (report.json has no verdict)\n"),
+        }
+        if let Some(cut) = &self.interrupted {
+            let _ = writeln!(
+                text,
+                "interrupted: the {} completed epoch(s) checked; {} row(s) of the epoch the \
+                 signal cut short not checked",
+                cut.epochs_completed, cut.rows_not_checked
+            );
         }
         if self.passed {
             text.push_str("access pattern: audit passed\n");

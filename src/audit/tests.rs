@@ -739,7 +739,7 @@ fn a_malformed_output_folder_is_an_error_naming_file_and_line() {
     assert!(err.to_string().contains("trace is not a folder"), "{err}");
 
     for (report, needle) in [
-        ("{", "report.json: not valid JSON"),
+        ("{", "report.json: not a run's report"),
         ("{}", "report.json: it has no 'workload'"),
         (
             r#"{"workload": "w", "num_accelerators": 0, "run_entropy": 1, "configuration": {}}"#,
@@ -801,6 +801,7 @@ fn the_runs_own_verdict_on_the_storage_is_said_beside_the_access_pattern() {
         phases: Vec::new(),
         world: 1,
         storage: saved.storage,
+        interrupted: None,
     };
     assert_eq!(
         audited.to_text(),

@@ -367,7 +367,8 @@ fn json_report_has_the_documented_keys() {
             "violations",
             "first_violations",
             "phases",
-            "storage"
+            "storage",
+            "interrupted"
         ]
     );
     // This run's report.json has no verdict: the storage is not judged, and said so.

@@ -565,19 +565,21 @@ const fn not_run(name: &'static str, kind: Kind) -> Key {
     }
 }
 
+/// Every format dlio-rs generates, and the one that reads nothing.
 const ALL_FORMATS: &[&str] = &[
-    "npy",
-    "npz",
-    "hdf5",
-    "tfrecord",
-    "csv",
-    "jpeg",
-    "png",
-    "indexed_binary",
-    "mmap_indexed_binary",
-    "parquet",
+    FORMATS[0],
+    FORMATS[1],
+    FORMATS[2],
+    FORMATS[3],
+    FORMATS[4],
+    FORMATS[5],
+    FORMATS[6],
+    FORMATS[7],
+    FORMATS[8],
+    FORMATS[9],
     "synthetic",
 ];
+const _: () = assert!(FORMATS.len() == 10, "ALL_FORMATS lists every format");
 const SHUFFLES: &[&str] = &["off", "seed", "random"];
 const DATATYPES: &[&str] = &["int8", "uint8", "fp16", "bf16", "fp32", "fp64"];
 const ELEMENTS: &[&str] = &[

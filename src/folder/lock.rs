@@ -43,6 +43,49 @@ pub type Wait = Option<Duration>;
 /// How often a waiting run tries the lock again: a folder let go is taken within this.
 const RETRY: Duration = Duration::from_millis(100);
 
+/// A wait for a folder another run holds, up to its [`Wait`]: says once whom it waits for.
+pub struct Waiting {
+    wait: Wait,
+    deadline: Option<Instant>,
+    told: bool,
+}
+
+impl Waiting {
+    pub fn new(wait: Wait) -> Waiting {
+        Waiting {
+            wait,
+            deadline: wait.map(|w| Instant::now() + w),
+            told: false,
+        }
+    }
+
+    /// Whether to try `folder` again: before the deadline, once this has said (the first time)
+    /// whom it waits for and napped `retry`; a signal ends the wait with an error.
+    pub fn again(
+        &mut self,
+        folder: &dyn std::fmt::Display,
+        holder: &dyn Fn() -> String,
+        retry: Duration,
+    ) -> Result<bool> {
+        match self.deadline {
+            Some(deadline) if Instant::now() < deadline => {
+                if !self.told {
+                    self.told = true;
+                    crate::console::tell(format_args!(
+                        "waiting up to {:.0} s for {folder}, held by {}",
+                        self.wait.unwrap_or_default().as_secs_f64(),
+                        holder()
+                    ));
+                }
+                crate::interrupt::sleep_until(Instant::now() + retry);
+                crate::interrupt::check()?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 /// A folder held by this process; the lock goes with it (or with the process).
 #[derive(Debug)]
 pub struct FolderLock {
@@ -120,29 +163,16 @@ impl FolderLock {
             Access::Exclusive => libc::LOCK_EX,
             Access::Shared => libc::LOCK_SH,
         };
-        let deadline = wait.map(|w| Instant::now() + w);
-        let mut told = false;
+        let mut waiting = Waiting::new(wait);
         // SAFETY: a plain system call on a descriptor this function owns.
         while unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
             let error = io::Error::last_os_error();
             if error.kind() == io::ErrorKind::WouldBlock {
                 let busy = Busy::of(&mut file);
-                match deadline {
-                    Some(deadline) if Instant::now() < deadline => {
-                        if !told {
-                            told = true;
-                            crate::console::tell(format_args!(
-                                "waiting up to {:.0} s for {}, held by {}",
-                                wait.unwrap_or_default().as_secs_f64(),
-                                folder.display(),
-                                busy.describe("another run")
-                            ));
-                        }
-                        crate::interrupt::sleep_until(Instant::now() + RETRY);
-                        crate::interrupt::check()?;
-                        continue;
-                    }
-                    _ => return Ok(Err(busy)),
+                let holder = || busy.describe("another run");
+                match waiting.again(&folder.display(), &holder, RETRY)? {
+                    true => continue,
+                    false => return Ok(Err(busy)),
                 }
             }
             if cannot_lock_here(&error) {

@@ -15,7 +15,7 @@
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Condition, Storage};
 use crate::error::{Error, Result};
@@ -92,30 +92,19 @@ impl Lease {
             tag: Mutex::new(String::new()),
             lost: Mutex::new(None),
         });
-        let deadline = wait.map(|w| Instant::now() + w);
-        let mut told = false;
+        let mut waiting = crate::folder::lock::Waiting::new(wait);
         loop {
             match shared.try_take()? {
                 Ok(tag) => {
                     *shared.tag.lock().unwrap_or_else(|p| p.into_inner()) = tag;
                     return Ok(Ok(Lease::keep(shared)));
                 }
-                Err(Some(held)) => match deadline {
-                    Some(deadline) if Instant::now() < deadline => {
-                        if !told {
-                            told = true;
-                            crate::console::tell(format_args!(
-                                "waiting up to {:.0} s for {}, held by {}",
-                                wait.unwrap_or_default().as_secs_f64(),
-                                shared.storage.describe(""),
-                                held.holder
-                            ));
-                        }
-                        crate::interrupt::sleep_until(Instant::now() + RETRY);
-                        crate::interrupt::check()?;
+                Err(Some(held)) => {
+                    let folder = shared.storage.describe("");
+                    if !waiting.again(&folder, &|| held.holder.clone(), RETRY)? {
+                        return Ok(Err(held));
                     }
-                    _ => return Ok(Err(held)),
-                },
+                }
                 // Another run took or let go of it between our read and our write: look again.
                 Err(None) => crate::interrupt::check()?,
             }

@@ -222,6 +222,57 @@ impl S3Storage {
             .send(&request, &mut take, |_| body.map_or(0, |b| b.len() as u64))
     }
 
+    /// One request of a held folder's lease ([`super::lease`]): `method` (GET, PUT or DELETE)
+    /// on the object at `key`, with `headers` (the condition), its answer taken by `take` (and
+    /// its body's bytes told by `received`); counted as [`RequestKind::Lease`], apart from the
+    /// data's requests.
+    fn lease_request<T>(
+        &self,
+        key: &str,
+        method: Method,
+        headers: Vec<(&'static str, String)>,
+        body: Option<&[u8]>,
+        take: &mut client::Take<'_, T>,
+        received: impl Fn(&T) -> u64,
+    ) -> io::Result<T> {
+        let full = self.key(key);
+        let client = &self.client;
+        let url = || {
+            let credentials = client.credentials.as_ref();
+            match method {
+                Method::Put => client
+                    .bucket
+                    .put_object(credentials, &full)
+                    .sign(SIGNATURE_LIFETIME),
+                Method::Delete => client
+                    .bucket
+                    .delete_object(credentials, &full)
+                    .sign(SIGNATURE_LIFETIME),
+                _ => client
+                    .bucket
+                    .get_object(credentials, &full)
+                    .sign(SIGNATURE_LIFETIME),
+            }
+        };
+        // 404: no lease there; 412: its condition did not hold.
+        let also_accept: &[u16] = match method {
+            Method::Get => &[404],
+            Method::Put => &[412],
+            _ => &[404, 412],
+        };
+        let request = Request {
+            kind: RequestKind::Lease,
+            key: &full,
+            method,
+            url: &url,
+            headers,
+            body,
+            also_accept,
+        };
+        let sent = body.map_or(0, |b| b.len() as u64);
+        client.send(&request, take, |answer| sent + received(answer))
+    }
+
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
         let client = &self.client;
         let url = || {
@@ -549,53 +600,19 @@ impl Storage for S3Storage {
         data: &[u8],
         condition: Condition<'_>,
     ) -> io::Result<Option<String>> {
-        let full = self.key(key);
-        let client = &self.client;
-        let url = || {
-            client
-                .bucket
-                .put_object(client.credentials.as_ref(), &full)
-                .sign(SIGNATURE_LIFETIME)
-        };
         let header = match condition {
             Condition::Absent => ("if-none-match", "*".to_string()),
             Condition::Matches(tag) => ("if-match", tag.to_string()),
         };
-        let request = Request {
-            kind: RequestKind::Lease,
-            key: &full,
-            method: Method::Put,
-            url: &url,
-            headers: vec![header],
-            body: Some(data),
-            // 412: the condition did not hold.
-            also_accept: &[412],
-        };
+        // 412: the condition did not hold.
         let mut take = |response: &mut client::Response| {
             let _ = response.text();
             Ok((response.status != 412).then(|| response.header("etag").unwrap_or("").to_string()))
         };
-        client.send(&request, &mut take, |_| data.len() as u64)
+        self.lease_request(key, Method::Put, vec![header], Some(data), &mut take, |_| 0)
     }
 
     fn get_tagged(&self, key: &str, limit: usize) -> io::Result<Option<(Vec<u8>, String)>> {
-        let full = self.key(key);
-        let client = &self.client;
-        let url = || {
-            client
-                .bucket
-                .get_object(client.credentials.as_ref(), &full)
-                .sign(SIGNATURE_LIFETIME)
-        };
-        let request = Request {
-            kind: RequestKind::Lease,
-            key: &full,
-            method: Method::Get,
-            url: &url,
-            headers: Vec::new(),
-            body: None,
-            also_accept: &[404],
-        };
         let mut take = |response: &mut client::Response| {
             if response.status == 404 {
                 return Ok(None);
@@ -608,40 +625,24 @@ impl Storage for S3Storage {
             if body.len() > limit {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{full} is larger than {limit} bytes"),
+                    format!("{} is larger than {limit} bytes", self.describe(key)),
                 ));
             }
             let tag = response.header("etag").unwrap_or("").to_string();
             Ok(Some((body, tag)))
         };
-        client.send(&request, &mut take, |got| {
-            got.as_ref().map_or(0, |(b, _)| b.len() as u64)
-        })
+        let received =
+            |got: &Option<(Vec<u8>, String)>| got.as_ref().map_or(0, |(b, _)| b.len() as u64);
+        self.lease_request(key, Method::Get, Vec::new(), None, &mut take, received)
     }
 
     fn delete_if(&self, key: &str, tag: &str) -> io::Result<bool> {
-        let full = self.key(key);
-        let client = &self.client;
-        let url = || {
-            client
-                .bucket
-                .delete_object(client.credentials.as_ref(), &full)
-                .sign(SIGNATURE_LIFETIME)
-        };
-        let request = Request {
-            kind: RequestKind::Lease,
-            key: &full,
-            method: Method::Delete,
-            url: &url,
-            headers: vec![("if-match", tag.to_string())],
-            body: None,
-            also_accept: &[404, 412],
-        };
         let mut take = |response: &mut client::Response| {
             let _ = response.text();
             Ok(response.status < 300)
         };
-        client.send(&request, &mut take, |_| 0)
+        let headers = vec![("if-match", tag.to_string())];
+        self.lease_request(key, Method::Delete, headers, None, &mut take, |_| 0)
     }
 
     fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {

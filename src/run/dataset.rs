@@ -296,7 +296,15 @@ fn generate_hint(config: &Config, source: &Source) -> String {
         words.push("--config-dir".into());
         words.push(dir.display().to_string());
     }
-    words.push(format!("workload={}", config.workload_name));
+    // A name Hydra would read otherwise (`~`, `,`, a space) is given as Hydra's quoted string.
+    let name = &config.workload_name;
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    words.push(match plain {
+        true => format!("workload={name}"),
+        false => format!("workload={}", crate::config::overrides::hydra_quoted(name)),
+    });
     words.extend(
         source
             .overrides

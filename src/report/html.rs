@@ -56,7 +56,7 @@ pub fn from_folder(dir: &Path) -> Result<String> {
                     "the file must be a JSON object of epochs",
                 ));
             }
-            timelines.push((rank, steps_of(&output)));
+            timelines.push((rank, steps_of(&path, &output)?));
         }
     }
     Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
@@ -109,6 +109,15 @@ pub(super) fn check_shapes(dir: &Path, summary: &Value, ours: Option<&Value>) ->
     let Some(ours) = ours else { return Ok(()) };
     if !ours.is_object() {
         return bad("report.json", "", "a JSON object");
+    }
+    let world = &ours["num_accelerators"];
+    if !(world.is_null()
+        || world
+            .as_u64()
+            .is_some_and(|r| crate::comm::check_world(r).is_ok()))
+    {
+        let what = format!("a whole number from 1 to {}", crate::comm::MAX_WORLD);
+        return bad("report.json", "num_accelerators", &what);
     }
     let epochs = &ours["epochs"];
     if !(epochs.is_null()
@@ -186,7 +195,25 @@ pub(super) fn read_json(path: &Path, limit: u64) -> Result<Option<Value>> {
 
 /// The steps of a rank's `{rank}_output.json`, epoch after epoch: DLIO's `load`, `compute` and
 /// `proc` (the whole step) lists per block; what `proc` has beyond the other two is the barrier.
-fn steps_of(output: &Value) -> Steps {
+fn steps_of(path: &Path, output: &Value) -> Result<Steps> {
+    // Each epoch's blocks are lists of seconds, as a run writes them.
+    let seconds = |v: &Value| v.as_array().is_some_and(|l| l.iter().all(Value::is_number));
+    for (key, epoch) in output.as_object().into_iter().flatten() {
+        if key.parse::<u64>().is_err() {
+            continue;
+        }
+        for part in ["load", "compute", "proc"] {
+            let blocks = &epoch[part];
+            let fine =
+                blocks.is_null() || blocks.as_object().is_some_and(|b| b.values().all(seconds));
+            if !fine {
+                return Err(crate::folder::bad_output_file(
+                    path,
+                    &format!("'{key}.{part}' must be an object of lists of seconds"),
+                ));
+            }
+        }
+    }
     let mut epochs: Vec<(u64, &Value)> = output
         .as_object()
         .map(|o| {
@@ -218,7 +245,7 @@ fn steps_of(output: &Value) -> Steps {
             steps.push((load, compute, (whole - load - compute).max(0.0)));
         }
     }
-    steps
+    Ok(steps)
 }
 
 fn render(
@@ -828,7 +855,7 @@ mod tests {
                 "proc": {"block10": [1.5], "block2": [1.5]},
             },
         });
-        let steps = steps_of(&output);
+        let steps = steps_of(Path::new("0_output.json"), &output).unwrap();
         assert_eq!(
             steps,
             vec![(0.25, 1.0, 0.25), (0.5, 1.0, 0.0), (0.5, 1.0, 0.5)]

@@ -216,7 +216,7 @@ impl MpiGroup {
                 .map(|(p, c)| format!("process {p}: {c}"))
                 .collect();
             let error = Error::usage(format!(
-                "every MPI process must host the same number of ranks (-n, or \
+                "every MPI process must host the same number of ranks, at least 1 (-n, or \
                  DLIO_RS_ACCELERATORS for dlio_benchmark); they differ: {}",
                 listed.join(", ")
             ));

@@ -129,7 +129,7 @@ impl PlanSpec {
 /// Whether evaluation runs after `epoch` (1-based).
 /// DLIO's rule: the next eval epoch starts at `eval_after_epoch`; an epoch at or past it
 /// evaluates and moves it on by `epochs_between_evals` (so `eval_after_epoch: 0` evaluates after
-/// epoch 1 too). Computed in closed form ([`next_eval`]), not by replaying the epochs before:
+/// epoch 1 too). Computed in closed form (`next_eval`), not by replaying the epochs before:
 /// callers ask for every epoch of runs of up to a million.
 pub fn eval_due(config: &Config, epoch: u64) -> bool {
     let e = &config.evaluation;

@@ -78,32 +78,47 @@ fn take_data_folder(root: &Path, usage: Use, wait: folder::Wait) -> Result<Folde
 fn take_data_lease(setup: &Setup, usage: Use) -> Result<Option<Hold>> {
     let storage = &setup.storage;
     let folder = storage.describe("");
+    let refused = |held: Held| {
+        let generating = held.holder.starts_with(GENERATING);
+        refusal(usage, &folder, &described(&held), generating)
+    };
     let doing = match usage {
-        Use::Generate => "generating",
+        Use::Generate => GENERATING,
         Use::ReadThenDelete => "training, then deleting the dataset (dataset.keep_files: False)",
         Use::Read => {
-            return match live_lease(storage.as_ref())? {
+            return match live_lease(storage.as_ref(), setup.wait)? {
                 None => Ok(None),
-                Some(held) => {
-                    let generating = held.holder.starts_with("generating");
-                    Err(refusal(usage, &folder, &described(&held), generating))
-                }
-            };
+                Some(held) => Err(refused(held)),
+            }
         }
     };
     match Lease::take(Arc::clone(storage), doing, setup.wait)? {
         Ok(lease) => Ok(Some(Hold::Lease(lease))),
-        Err(held) => {
-            let generating = held.holder.starts_with("generating");
-            Err(refusal(usage, &folder, &described(&held), generating))
-        }
+        Err(held) => Err(refused(held)),
     }
 }
 
-/// The live lease on an object store's folder, if any: what a run that holds nothing checks.
-fn live_lease(storage: &dyn Storage) -> Result<Option<Held>> {
-    lease::holder(storage)
-        .map_err(|e| Error::on_object("cannot read the lease", storage.describe(LEASE_OBJECT), e))
+/// What a generation's lease says it does: how a reader tells a generation from a run that
+/// deletes the dataset.
+const GENERATING: &str = "generating";
+
+/// How often a reader waiting for a lease to go looks again.
+const LEASE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The live lease on an object store's folder, if any, after waiting up to `wait` for it to go:
+/// what a run that takes nothing (a reader) checks.
+fn live_lease(storage: &dyn Storage, wait: folder::Wait) -> Result<Option<Held>> {
+    let folder = storage.describe("");
+    let mut waiting = folder::lock::Waiting::new(wait);
+    loop {
+        let held = lease::holder(storage).map_err(|e| {
+            Error::on_object("cannot read the lease", storage.describe(LEASE_OBJECT), e)
+        })?;
+        match held {
+            Some(held) if waiting.again(&folder, &|| held.holder.clone(), LEASE_RETRY)? => {}
+            held => return Ok(held),
+        }
+    }
 }
 
 /// A lease's holder, as a refusal names it.
@@ -190,7 +205,7 @@ pub(super) fn hold_checkpoint_folder(comm: &dyn Comm, setup: &Setup) -> Result<O
                     .map(|lease| Some(Hold::Lease(lease)))
                     .map_err(|held| refused(described(&held)))
             }),
-        (0, None) => match live_lease(storage.as_ref()) {
+        (0, None) => match live_lease(storage.as_ref(), setup.wait) {
             Ok(Some(held)) => Err(refused(described(&held))),
             other => other.map(|_| None),
         },

@@ -50,6 +50,8 @@
 //! random) on a 1 GiB file of its own.
 
 mod common;
+#[path = "cold/throttle.rs"]
+mod throttle;
 
 use std::path::Path;
 use std::process::Command;
@@ -93,26 +95,46 @@ enum FioStream {
 struct Sample {
     mib_s: f64,
     cpu_s_per_gib: f64,
+    /// Device read requests per MiB of payload, when the run was in a throttle group (which
+    /// counts them).
+    requests_per_mib: Option<f64>,
 }
 
 impl Sample {
     /// Two measurements of the same bytes as one: the rate over the total time, the CPU per GiB
-    /// averaged.
+    /// and the requests per MiB averaged.
     fn mean(&self, other: &Sample) -> Sample {
         Sample {
             mib_s: 2.0 / (1.0 / self.mib_s + 1.0 / other.mib_s),
             cpu_s_per_gib: (self.cpu_s_per_gib + other.cpu_s_per_gib) / 2.0,
+            requests_per_mib: self
+                .requests_per_mib
+                .zip(other.requests_per_mib)
+                .map(|(a, b)| (a + b) / 2.0),
         }
     }
 }
 
-/// Runs `program args` under `/usr/bin/time`; returns its stdout and user + system seconds.
-fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64) {
-    let ran = Command::new("/usr/bin/time")
-        .args(["-f", "%U %S", program])
-        .args(args)
-        .output()
-        .expect("starting /usr/bin/time");
+/// The throttle group every measured tool runs in, when `DLIO_BENCH_THROTTLE` asks for one.
+static GROUP: std::sync::OnceLock<Option<throttle::Group>> = std::sync::OnceLock::new();
+
+/// Runs `program args` under `/usr/bin/time` (inside the throttle group, if there is one);
+/// returns its stdout, user + system seconds, and the device reads it caused in the group.
+fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64, Option<throttle::DeviceReads>) {
+    let group = GROUP.get().and_then(Option::as_ref);
+    let mut timed_args = words(&["-f", "%U %S", program]);
+    timed_args.extend(args.iter().cloned());
+    let mut command = match group {
+        Some(group) => group.command("/usr/bin/time", &timed_args),
+        None => {
+            let mut command = Command::new("/usr/bin/time");
+            command.args(&timed_args);
+            command
+        }
+    };
+    let before = group.map(throttle::Group::reads);
+    let ran = command.output().expect("starting /usr/bin/time");
+    let device = group.zip(before).map(|(g, before)| g.reads().since(before));
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(ran.status.success(), "{program} failed: {args:?}\n{stderr}");
     let cpu = stderr
@@ -124,7 +146,12 @@ fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64) {
                 .sum()
         })
         .expect("CPU times from /usr/bin/time");
-    (ran.stdout, cpu)
+    (ran.stdout, cpu, device)
+}
+
+/// Device requests per MiB of `payload` bytes.
+fn per_mib(device: Option<throttle::DeviceReads>, payload: f64) -> Option<f64> {
+    device.map(|d| d.requests as f64 / (payload / MIB))
 }
 
 /// The dataset words of a `default`-workload shape of `files` × `samples` × `bytes`.
@@ -168,14 +195,16 @@ fn dlio_words(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Vec<Stri
 fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
     let _ = std::fs::remove_dir_all(out);
     let w = dlio_words(shape, data, out, odirect);
-    let (_, cpu) = timed(DLIO_RS, &w);
+    let (_, cpu, device) = timed(DLIO_RS, &w);
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
             .expect("report.json is JSON");
     let epoch = &report["epochs"][0];
+    let payload = epoch["bytes_read"].as_f64().unwrap();
     Sample {
         mib_s: epoch["measured_mib_per_second"].as_f64().unwrap(),
-        cpu_s_per_gib: cpu / (epoch["bytes_read"].as_f64().unwrap() / GIB),
+        cpu_s_per_gib: cpu / (payload / GIB),
+        requests_per_mib: per_mib(device, payload),
     }
 }
 
@@ -188,12 +217,14 @@ fn fio(options: &[String], jobs: &[String]) -> Sample {
         args.push(format!("--name=reader{j}"));
         args.push(job.clone());
     }
-    let (stdout, cpu) = timed("fio", &args);
+    let (stdout, cpu, device) = timed("fio", &args);
     let json: serde_json::Value = serde_json::from_slice(&stdout).expect("fio's JSON");
     let read = &json["jobs"][0]["read"];
+    let payload = read["io_bytes"].as_f64().unwrap();
     Sample {
         mib_s: read["bw_bytes"].as_f64().unwrap() / MIB,
-        cpu_s_per_gib: cpu / (read["io_bytes"].as_f64().unwrap() / GIB),
+        cpu_s_per_gib: cpu / (payload / GIB),
+        requests_per_mib: per_mib(device, payload),
     }
 }
 
@@ -672,8 +703,14 @@ fn compare(dir: &Path, shape: Shape) -> bool {
                 _ if fio_first => format!("round {round} (fio first)"),
                 _ => format!("round {round}"),
             };
+            let requests = match (o.requests_per_mib, t.requests_per_mib) {
+                (Some(ours), Some(theirs)) => {
+                    format!("; device requests per MiB: dlio-rs {ours:.1}, fio {theirs:.1}")
+                }
+                _ => String::new(),
+            };
             println!(
-                "   {mode} {label}: dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%",
+                "   {mode} {label}: dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%{requests}",
                 o.mib_s,
                 o.cpu_s_per_gib,
                 t.mib_s,
@@ -872,6 +909,22 @@ fn main() {
     }
     let dir = std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into());
     std::fs::create_dir_all(&dir).unwrap();
+    let group = throttle::Caps::from_env().map(|caps| {
+        if std::env::var_os("DLIO_BENCH_RAM_DEVICE").is_some()
+            || std::env::var_os("DLIO_BENCH_ZRAM").is_some()
+        {
+            eprintln!(
+                "cold: DLIO_BENCH_THROTTLE caps the disk of DLIO_BENCH_DIR, not a RAM device"
+            );
+            std::process::exit(2);
+        }
+        println!(
+            "a device of fixed speed: every tool reads through a throttle of {}",
+            caps.describe()
+        );
+        throttle::Group::new(Path::new(&dir), caps)
+    });
+    let _ = GROUP.set(group);
     if std::env::var_os("DLIO_BENCH_RAM_DEVICE").is_none() {
         ceiling(Path::new(&dir));
     }

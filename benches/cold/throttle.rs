@@ -129,7 +129,10 @@ impl Group {
                 let bytes = caps.bytes_per_second.unwrap_or(0);
                 write("blkio.throttle.read_bps_device", format!("{dev} {bytes}"));
                 let requests = caps.requests_per_second.unwrap_or(0);
-                write("blkio.throttle.read_iops_device", format!("{dev} {requests}"));
+                write(
+                    "blkio.throttle.read_iops_device",
+                    format!("{dev} {requests}"),
+                );
             }
             Flavour::V2 => {
                 let or_max = |cap: Option<u64>| cap.map_or("max".to_string(), |c| c.to_string());

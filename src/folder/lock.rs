@@ -17,7 +17,7 @@
 //! with a warning: the run must not fail for want of a safeguard.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -155,7 +155,7 @@ impl FolderLock {
     fn lock(
         folder: &Path,
         path: PathBuf,
-        mut file: File,
+        file: File,
         access: Access,
         wait: Wait,
     ) -> Result<std::result::Result<FolderLock, Busy>> {
@@ -168,11 +168,12 @@ impl FolderLock {
         while unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
             let error = io::Error::last_os_error();
             if error.kind() == io::ErrorKind::WouldBlock {
-                let busy = Busy::of(&mut file);
-                let holder = || busy.describe("another run");
+                // Who holds it is looked up (the lock file, the kernel's lock table) only when it
+                // is said: once when the wait starts, once on a refusal; not at every retry.
+                let holder = || Busy::of(&file).describe("another run");
                 match waiting.again(&folder.display(), &holder, RETRY)? {
                     true => continue,
-                    false => return Ok(Err(busy)),
+                    false => return Ok(Err(Busy::of(&file))),
                 }
             }
             if cannot_lock_here(&error) {
@@ -257,11 +258,14 @@ fn cannot_lock_here(error: &io::Error) -> bool {
 impl Busy {
     /// Who holds the lock `file` could not take: what the lock file says, and the processes the
     /// kernel names.
-    fn of(file: &mut File) -> Busy {
-        let mut holder = String::new();
-        // A folder reads as an error: it names no holder. A lock file holds a line.
-        let _ = file.take(4096).read_to_string(&mut holder);
-        let holder = Some(holder.trim().to_string()).filter(|h| !h.is_empty());
+    fn of(file: &File) -> Busy {
+        use std::os::unix::fs::FileExt;
+        // A folder reads as an error: it names no holder. A lock file holds a line, read from
+        // its start however often it is read.
+        let mut line = [0u8; 4096];
+        let len = file.read_at(&mut line, 0).unwrap_or(0);
+        let holder = String::from_utf8_lossy(&line[..len]).trim().to_string();
+        let holder = Some(holder).filter(|h| !h.is_empty());
         let holders = file
             .metadata()
             .map(|m| lock_holders(&m))

@@ -95,33 +95,67 @@ enum FioStream {
 struct Sample {
     mib_s: f64,
     cpu_s_per_gib: f64,
-    /// Device read requests per MiB of payload, when the run was in a throttle group (which
-    /// counts them).
-    requests_per_mib: Option<f64>,
+    /// Payload bytes read.
+    payload: f64,
+    /// The process's wall time, seconds.
+    wall_s: f64,
+    /// Device reads the process caused, when it ran in the throttle group (which counts them).
+    device: Option<throttle::DeviceReads>,
 }
 
 impl Sample {
-    /// Two measurements of the same bytes as one: the rate over the total time, the CPU per GiB
-    /// and the requests per MiB averaged.
+    /// Two measurements of the same bytes as one: the rate over the total time, the CPU per GiB,
+    /// payload, wall time and device reads averaged.
     fn mean(&self, other: &Sample) -> Sample {
         Sample {
             mib_s: 2.0 / (1.0 / self.mib_s + 1.0 / other.mib_s),
             cpu_s_per_gib: (self.cpu_s_per_gib + other.cpu_s_per_gib) / 2.0,
-            requests_per_mib: self
-                .requests_per_mib
-                .zip(other.requests_per_mib)
-                .map(|(a, b)| (a + b) / 2.0),
+            payload: (self.payload + other.payload) / 2.0,
+            wall_s: (self.wall_s + other.wall_s) / 2.0,
+            device: self
+                .device
+                .zip(other.device)
+                .map(|(a, b)| throttle::DeviceReads {
+                    requests: (a.requests + b.requests) / 2,
+                    bytes: (a.bytes + b.bytes) / 2,
+                }),
         }
+    }
+
+    /// Device requests per MiB of payload.
+    fn requests_per_mib(&self) -> Option<f64> {
+        self.device
+            .map(|d| d.requests as f64 / (self.payload / MIB))
     }
 }
 
-/// The throttle group every measured tool runs in, when `DLIO_BENCH_THROTTLE` asks for one.
-static GROUP: std::sync::OnceLock<Option<throttle::Group>> = std::sync::OnceLock::new();
+/// The fixed-speed device, when `DLIO_BENCH_THROTTLE` asks for it: the group every measured
+/// tool runs in and the regimes to measure.
+struct Throttle {
+    group: throttle::Group,
+    regimes: Vec<throttle::Regime>,
+    /// How long a capped round is to last where the benchmark chooses the cap.
+    round_seconds: f64,
+}
 
-/// Runs `program args` under `/usr/bin/time` (inside the throttle group, if there is one);
-/// returns its stdout, user + system seconds, and the device reads it caused in the group.
-fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64, Option<throttle::DeviceReads>) {
-    let group = GROUP.get().and_then(Option::as_ref);
+static THROTTLE: std::sync::OnceLock<Option<Throttle>> = std::sync::OnceLock::new();
+
+fn throttled() -> Option<&'static Throttle> {
+    THROTTLE.get().and_then(Option::as_ref)
+}
+
+/// A finished run of a measured tool: its stdout, CPU (user + system) and wall seconds, and the
+/// device reads it caused in the throttle group.
+struct Timed {
+    stdout: Vec<u8>,
+    cpu_s: f64,
+    wall_s: f64,
+    device: Option<throttle::DeviceReads>,
+}
+
+/// Runs `program args` under `/usr/bin/time` (inside the throttle group, if there is one).
+fn timed(program: &str, args: &[String]) -> Timed {
+    let group = throttled().map(|t| &t.group);
     let mut timed_args = words(&["-f", "%U %S", program]);
     timed_args.extend(args.iter().cloned());
     let mut command = match group {
@@ -133,11 +167,13 @@ fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64, Option<throttle::Devi
         }
     };
     let before = group.map(throttle::Group::reads);
+    let started = std::time::Instant::now();
     let ran = command.output().expect("starting /usr/bin/time");
+    let wall_s = started.elapsed().as_secs_f64();
     let device = group.zip(before).map(|(g, before)| g.reads().since(before));
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(ran.status.success(), "{program} failed: {args:?}\n{stderr}");
-    let cpu = stderr
+    let cpu_s = stderr
         .lines()
         .last()
         .map(|l| {
@@ -146,12 +182,12 @@ fn timed(program: &str, args: &[String]) -> (Vec<u8>, f64, Option<throttle::Devi
                 .sum()
         })
         .expect("CPU times from /usr/bin/time");
-    (ran.stdout, cpu, device)
-}
-
-/// Device requests per MiB of `payload` bytes.
-fn per_mib(device: Option<throttle::DeviceReads>, payload: f64) -> Option<f64> {
-    device.map(|d| d.requests as f64 / (payload / MIB))
+    Timed {
+        stdout: ran.stdout,
+        cpu_s,
+        wall_s,
+        device,
+    }
 }
 
 /// The dataset words of a `default`-workload shape of `files` × `samples` × `bytes`.
@@ -195,7 +231,7 @@ fn dlio_words(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Vec<Stri
 fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
     let _ = std::fs::remove_dir_all(out);
     let w = dlio_words(shape, data, out, odirect);
-    let (_, cpu, device) = timed(DLIO_RS, &w);
+    let ran = timed(DLIO_RS, &w);
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
             .expect("report.json is JSON");
@@ -203,8 +239,10 @@ fn run_dlio(shape: &Shape, data: &Path, out: &Path, odirect: bool) -> Sample {
     let payload = epoch["bytes_read"].as_f64().unwrap();
     Sample {
         mib_s: epoch["measured_mib_per_second"].as_f64().unwrap(),
-        cpu_s_per_gib: cpu / (payload / GIB),
-        requests_per_mib: per_mib(device, payload),
+        cpu_s_per_gib: ran.cpu_s / (payload / GIB),
+        payload,
+        wall_s: ran.wall_s,
+        device: ran.device,
     }
 }
 
@@ -217,14 +255,16 @@ fn fio(options: &[String], jobs: &[String]) -> Sample {
         args.push(format!("--name=reader{j}"));
         args.push(job.clone());
     }
-    let (stdout, cpu, device) = timed("fio", &args);
-    let json: serde_json::Value = serde_json::from_slice(&stdout).expect("fio's JSON");
+    let ran = timed("fio", &args);
+    let json: serde_json::Value = serde_json::from_slice(&ran.stdout).expect("fio's JSON");
     let read = &json["jobs"][0]["read"];
     let payload = read["io_bytes"].as_f64().unwrap();
     Sample {
         mib_s: read["bw_bytes"].as_f64().unwrap() / MIB,
-        cpu_s_per_gib: cpu / (payload / GIB),
-        requests_per_mib: per_mib(device, payload),
+        cpu_s_per_gib: ran.cpu_s / (payload / GIB),
+        payload,
+        wall_s: ran.wall_s,
+        device: ran.device,
     }
 }
 
@@ -343,11 +383,16 @@ fn fio_request_logs(
     args.push(calls.display().to_string());
     args.push(DLIO_RS.to_string());
     args.extend(dlio_words(shape, data, &out, direct && !together));
-    let status = Command::new("strace")
+    // Its output (the run's verdict on stderr) is shown only when the run fails.
+    let ran = Command::new("strace")
         .args(&args)
-        .status()
+        .output()
         .expect("strace (apt install strace)");
-    assert!(status.success(), "strace {args:?}");
+    assert!(
+        ran.status.success(),
+        "strace {args:?}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let _ = std::fs::remove_dir_all(&out);
     let train = std::fs::canonicalize(data.join("train"))
         .unwrap()
@@ -484,22 +529,18 @@ impl Pairs {
     /// Prints the summary line; true when the lower ratio reaches 95 % and dlio-rs's CPU per
     /// GiB is no higher than fio's.
     fn verdict(&self, shape: &Shape, mode: &str) -> bool {
-        let of = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
-        let ratios = self
-            .ours
-            .iter()
-            .zip(&self.theirs)
-            .map(|(o, t)| o.mib_s / t.mib_s)
-            .collect();
-        let round_ratio = median(ratios);
-        let (ours, theirs) = (of(&self.ours, |s| s.mib_s), of(&self.theirs, |s| s.mib_s));
+        let round_ratio = self.round_ratio();
+        let (ours, theirs) = (
+            self.median(true, |s| s.mib_s),
+            self.median(false, |s| s.mib_s),
+        );
         let (our_cpu, their_cpu) = (
-            of(&self.ours, |s| s.cpu_s_per_gib),
-            of(&self.theirs, |s| s.cpu_s_per_gib),
+            self.median(true, |s| s.cpu_s_per_gib),
+            self.median(false, |s| s.cpu_s_per_gib),
         );
         let met = (ours / theirs).min(round_ratio) >= 0.95 && our_cpu <= their_cpu;
         if !self.one_at_a_time.is_empty() {
-            let psync = of(&self.one_at_a_time, |s| s.mib_s);
+            let psync = median(self.one_at_a_time.iter().map(|s| s.mib_s).collect());
             println!(
                 "{} {mode}: fio one request at a time (psync) {psync:.0} MiB/s: dlio-rs {:.1}% of it",
                 shape.name,
@@ -514,6 +555,81 @@ impl Pairs {
             verdict(met)
         );
         met
+    }
+
+    /// Under the throttle, the uncapped rounds count for their CPU only (the rates are the
+    /// swinging disk's): prints the summary line; true when dlio-rs's median CPU per GiB is no
+    /// higher than fio's.
+    fn cpu_verdict(&self, shape: &Shape, mode: &str) -> bool {
+        let (ours, theirs) = (
+            self.median(true, |s| s.mib_s),
+            self.median(false, |s| s.mib_s),
+        );
+        let (our_cpu, their_cpu) = (
+            self.median(true, |s| s.cpu_s_per_gib),
+            self.median(false, |s| s.cpu_s_per_gib),
+        );
+        let met = our_cpu <= their_cpu;
+        println!(
+            "{} {mode} uncapped: CPU s/GiB dlio-rs {our_cpu:.2}, fio {their_cpu:.2} (target: no higher) — {}; for the record, dlio-rs {ours:.0} MiB/s, fio {theirs:.0} MiB/s on the uncapped disk",
+            shape.name,
+            verdict(met)
+        );
+        met
+    }
+
+    /// Below a cap: prints the summary line; true when dlio-rs reaches 98 % of fio's payload
+    /// rate (the lower of the ratio of medians and the median of the rounds' ratios), makes no
+    /// more than 2 % more device requests per MiB, and the cap held fio (its device reads at
+    /// ≥ 90 % of the cap: else the device, not the cap, set the speed).
+    fn capped_verdict(&self, shape: &Shape, label: &str, caps: throttle::Caps) -> bool {
+        let (ours, theirs) = (
+            self.median(true, |s| s.mib_s),
+            self.median(false, |s| s.mib_s),
+        );
+        let round_ratio = self.round_ratio();
+        let requests = |s: &Sample| s.requests_per_mib().unwrap_or(f64::NAN);
+        let (our_requests, their_requests) =
+            (self.median(true, requests), self.median(false, requests));
+        // fio's device reads per second of its process's life, against the cap.
+        let device = |s: &Sample| {
+            let d = s.device.unwrap_or_default();
+            match caps.requests_per_second {
+                Some(cap) => d.requests as f64 / s.wall_s / cap as f64,
+                None => d.bytes as f64 / s.wall_s / caps.bytes_per_second.unwrap_or(1) as f64,
+            }
+        };
+        let held = self.median(false, device);
+        let round = self.median(false, |s| s.wall_s);
+        let ratio = (ours / theirs).min(round_ratio);
+        let met = ratio >= 0.98 && our_requests <= their_requests * 1.02 && held >= 0.9;
+        println!(
+            "{} {label}: dlio-rs {ours:.1} MiB/s, fio {theirs:.1} MiB/s (medians: {:.1}%; median of rounds' ratios: {:.1}%; target ≥ 98%); device requests per MiB dlio-rs {our_requests:.1}, fio {their_requests:.1} (target ≤ fio + 2%); fio's device reads at {:.0}% of the cap over its {round:.1} s (the throttle's first burst, ≤ 0.2 s of the cap, weighs ≤ {:.1}%) — {}",
+            shape.name,
+            100.0 * ours / theirs,
+            100.0 * round_ratio,
+            100.0 * held,
+            100.0 * 0.2 / round,
+            verdict(met)
+        );
+        met
+    }
+
+    /// The median of the rounds' ratios of payload rates, dlio-rs's over fio's.
+    fn round_ratio(&self) -> f64 {
+        median(
+            self.ours
+                .iter()
+                .zip(&self.theirs)
+                .map(|(o, t)| o.mib_s / t.mib_s)
+                .collect(),
+        )
+    }
+
+    /// The median of a figure over dlio-rs's rounds (`ours`) or fio's.
+    fn median(&self, ours: bool, f: impl Fn(&Sample) -> f64) -> f64 {
+        let samples = if ours { &self.ours } else { &self.theirs };
+        median(samples.iter().map(f).collect())
     }
 }
 
@@ -657,69 +773,170 @@ fn compare(dir: &Path, shape: Shape) -> bool {
     let modes = [("odirect", true), ("buffered", false)];
     let mut met = true;
     for (mode, direct) in modes {
+        let tools = Tools {
+            shape: &shape,
+            data: &data,
+            out: &out,
+            direct,
+            fio_options: fio_options(direct),
+            jobs: &jobs[direct as usize],
+        };
+        let Some(throttle) = throttled() else {
+            met &= tools.rounds(mode, Rounds::UNCAPPED).verdict(&shape, mode);
+            continue;
+        };
+        // Uncapped first: the CPU figures, and fio's payload and device requests, which set the
+        // caps that make a capped round last the time asked for.
+        throttle.group.set(throttle::Caps::default());
+        let uncapped = tools.rounds(&format!("{mode} uncapped"), Rounds::UNCAPPED);
+        met &= uncapped.cpu_verdict(&shape, mode);
+        let of_fio = |f: fn(&Sample) -> f64| median(uncapped.theirs.iter().map(f).collect());
+        let fio_payload = of_fio(|s| s.payload);
+        let fio_requests = of_fio(|s| s.device.map_or(0.0, |d| d.requests as f64));
+        for regime in &throttle.regimes {
+            let chosen = match regime {
+                throttle::Regime::Bytes(_) => fio_payload,
+                throttle::Regime::Requests(_) => fio_requests,
+            } / throttle.round_seconds;
+            let caps = regime.caps((chosen as u64).max(1));
+            throttle.group.set(caps);
+            let label = format!("{mode} {} ({})", regime.name(), caps.describe());
+            met &= tools
+                .rounds(&label, Rounds::CAPPED)
+                .capped_verdict(&shape, &label, caps);
+        }
+        throttle.group.set(throttle::Caps::default());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    met
+}
+
+/// How a set of rounds is measured.
+#[derive(Clone, Copy)]
+struct Rounds {
+    /// One unmeasured round first (the disk's and the host's cache's start).
+    warm_up: bool,
+    /// Each round measures A B B A (who is A alternating between rounds), each tool's two
+    /// figures combined; else A B (who is A alternating).
+    twice: bool,
+    /// The host's cache warmed before every buffered measurement ([`warm_host`]): needless
+    /// below a cap, which holds the device to one speed whatever the host keeps.
+    warm_host: bool,
+}
+
+impl Rounds {
+    const UNCAPPED: Rounds = Rounds {
+        warm_up: true,
+        twice: true,
+        warm_host: true,
+    };
+    const CAPPED: Rounds = Rounds {
+        warm_up: false,
+        twice: false,
+        warm_host: false,
+    };
+}
+
+/// The two measured tools in one mode: dlio-rs training on the shape's dataset, and fio
+/// replaying its request stream.
+struct Tools<'a> {
+    shape: &'a Shape,
+    data: &'a Path,
+    out: &'a Path,
+    direct: bool,
+    fio_options: Vec<String>,
+    jobs: &'a [String],
+}
+
+impl Tools<'_> {
+    /// Empties the page cache (after warming the host's, when asked and reading buffered).
+    fn prepare(&self, warm: bool) {
+        if warm && !self.direct {
+            warm_host(self.data);
+        }
+        settle();
+    }
+
+    fn ours(&self, warm: bool) -> Sample {
+        self.prepare(warm);
+        run_dlio(self.shape, self.data, self.out, self.direct)
+    }
+
+    fn theirs(&self, warm: bool) -> Sample {
+        self.prepare(warm);
+        fio(&self.fio_options, self.jobs)
+    }
+
+    /// Where fio reads several requests at once: fio reading them one at a time (psync).
+    fn one_at_a_time(&self, warm: bool) -> Option<Sample> {
+        let FioStream::Requests { in_flight } = self.shape.fio else {
+            return None;
+        };
+        (in_flight > 1).then(|| {
+            let mut psync = self.fio_options.clone();
+            psync.retain(|o| !o.starts_with("--iodepth"));
+            psync.push("--ioengine=psync".into());
+            self.prepare(warm);
+            fio(&psync, self.jobs)
+        })
+    }
+
+    /// Measures `DLIO_BENCH_ROUNDS` (default 3) interleaved rounds, printing each.
+    fn rounds(&self, label: &str, how: Rounds) -> Pairs {
         let mut pair = Pairs::default();
-        for round in 0..=rounds(3) {
+        let first = if how.warm_up { 0 } else { 1 };
+        for round in first..=rounds(3) {
             let fio_first = round % 2 == 1;
-            let ours = || {
-                if !direct {
-                    warm_host(&data);
+            let warm = how.warm_host;
+            let (o, t) = match (how.twice, fio_first) {
+                (true, true) => {
+                    let (t1, o1) = (self.theirs(warm), self.ours(warm));
+                    let (o2, t2) = (self.ours(warm), self.theirs(warm));
+                    (o1.mean(&o2), t1.mean(&t2))
                 }
-                settle();
-                run_dlio(&shape, &data, &out, direct)
-            };
-            let theirs = || {
-                if !direct {
-                    warm_host(&data);
+                (true, false) => {
+                    let (o1, t1) = (self.ours(warm), self.theirs(warm));
+                    let (t2, o2) = (self.theirs(warm), self.ours(warm));
+                    (o1.mean(&o2), t1.mean(&t2))
                 }
-                settle();
-                fio(&fio_options(direct), &jobs[direct as usize])
+                (false, true) => {
+                    let t = self.theirs(warm);
+                    (self.ours(warm), t)
+                }
+                (false, false) => {
+                    let o = self.ours(warm);
+                    (o, self.theirs(warm))
+                }
             };
-            // A B B A: each tool measured once in the first and once in the second half of the
-            // round, so an order effect weighs on both alike.
-            let (o, t) = if fio_first {
-                let (t1, o1) = (theirs(), ours());
-                let (o2, t2) = (ours(), theirs());
-                (o1.mean(&o2), t1.mean(&t2))
+            let one_at_a_time = if how.warm_up {
+                self.one_at_a_time(warm)
             } else {
-                let (o1, t1) = (ours(), theirs());
-                let (t2, o2) = (theirs(), ours());
-                (o1.mean(&o2), t1.mean(&t2))
+                None
             };
-            let one_at_a_time = match shape.fio {
-                FioStream::Requests { in_flight } if in_flight > 1 => {
-                    let mut psync = fio_options(direct);
-                    psync.retain(|o| !o.starts_with("--iodepth"));
-                    psync.push("--ioengine=psync".into());
-                    if !direct {
-                        warm_host(&data);
-                    }
-                    settle();
-                    Some(fio(&psync, &jobs[direct as usize]))
-                }
-                _ => None,
-            };
-            let label = match round {
+            let round_label = match round {
                 0 => "warm-up (not counted)".to_string(),
                 _ if fio_first => format!("round {round} (fio first)"),
                 _ => format!("round {round}"),
             };
-            let requests = match (o.requests_per_mib, t.requests_per_mib) {
+            let requests = match (o.requests_per_mib(), t.requests_per_mib()) {
                 (Some(ours), Some(theirs)) => {
                     format!("; device requests per MiB: dlio-rs {ours:.1}, fio {theirs:.1}")
                 }
                 _ => String::new(),
             };
             println!(
-                "   {mode} {label}: dlio-rs {:.0} MiB/s ({:.2} CPU s/GiB), fio {:.0} ({:.2}): {:.1}%{requests}",
+                "   {label} {round_label}: dlio-rs {:.1} MiB/s ({:.2} CPU s/GiB, {:.1} s), fio {:.1} ({:.2}, {:.1} s): {:.1}%{requests}",
                 o.mib_s,
                 o.cpu_s_per_gib,
+                o.wall_s,
                 t.mib_s,
                 t.cpu_s_per_gib,
+                t.wall_s,
                 100.0 * o.mib_s / t.mib_s
             );
             if let Some(psync) = one_at_a_time {
                 println!(
-                    "   {mode} {label}: fio one request at a time {:.0} MiB/s",
+                    "   {label} {round_label}: fio one request at a time {:.0} MiB/s",
                     psync.mib_s
                 );
             }
@@ -729,10 +946,8 @@ fn compare(dir: &Path, shape: Shape) -> bool {
                 pair.one_at_a_time.extend(one_at_a_time);
             }
         }
-        met &= pair.verdict(&shape, mode);
+        pair
     }
-    let _ = std::fs::remove_dir_all(&out);
-    met
 }
 
 /// Training words of a batch size and, optionally, DLIO's seeded file and sample shuffles.
@@ -909,7 +1124,7 @@ fn main() {
     }
     let dir = std::env::var("DLIO_BENCH_DIR").unwrap_or_else(|_| "target/bench-data".into());
     std::fs::create_dir_all(&dir).unwrap();
-    let group = throttle::Caps::from_env().map(|caps| {
+    let throttle = throttle::Regime::from_env().map(|regimes| {
         if std::env::var_os("DLIO_BENCH_RAM_DEVICE").is_some()
             || std::env::var_os("DLIO_BENCH_ZRAM").is_some()
         {
@@ -918,13 +1133,28 @@ fn main() {
             );
             std::process::exit(2);
         }
+        let round_seconds = match std::env::var("DLIO_BENCH_ROUND_SECONDS") {
+            Err(_) => 20.0,
+            Ok(text) => match text.parse::<f64>() {
+                Ok(s) if (1.0..=3600.0).contains(&s) => s,
+                _ => {
+                    eprintln!("DLIO_BENCH_ROUND_SECONDS={text}: give seconds from 1 to 3600");
+                    std::process::exit(2);
+                }
+            },
+        };
+        let names: Vec<&str> = regimes.iter().map(throttle::Regime::name).collect();
         println!(
-            "a device of fixed speed: every tool reads through a throttle of {}",
-            caps.describe()
+            "a device of fixed speed: every tool reads in one throttle group, uncapped (CPU), then {} (caps chosen per shape for rounds of {round_seconds} s unless given)",
+            names.join(", then ")
         );
-        throttle::Group::new(Path::new(&dir), caps)
+        Throttle {
+            group: throttle::Group::new(Path::new(&dir)),
+            regimes,
+            round_seconds,
+        }
     });
-    let _ = GROUP.set(group);
+    let _ = THROTTLE.set(throttle);
     if std::env::var_os("DLIO_BENCH_RAM_DEVICE").is_none() {
         ceiling(Path::new(&dir));
     }

@@ -8,52 +8,99 @@
 //! `blkio.throttle.io_serviced` / `io_service_bytes`, v2 `io.stat`) tell each tool's device
 //! requests and bytes.
 //!
-//! `DLIO_BENCH_THROTTLE=bytes:MIB_PER_S` (byte-bound), `requests:PER_S` (request-bound), or both
-//! joined by `,`. The group is made per benchmark and removed at its end.
+//! `DLIO_BENCH_THROTTLE=bytes,requests` measures both regimes, byte-bound then request-bound
+//! (either alone too), each cap chosen per shape and mode from fio's uncapped rounds so that a
+//! capped round lasts `DLIO_BENCH_ROUND_SECONDS` (default 20); `bytes:MIB_PER_S` or
+//! `requests:PER_S` pins a cap instead. The group is made per benchmark and reused.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The caps of a throttle group.
+/// The caps of a throttle group (none: the group only counts).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caps {
     pub bytes_per_second: Option<u64>,
     pub requests_per_second: Option<u64>,
 }
 
-impl Caps {
-    /// `DLIO_BENCH_THROTTLE`, if set; exits with a message naming the variable on a bad value.
-    pub fn from_env() -> Option<Caps> {
+/// Which cap binds in a set of rounds, and its value (`None`: the benchmark chooses it per
+/// shape and mode, so that a round lasts `DLIO_BENCH_ROUND_SECONDS`).
+#[derive(Debug, Clone, Copy)]
+pub enum Regime {
+    /// Byte-bound: bytes per second.
+    Bytes(Option<u64>),
+    /// Request-bound: requests per second.
+    Requests(Option<u64>),
+}
+
+impl Regime {
+    /// `DLIO_BENCH_THROTTLE`, if set: the regimes to measure, in order; exits with a message
+    /// naming the variable on a bad value.
+    pub fn from_env() -> Option<Vec<Regime>> {
         let text = std::env::var("DLIO_BENCH_THROTTLE").ok()?;
-        let mut caps = Caps::default();
-        for part in text.split(',') {
-            let parsed = part.split_once(':').and_then(|(kind, n)| {
-                let n: u64 = n.trim().parse().ok().filter(|&n| n > 0)?;
+        let regimes: Option<Vec<Regime>> = text
+            .split(',')
+            .map(|part| {
+                let (kind, value) = match part.split_once(':') {
+                    Some((kind, n)) => {
+                        (kind, Some(n.trim().parse::<u64>().ok().filter(|&n| n > 0)?))
+                    }
+                    None => (part, None),
+                };
                 match kind.trim() {
-                    "bytes" => caps.bytes_per_second = Some(n << 20),
-                    "requests" => caps.requests_per_second = Some(n),
-                    _ => return None,
+                    "bytes" => Some(Regime::Bytes(value.map(|mib| mib << 20))),
+                    "requests" => Some(Regime::Requests(value)),
+                    _ => None,
                 }
-                Some(())
-            });
-            if parsed.is_none() {
+            })
+            .collect();
+        match regimes {
+            Some(regimes) if !regimes.is_empty() => Some(regimes),
+            _ => {
                 eprintln!(
-                    "DLIO_BENCH_THROTTLE={text}: give bytes:MIB_PER_S, requests:PER_S, or both \
-                     joined by ',' (whole numbers > 0)"
+                    "DLIO_BENCH_THROTTLE={text}: give the regimes to measure joined by ',': \
+                     bytes (byte-bound) and requests (request-bound), each with its cap if it is \
+                     not to be chosen per shape (bytes:MIB_PER_S, requests:PER_S; whole numbers > 0)"
                 );
                 std::process::exit(2);
             }
         }
-        Some(caps)
     }
 
+    /// The regime's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Regime::Bytes(_) => "byte-bound",
+            Regime::Requests(_) => "request-bound",
+        }
+    }
+
+    /// The caps of the regime, its own where it has one, else `chosen`.
+    pub fn caps(&self, chosen: u64) -> Caps {
+        match *self {
+            Regime::Bytes(cap) => Caps {
+                bytes_per_second: Some(cap.unwrap_or(chosen)),
+                requests_per_second: None,
+            },
+            Regime::Requests(cap) => Caps {
+                bytes_per_second: None,
+                requests_per_second: Some(cap.unwrap_or(chosen)),
+            },
+        }
+    }
+}
+
+impl Caps {
     pub fn describe(&self) -> String {
         let mut said = Vec::new();
         if let Some(b) = self.bytes_per_second {
-            said.push(format!("{} MiB/s", b >> 20));
+            said.push(format!("{:.1} MiB/s", b as f64 / 1048576.0));
         }
         if let Some(r) = self.requests_per_second {
             said.push(format!("{r} requests/s"));
+        }
+        if said.is_empty() {
+            return "no cap".into();
         }
         said.join(" and ")
     }
@@ -85,9 +132,9 @@ pub struct DeviceReads {
 }
 
 impl Group {
-    /// A group for the disk that holds `folder`, with `caps`; exits with a clear message where
-    /// neither cgroup interface offers the throttle.
-    pub fn new(folder: &Path, caps: Caps) -> Group {
+    /// A group for the disk that holds `folder`, with no cap yet; exits with a clear message
+    /// where neither cgroup interface offers the throttle.
+    pub fn new(folder: &Path) -> Group {
         let device = whole_disk(folder);
         let v1 = Path::new("/sys/fs/cgroup/blkio");
         let v2_controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers");
@@ -112,11 +159,12 @@ impl Group {
             device,
             flavour,
         };
-        group.set(caps);
+        group.set(Caps::default());
         group
     }
 
-    fn set(&self, caps: Caps) {
+    /// Sets the group's caps (and clears those `caps` does not have).
+    pub fn set(&self, caps: Caps) {
         let write = |file: &str, text: String| {
             std::fs::write(self.path.join(file), &text)
                 .unwrap_or_else(|e| panic!("writing {text:?} to {file}: {e}"));

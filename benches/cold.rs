@@ -485,10 +485,29 @@ fn traced_preads(text: &str, train: &str) -> Vec<Vec<Pread>> {
 }
 
 /// Syncs the file system and empties the page cache (as root), so each measurement starts cold.
+/// The kernel's inodes and directory entries are kept (`drop_caches` 1, not 3): fio looks up and
+/// `stat`s every file of its jobs before its clock starts, dlio-rs opens each file inside its
+/// epoch, so the inode reads of a cold lookup would weigh on dlio-rs's figure alone (measured
+/// under a request cap on R2's 20,000 files: fio's clock missed 1.6 s of a 20 s run, its
+/// device reads at 110 % of the cap over its own clock). See [`known_files`].
 fn settle() {
     let status = Command::new("sync").status().expect("running sync");
     assert!(status.success(), "sync failed");
-    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("dropping the page cache");
+    std::fs::write("/proc/sys/vm/drop_caches", "1").expect("dropping the page cache");
+}
+
+/// Looks up every file below `dir` (`stat`), so that its inode and directory entry are in the
+/// kernel's memory for both tools alike (see [`settle`]).
+fn known_files(dir: &Path) {
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            if std::fs::metadata(entry.path()).unwrap().is_dir() {
+                folders.push(entry.path());
+            }
+        }
+    }
 }
 
 /// Reads every file below `dir` once through the page cache. This machine's disk is virtual and
@@ -854,6 +873,7 @@ impl Tools<'_> {
         if warm && !self.direct {
             warm_host(self.data);
         }
+        known_files(self.data);
         settle();
     }
 

@@ -86,13 +86,11 @@ impl LocalFs {
         direct_block: Option<usize>,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        let fetched = read_at(
-            file,
-            span.first,
-            buf.clear_and_reserve(span.request)?,
-            span.needed,
-            direct_block,
-        )?;
+        let memory = match direct_block {
+            Some(_) => buf.clear_and_reserve_direct(span.request)?,
+            None => buf.clear_and_reserve(span.request)?,
+        };
+        let fetched = read_at(file, span.first, memory, span.needed, direct_block)?;
         // SAFETY: read_at succeeded, so it wrote at least `needed` bytes at the buffer's start.
         unsafe { buf.set_len(span.needed) };
         self.finish_span(file, span, fetched, direct_block)
@@ -148,7 +146,7 @@ impl LocalFs {
             // The window's bytes (or the largest request, if larger): the memory bound the caller
             // chose. Where the ring wraps, the space left at its end waits for the next turn.
             let arena_len = window.bytes.max(largest).min(total);
-            let memory = buf.clear_and_reserve(arena_len)?;
+            let memory = buf.clear_and_reserve_direct(arena_len)?;
             let arena = uring::Arena {
                 start: memory.as_mut_ptr(),
                 len: arena_len,
@@ -265,13 +263,11 @@ impl ObjectReader for SequentialReader {
             Some(block) => wanted.next_multiple_of(block),
             None => wanted,
         };
-        let fetched = read_at(
-            &self.file,
-            self.position,
-            buf.clear_and_reserve(request)?,
-            wanted,
-            self.direct_block,
-        )?;
+        let memory = match self.direct_block {
+            Some(_) => buf.clear_and_reserve_direct(request)?,
+            None => buf.clear_and_reserve(request)?,
+        };
+        let fetched = read_at(&self.file, self.position, memory, wanted, self.direct_block)?;
         // SAFETY: read_at succeeded, so it wrote at least `wanted` bytes at the buffer's start.
         unsafe { buf.set_len(wanted) };
         if self.evict_after_read {

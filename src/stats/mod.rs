@@ -8,8 +8,11 @@
 //! - Per epoch and rank: the step-weighted mean over blocks. Across ranks: AU is the mean,
 //!   samples/s the sum.
 //! - Eval: AU likewise (no barrier), samples/s = steps · batch / eval wall time (as DLIO).
+//!
+//! [`student`] holds Student's t, for the bound of a difference between two runs' means.
 
 pub mod histogram;
+pub mod student;
 
 use std::time::{Instant, SystemTime};
 

@@ -8,7 +8,8 @@
 //! output files). [`run`] tells that story in phases, [`sweep`] runs it for many accelerator
 //! counts, and [`cli`] is the command line. A traced run can be checked against its plan
 //! afterwards by [`audit`], and a plan shown beforehand by [`preview`]; [`datasize`] says how
-//! large a dataset MLPerf Storage's rule asks for.
+//! large a dataset MLPerf Storage's rule asks for; [`machine`] writes a command's results as one
+//! JSON or CSV document (`--output-format`).
 //!
 //! # Layers
 //!
@@ -27,7 +28,7 @@
 //!  6  dataset  results                 names and sizes; what all ranks measured, and its validity
 //!  5  storage  progress                bytes in and out of the storage; the live progress line
 //!  4  plan  stats  comm  folder        the epoch plan; per-rank timings; ranks and barriers;
-//!     datasize                         folders a run owns; MLPerf's dataset-size rule
+//!     datasize  machine                folders a run owns; MLPerf's dataset-size rule; JSON/CSV
 //!  3  config  console  system          the configuration; the terminal; facts of this host
 //!  2  error  compute                   error kinds and exit codes; time specs and the sleep
 //!  1  interrupt                        signals that ask the process to stop
@@ -53,6 +54,7 @@ pub mod format;
 pub mod generate;
 pub mod interrupt;
 pub mod loader;
+pub mod machine;
 pub mod plan;
 pub mod preview;
 pub mod progress;

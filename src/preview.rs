@@ -56,9 +56,31 @@ fn describe_shuffle(kind: Shuffle) -> &'static str {
     }
 }
 
-/// Computes and renders the plan `request` asks for, with the time it took to build the plan and
-/// the rank's first batch (file names included); `run_entropy` stands for a run's draw.
-pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> Result<String> {
+/// The slice of a plan `request` asked for: the plan's figures, the rank's first batches
+/// (`file#sample` each) and how long computing them took.
+#[derive(Debug)]
+pub struct Preview {
+    workload: String,
+    request: PreviewRequest,
+    total_samples: u64,
+    files: u64,
+    samples_per_file: u64,
+    steps: u64,
+    batch_size: u64,
+    samples_not_read: u64,
+    file_shuffle: Shuffle,
+    sample_shuffle: Shuffle,
+    seed: u64,
+    seed_change_epoch: bool,
+    build: Duration,
+    first_batch: Duration,
+    /// The listed batches, each sample as its file's key and its index in the file.
+    batches: Vec<Vec<(String, u64)>>,
+}
+
+/// Computes the plan `request` asks for, with the time it took to build the plan and the rank's
+/// first batch (file names included); `run_entropy` stands for a run's draw.
+pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> Result<Preview> {
     check(config, request)?;
     let started = Instant::now();
     let plan = EpochPlan::new(
@@ -71,8 +93,7 @@ pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> R
     let mut key = String::new();
     let mut batches: Vec<Vec<(String, u64)>> = Vec::new();
     let mut first_batch = Duration::ZERO;
-    let shown = request.head.min(plan.steps());
-    for step in 0..shown {
+    for step in 0..request.head.min(plan.steps()) {
         let started = Instant::now();
         let batch: Vec<(String, u64)> = plan
             .batch(request.rank, step)
@@ -86,64 +107,141 @@ pub fn preview(config: &Config, request: &PreviewRequest, run_entropy: u64) -> R
         }
         batches.push(batch);
     }
-
     let spec = plan.spec();
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "{} · {} accelerator(s) · epoch {} · {} · rank {}",
-        config.workload_name,
-        request.world,
-        request.epoch,
-        request.phase.as_str(),
-        request.rank
-    );
-    let _ = writeln!(
-        text,
-        "{} sample(s) in {} file(s) of {}; {} step(s) of {} per rank; {} sample(s) not read",
-        spec.total_samples(),
-        spec.files,
-        spec.samples_per_file,
-        plan.steps(),
-        plan.batch_size(),
-        plan.samples_not_read()
-    );
-    let _ = writeln!(
-        text,
-        "file_shuffle {}, sample_shuffle {}, seed {}{}",
-        describe_shuffle(spec.file_shuffle),
-        describe_shuffle(spec.sample_shuffle),
-        spec.seed,
-        if spec.seed_change_epoch {
-            " (changes every epoch)"
-        } else {
-            " (the same every epoch)"
-        }
-    );
-    let _ = writeln!(
-        text,
-        "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; peak RSS {}; no storage touched",
-        build.as_secs_f64() * 1e6,
-        request.rank,
-        first_batch.as_secs_f64() * 1e6,
-        crate::system::peak_rss_bytes()
-            .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
-    );
-    for (step, batch) in batches.iter().enumerate() {
-        let _ = write!(text, "step {}:", step + 1);
-        for (file, sample) in batch {
-            let _ = write!(text, " {file}#{sample}");
-        }
-        text.push('\n');
-    }
-    if shown < plan.steps() {
+    Ok(Preview {
+        workload: config.workload_name.clone(),
+        request: *request,
+        total_samples: spec.total_samples(),
+        files: spec.files,
+        samples_per_file: spec.samples_per_file,
+        steps: plan.steps(),
+        batch_size: plan.batch_size(),
+        samples_not_read: plan.samples_not_read(),
+        file_shuffle: spec.file_shuffle,
+        sample_shuffle: spec.sample_shuffle,
+        seed: spec.seed,
+        seed_change_epoch: spec.seed_change_epoch,
+        build,
+        first_batch,
+        batches,
+    })
+}
+
+impl Preview {
+    /// The plan for people.
+    pub fn render(&self) -> String {
+        let request = &self.request;
+        let mut text = String::new();
         let _ = writeln!(
             text,
-            "… {} more step(s) (--head N shows more)",
-            plan.steps() - shown
+            "{} · {} accelerator(s) · epoch {} · {} · rank {}",
+            self.workload,
+            request.world,
+            request.epoch,
+            request.phase.as_str(),
+            request.rank
         );
+        let _ = writeln!(
+            text,
+            "{} sample(s) in {} file(s) of {}; {} step(s) of {} per rank; {} sample(s) not read",
+            self.total_samples,
+            self.files,
+            self.samples_per_file,
+            self.steps,
+            self.batch_size,
+            self.samples_not_read
+        );
+        let _ = writeln!(
+            text,
+            "file_shuffle {}, sample_shuffle {}, seed {}{}",
+            describe_shuffle(self.file_shuffle),
+            describe_shuffle(self.sample_shuffle),
+            self.seed,
+            if self.seed_change_epoch {
+                " (changes every epoch)"
+            } else {
+                " (the same every epoch)"
+            }
+        );
+        let _ = writeln!(
+            text,
+            "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; peak RSS {}; no storage touched",
+            self.build.as_secs_f64() * 1e6,
+            request.rank,
+            self.first_batch.as_secs_f64() * 1e6,
+            crate::system::peak_rss_bytes()
+                .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
+        );
+        for (step, batch) in self.batches.iter().enumerate() {
+            let _ = write!(text, "step {}:", step + 1);
+            for (file, sample) in batch {
+                let _ = write!(text, " {file}#{sample}");
+            }
+            text.push('\n');
+        }
+        let shown = self.batches.len() as u64;
+        if shown < self.steps {
+            let _ = writeln!(
+                text,
+                "… {} more step(s) (--head N shows more)",
+                self.steps - shown
+            );
+        }
+        text
     }
-    Ok(text)
+
+    /// The plan as `plan --output-format json` shows it (docs/running.md).
+    pub fn to_json(&self) -> serde_json::Value {
+        let request = &self.request;
+        let shuffle = |kind| match kind {
+            Shuffle::Off => "off",
+            Shuffle::Seed => "seed",
+            Shuffle::Random => "random",
+        };
+        serde_json::json!({
+            "workload": self.workload,
+            "accelerators": request.world,
+            "epoch": request.epoch,
+            "phase": request.phase.as_str(),
+            "rank": request.rank,
+            "samples": self.total_samples,
+            "files": self.files,
+            "samples_per_file": self.samples_per_file,
+            "steps_per_rank": self.steps,
+            "batch_size": self.batch_size,
+            "samples_not_read": self.samples_not_read,
+            "file_shuffle": shuffle(self.file_shuffle),
+            "sample_shuffle": shuffle(self.sample_shuffle),
+            "seed": self.seed,
+            "seed_change_epoch": self.seed_change_epoch,
+            "plan_build_microseconds": self.build.as_secs_f64() * 1e6,
+            "batches": self.batches.iter().enumerate().map(|(step, batch)| serde_json::json!({
+                "step": step + 1,
+                "samples": batch.iter().map(|(file, sample)| serde_json::json!({
+                    "file": file,
+                    "sample": sample,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "steps_not_listed": self.steps - self.batches.len() as u64,
+        })
+    }
+
+    /// The listed batches as `plan --output-format csv` shows them: a row per sample, with its
+    /// step (from 1), its place in the batch (from 0), its file and its index in the file.
+    pub fn to_csv(&self) -> String {
+        let mut csv = crate::machine::Csv::new(&["step", "position", "file", "sample"]);
+        for (step, batch) in self.batches.iter().enumerate() {
+            for (position, (file, sample)) in batch.iter().enumerate() {
+                csv.row([
+                    (step + 1).to_string(),
+                    position.to_string(),
+                    file.clone(),
+                    sample.to_string(),
+                ]);
+            }
+        }
+        csv.finish()
+    }
 }
 
 #[cfg(test)]
@@ -167,7 +265,7 @@ mod tests {
             phase: Phase::Train,
             head: 2,
         };
-        let shown = preview(&c, &request, 7).unwrap();
+        let shown = preview(&c, &request, 7).unwrap().render();
         let plan = EpochPlan::new(PlanSpec::for_phase(&c, Phase::Train, 2, 7), 2);
         let dataset = Dataset::from_config(&c);
         for step in 0..2 {

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::machine::OutputFormat;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -15,6 +17,7 @@ Examples:
   dlio-rs config workload=resnet50_h100 ++workload.reader.read_threads=8
   dlio-rs run --config-dir my_configs workload=mine
   dlio-rs audit results/run1 --json
+  dlio-rs compare results/run1 results/run2 --output-format json > compare.json
 
 Override words (DLIO / Hydra grammar):
   workload=NAME            a shipped workload, or DIR/workload/NAME.yaml with --config-dir DIR
@@ -64,12 +67,13 @@ pub(super) enum Command {
     /// Rebuild OUTPUT_DIR/report.html from a run's output files (of dlio-rs, or of Python DLIO:
     /// summary.json and {rank}_output.json)
     Report(ReportArgs),
-    /// Two runs side by side (their output folders, of dlio-rs or Python DLIO): per-epoch
-    /// metrics with each difference flagged when larger than the runs' epoch-to-epoch noise, and
-    /// a page with the charts overlaid
+    /// Two runs side by side (their output folders, of dlio-rs or Python DLIO): their
+    /// configurations' difference, per-epoch metrics with each difference flagged when beyond
+    /// the runs' epoch-to-epoch noise (Welch's t, 95 %), and a page with the charts overlaid;
+    /// runs of different workloads are refused unless --different-workloads
     Compare(CompareArgs),
     /// List the workloads shipped in the binary
-    Workloads,
+    Workloads(WorkloadsArgs),
     /// Check a traced run (`run --trace`) against the plan its saved configuration gives; exit
     /// code 1 when any read was missing, repeated, unplanned or out of place
     Audit(AuditArgs),
@@ -99,6 +103,8 @@ pub(super) struct RunArgs {
     /// instead of being refused at once
     #[arg(long, value_name = "SECONDS", value_parser = parse_wait)]
     pub(super) wait: Option<f64>,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
 }
 
 // The words of `dlio-rs plan`.
@@ -121,6 +127,8 @@ pub(super) struct PlanArgs {
     /// The evaluation phase instead of training
     #[arg(long)]
     pub(super) eval: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
 }
 
 // The words of `dlio-rs datasize`.
@@ -144,9 +152,11 @@ pub(super) struct DatasizeArgs {
     /// mlpstorage's accelerator type (h100, a100...)
     #[arg(long, requires = "model")]
     pub(super) accelerator_type: Option<String>,
-    /// Print one JSON object instead of the text
+    /// Print one JSON object instead of the text (--output-format json)
     #[arg(long)]
     pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
 }
 
 // The words of `dlio-rs sweep`.
@@ -174,6 +184,8 @@ pub(super) struct SweepArgs {
     /// The sweep's folder: sweep.json and a run folder per trial
     #[arg(long, short = 'o', value_name = "DIR", default_value = "sweep")]
     pub(super) output: PathBuf,
+    #[command(flatten)]
+    pub(super) format: OutputArgs,
 }
 
 // The words of `dlio-rs report`.
@@ -198,6 +210,19 @@ pub(super) struct CompareArgs {
     /// Where to write the page
     #[arg(long, value_name = "FILE", default_value = "compare.html")]
     pub(super) html: PathBuf,
+    /// Compare runs of different workloads (model, format, sample size, batch size, compute
+    /// time, readers, accelerators...): shown side by side, no difference judged
+    #[arg(long)]
+    pub(super) different_workloads: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
+}
+
+// The words of `dlio-rs workloads`.
+#[derive(Args, Debug)]
+pub(super) struct WorkloadsArgs {
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
 }
 
 // The words of `dlio-rs audit`.
@@ -206,9 +231,48 @@ pub(super) struct AuditArgs {
     /// The run's output folder (with report.json and trace/)
     #[arg(value_name = "OUTPUT_DIR")]
     pub(super) output_dir: PathBuf,
-    /// Print one JSON object instead of the text report
+    /// Print one JSON object instead of the text report (--output-format json)
     #[arg(long)]
     pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
+}
+
+/// `--output-format`, of every subcommand that has results.
+#[derive(Args, Debug)]
+pub(super) struct OutputArgs {
+    /// What standard output carries: text for people, or one document for machines (json: the
+    /// results; csv: the per-epoch, per-trial or per-sample table), the text then going to
+    /// standard error [default: text]
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub(super) output_format: Option<FormatWord>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FormatWord {
+    Text,
+    Json,
+    Csv,
+}
+
+impl OutputArgs {
+    /// The format asked for; `json` is `--json`'s (audit, datasize), which may not be given with
+    /// another format.
+    pub(super) fn format(&self, json: bool) -> Result<OutputFormat, crate::error::Error> {
+        let asked = match self.output_format {
+            None => None,
+            Some(FormatWord::Text) => Some(OutputFormat::Text),
+            Some(FormatWord::Json) => Some(OutputFormat::Json),
+            Some(FormatWord::Csv) => Some(OutputFormat::Csv),
+        };
+        match (json, asked) {
+            (true, None | Some(OutputFormat::Json)) => Ok(OutputFormat::Json),
+            (true, Some(_)) => Err(crate::error::Error::usage(
+                "--json is --output-format json: give one of them, not --json with another format",
+            )),
+            (false, asked) => Ok(asked.unwrap_or_default()),
+        }
+    }
 }
 
 /// The longest `--wait`: a week, beyond which a wait is a mistake (and beyond which a deadline

@@ -1,17 +1,23 @@
 //! One function per subcommand of `dlio-rs`: each takes its words ([`super::args`]), does the
-//! work through the modules below, and prints its result on standard output. Each returns the
-//! signal that stopped it, if one did (`run`, `sweep`), for the exit code; `audit` returns its
-//! exit code itself (1 when the audit found something wrong).
+//! work through the modules below, and prints its result on standard output: text for people,
+//! or with `--output-format json|csv` one document for machines ([`crate::machine`]), the text
+//! of `run`, `sweep` and `compare` then going to standard error. Each returns the signal that
+//! stopped it, if one did (`run`, `sweep`), for the exit code; `audit` returns its exit code
+//! itself (1 when the audit found something wrong).
 
 use std::path::Path;
 
+use serde_json::json;
+
 use super::args::{
     AuditArgs, CompareArgs, ConfigArgs, DatasizeArgs, PlanArgs, ReportArgs, RunArgs, SweepArgs,
+    WorkloadsArgs,
 };
 use crate::config::overrides::Overrides;
 use crate::config::{workloads, Config, Source};
 use crate::console::{print_error, print_out, tell};
 use crate::error::{Error, Result};
+use crate::machine::{document, print_json, show, OutputFormat};
 use crate::plan::{draw_run_entropy, Phase};
 use crate::preview::{preview, PreviewRequest};
 use crate::run::RunOptions;
@@ -40,6 +46,7 @@ fn watch_signals() -> Result<()> {
 
 /// `dlio-rs run`.
 pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
+    let format = args.output.format(false)?;
     let options = RunOptions {
         accelerators: args.accelerators,
         quiet: args.quiet,
@@ -48,10 +55,15 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
         verify: args.verify,
         trace: args.trace,
         wait: args.wait.map(std::time::Duration::from_secs_f64),
+        human: format.human(),
     };
     let source = source(&args.config)?;
     watch_signals()?;
     let outcome = crate::run::run(&source, &options)?;
+    // Only the process that speaks for the run (process 0 of an MPI job) writes the document.
+    if outcome.speaks {
+        print_run(&outcome, format)?;
+    }
     // Only the process that judged the run has its verdict (process 0 of an MPI job).
     let verdict = outcome.results.as_ref().map(|r| &r.verdict);
     match verdict {
@@ -59,6 +71,31 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
             Err(Error::run(format!("--check: {}", verdict.line())))
         }
         _ => Ok(outcome.stopped_by),
+    }
+}
+
+/// A run's document: its output folder, what it generated, and report.json's content (`null`
+/// for a run that only generated); or its per-epoch table.
+fn print_run(outcome: &crate::run::Outcome, format: OutputFormat) -> Result<()> {
+    match format {
+        OutputFormat::Text => Ok(()),
+        OutputFormat::Json => print_json(&document(
+            "run",
+            json!({
+                "output_folder": outcome.output_folder,
+                "generated": outcome.generated.map(|g| json!({
+                    "files": g.files,
+                    "bytes": g.bytes,
+                    "seconds": g.seconds,
+                })),
+                "report": outcome.report,
+            }),
+        )),
+        OutputFormat::Csv => {
+            let empty = serde_json::Value::Null;
+            let report = outcome.report.as_ref().unwrap_or(&empty);
+            print_out(&crate::report::ours::epochs_csv(report))
+        }
     }
 }
 
@@ -85,7 +122,15 @@ pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
 /// `dlio-rs plan`: the training plan of one rank and epoch, and the checkpoint plan, as the
 /// workflow has them.
 pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
+    let format = args.output.format(false)?;
     let resolved = resolve_and_warn(&args.config)?;
+    if format == OutputFormat::Csv && !resolved.workflow.train {
+        return Err(Error::usage(format!(
+            "plan --output-format csv lists the training batches, and workload {} does not train \
+             (workload.workflow.train = False): use --output-format json for its checkpoint plan",
+            resolved.workload_name
+        )));
+    }
     // The worlds `run` refuses, `plan` refuses alike.
     crate::comm::check_world(args.accelerators)?;
     if resolved.workflow.train {
@@ -98,13 +143,36 @@ pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
         phase: if args.eval { Phase::Eval } else { Phase::Train },
         head: args.head,
     };
-    if resolved.workflow.train {
-        print_out(&preview(&resolved, &request, draw_run_entropy())?)?;
-    }
-    if resolved.workflow.checkpoint {
-        let checkpoints =
-            crate::checkpoint::preview::render(&resolved, args.accelerators, args.rank)?;
-        print_out(&checkpoints)?;
+    let training = match resolved.workflow.train {
+        true => Some(preview(&resolved, &request, draw_run_entropy())?),
+        false => None,
+    };
+    let (world, rank) = (args.accelerators, args.rank);
+    match format {
+        OutputFormat::Text => {
+            if let Some(training) = &training {
+                print_out(&training.render())?;
+            }
+            if resolved.workflow.checkpoint {
+                print_out(&crate::checkpoint::preview::render(&resolved, world, rank)?)?;
+            }
+        }
+        OutputFormat::Json => {
+            let checkpoint = match resolved.workflow.checkpoint {
+                true => Some(crate::checkpoint::preview::to_json(&resolved, world, rank)?),
+                false => None,
+            };
+            print_json(&document(
+                "plan",
+                json!({
+                    "workload": resolved.workload_name,
+                    "training": training.as_ref().map(|t| t.to_json()),
+                    "checkpoint": checkpoint,
+                }),
+            ))?;
+        }
+        // A workload that does not train was refused above.
+        OutputFormat::Csv => print_out(&training.map(|t| t.to_csv()).unwrap_or_default())?,
     }
     Ok(None)
 }
@@ -112,6 +180,12 @@ pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
 /// `dlio-rs datasize`: the rule's answer for the workload the words (or mlpstorage's model and
 /// accelerator type) name.
 pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
+    let format = args.output.format(args.json)?;
+    if format == OutputFormat::Csv {
+        return Err(Error::usage(
+            "datasize has no table to write as CSV: --output-format text or json",
+        ));
+    }
     let cluster = crate::datasize::Cluster {
         max_accelerators: args.max_accelerators,
         host_memory_gib: args.client_host_memory_in_gb,
@@ -141,8 +215,10 @@ pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
     }
     let size = crate::datasize::Datasize::compute(&resolved, &cluster);
     size.check_within_bounds()?;
-    if args.json {
-        let value = serde_json::json!({
+    if format == OutputFormat::Json {
+        // Printed as before `--output-format` came, without `command` and `schema`: scripts
+        // read `datasize --json` already.
+        let value = json!({
             "workload": resolved.workload_name,
             "max_accelerators": cluster.max_accelerators,
             "client_hosts": cluster.client_hosts,
@@ -165,6 +241,7 @@ pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
 
 /// `dlio-rs sweep`: runs (or continues) the sweep; process 0 prints its table.
 pub(super) fn sweep(args: &SweepArgs) -> Result<Option<i32>> {
+    let format = args.format.format(false)?;
     let request = SweepRequest {
         words: args.config.words.clone(),
         config_dir: args.config.config_dir.clone(),
@@ -179,7 +256,20 @@ pub(super) fn sweep(args: &SweepArgs) -> Result<Option<i32>> {
     if !swept.speaks {
         return Ok(swept.stopped);
     }
-    print_out(&swept.sweep.render())?;
+    show(&swept.sweep.render(), format.human())?;
+    match format {
+        OutputFormat::Text => {}
+        OutputFormat::Json => print_json(&document(
+            "sweep",
+            json!({
+                "output": args.output,
+                "stopped_by": swept.stopped.map(crate::interrupt::name),
+                "answer_text": swept.sweep.answer_text(),
+                "sweep": swept.sweep,
+            }),
+        ))?,
+        OutputFormat::Csv => print_out(&swept.sweep.to_csv())?,
+    }
     if swept.stopped.is_some() {
         tell(format_args!(
             "the sweep was interrupted; its trials are in {}: run the same command to continue",
@@ -211,40 +301,76 @@ pub(super) fn report(args: &ReportArgs) -> Result<Option<i32>> {
     print_out(&list).map(|()| None)
 }
 
-/// `dlio-rs compare`: the table on standard output, the page in `--html`.
+/// `dlio-rs compare`: the comparison on standard output (or standard error beside its
+/// document), the page in `--html`.
 pub(super) fn compare(args: &CompareArgs) -> Result<Option<i32>> {
-    use crate::report::compare::{page, render, rows, RunFiles};
+    use crate::report::compare::{compare, RunFiles};
+    let format = args.output.format(false)?;
     let a = RunFiles::read(&args.a)?;
     let b = RunFiles::read(&args.b)?;
-    let rows = rows(&a, &b);
+    let comparison = compare(a, b, args.different_workloads)?;
     let html: &Path = &args.html;
     // Under a temporary name, then renamed: a link or a FIFO where the page goes is replaced,
     // never written through (or waited on).
-    crate::report::write_atomic(html, page(&a, &b, &rows).as_bytes())?;
-    print_out(&format!(
-        "{}\nPage: {}\n",
-        render(&a, &b, &rows),
-        html.display()
-    ))
-    .map(|()| None)
+    crate::report::write_atomic(html, comparison.page().as_bytes())?;
+    show(
+        &format!("{}\nPage: {}\n", comparison.render(), html.display()),
+        format.human(),
+    )?;
+    match format {
+        OutputFormat::Text => {}
+        OutputFormat::Json => print_json(&document("compare", comparison.to_json(html)))?,
+        OutputFormat::Csv => print_out(&comparison.to_csv())?,
+    }
+    Ok(None)
 }
 
-/// `dlio-rs workloads`: the shipped workloads, one line each.
-pub(super) fn workloads() -> Result<Option<i32>> {
-    let list: String = workloads::SHIPPED
+/// `dlio-rs workloads`: the shipped workloads, one line each (or a JSON list, or a CSV table,
+/// of name and description).
+pub(super) fn workloads(args: &WorkloadsArgs) -> Result<Option<i32>> {
+    let shipped = workloads::SHIPPED
         .iter()
-        .map(|(name, text)| format!("{name:<20} {}\n", workloads::description(text)))
-        .collect();
-    print_out(&list).map(|()| None)
+        .map(|(name, text)| (*name, workloads::description(text)));
+    let out = match args.output.format(false)? {
+        OutputFormat::Text => shipped
+            .map(|(name, description)| format!("{name:<20} {description}\n"))
+            .collect(),
+        OutputFormat::Json => {
+            let list: Vec<_> = shipped
+                .map(|(name, description)| json!({"name": name, "description": description}))
+                .collect();
+            format!(
+                "{:#}\n",
+                document("workloads", json!({ "workloads": list }))
+            )
+        }
+        OutputFormat::Csv => {
+            let mut csv = crate::machine::Csv::new(&["name", "description"]);
+            for (name, description) in shipped {
+                csv.row([name.to_string(), description.to_string()]);
+            }
+            csv.finish()
+        }
+    };
+    print_out(&out).map(|()| None)
 }
 
 /// `dlio-rs audit`: the audit's report, and its exit code (0 passed, 1 failed, 2 misused).
 pub(super) fn audit(args: &AuditArgs) -> i32 {
+    let json = match args.output.format(args.json) {
+        Ok(OutputFormat::Csv) => {
+            return print_error(&Error::usage(
+                "audit has no table to write as CSV: --output-format text or json",
+            ))
+        }
+        Ok(format) => format == OutputFormat::Json,
+        Err(e) => return print_error(&e),
+    };
     let report = match crate::audit::audit(&args.output_dir) {
         Ok(report) => report,
         Err(e) => return print_error(&e),
     };
-    let printed = match args.json {
+    let printed = match json {
         true => print_out(&format!("{:#}\n", report.to_json())),
         false => print_out(&report.to_text()),
     };

@@ -36,7 +36,7 @@ pub fn dlio_rs_main(args: Vec<String>) -> i32 {
         Command::Sweep(args) => commands::sweep(&args),
         Command::Report(args) => commands::report(&args),
         Command::Compare(args) => commands::compare(&args),
-        Command::Workloads => commands::workloads(),
+        Command::Workloads(args) => commands::workloads(&args),
         Command::Audit(args) => return commands::audit(&args),
     };
     exit_code(outcome)

@@ -56,8 +56,13 @@ pub struct Startup {
 
 /// Every file of a finished run that process 0 writes: DLIO's summary.json and the end of its
 /// log, our report.json, and the page (built from the files just written, as `dlio-rs report`
-/// rebuilds it). The ranks' own files are each process's ([`dlio::write_rank_files`]).
-pub fn write_all(folder: &Path, log: &log::DlioLog, run: &FinishedRun) -> Result<()> {
+/// rebuilds it). The ranks' own files are each process's ([`dlio::write_rank_files`]). Returns
+/// report.json's content, which `run --output-format json` prints.
+pub fn write_all(
+    folder: &Path,
+    log: &log::DlioLog,
+    run: &FinishedRun,
+) -> Result<serde_json::Value> {
     log.epochs(run);
     if let Some(interrupted) = &run.results.interrupted {
         log.warning(&interrupted.describe(run.results));
@@ -66,14 +71,15 @@ pub fn write_all(folder: &Path, log: &log::DlioLog, run: &FinishedRun) -> Result
         log.warning(&format!("not a valid measurement: {}", reason.message));
     }
     dlio::write_summary(folder, run)?;
-    write_json(&folder.join("report.json"), &ours::report(run))?;
+    let report = ours::report(run);
+    write_json(&folder.join("report.json"), &report)?;
     let page = html::from_folder(folder)?;
     let path = folder.join("report.html");
     write_atomic(&path, page.as_bytes())?;
     log.output(&format!("Saved outputs in {}", folder.display()));
     log.metric_block(&dlio::metric_block(run.results));
     log.output("outputs saved in RANKID_output.json");
-    Ok(())
+    Ok(report)
 }
 
 /// Writes a file under a temporary name, then renames it: readers never see half a file.

@@ -250,8 +250,16 @@ pub fn report(run: &FinishedRun) -> Value {
             "au_threshold_percent": config.au_threshold * 100.0,
             "passed": t.meets_expectation,
             "samples_per_second_mean": t.samples_per_second.mean,
+            "samples_per_second_stdev": t.samples_per_second.stdev,
             "nominal_mib_per_second_mean": t.io_mib_per_second.mean,
         },
+        "eval": results.eval.as_ref().map(|e| json!({
+            "au_mean_percent": e.au_percent.mean,
+            "au_stdev_percent": e.au_percent.stdev,
+            "samples_per_second_mean": e.samples_per_second.mean,
+            "samples_per_second_stdev": e.samples_per_second.stdev,
+            "nominal_mib_per_second_mean": e.io_mib_per_second.mean,
+        })),
         "storage_accounting": {"method": method, "note": note},
         "cache_defeated_by": validity::cache_defeated_by(config),
         "dataset": {
@@ -297,4 +305,53 @@ pub fn write_failure(folder: &Path, error: &Error) {
         "version": env!("CARGO_PKG_VERSION"),
     });
     let _ = write_json(&folder.join("report.json"), &report);
+}
+
+/// The columns of the per-epoch table (`run --output-format csv`): the phase (`train` or
+/// `eval`), the epoch, then the phase's fields of report.json under the same names.
+pub const EPOCH_COLUMNS: [&str; 19] = [
+    "phase",
+    "epoch",
+    "au_percent",
+    "samples_per_second",
+    "nominal_mib_per_second",
+    "measured_mib_per_second",
+    "steps",
+    "batch_size",
+    "samples_read",
+    "bytes_read",
+    "bytes_from_storage",
+    "cache_served_fraction",
+    "duration_seconds",
+    "reads",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "compute_lateness_p99_us",
+    "samples_not_read",
+];
+
+/// The per-epoch table of a report (as [`report`] makes it): a row per phase of each epoch,
+/// training then evaluation, each value as report.json has it.
+pub fn epochs_csv(report: &Value) -> String {
+    let mut csv = crate::machine::Csv::new(&EPOCH_COLUMNS);
+    let epochs = report["epochs"].as_array().map_or(&[][..], Vec::as_slice);
+    for epoch in epochs {
+        let phases =
+            std::iter::once(("train", epoch)).chain(epoch.get("eval").map(|e| ("eval", e)));
+        for (name, phase) in phases {
+            csv.row(EPOCH_COLUMNS.iter().map(|&column| match column {
+                "phase" => name.to_string(),
+                "epoch" => crate::machine::field(&epoch["epoch"]),
+                "compute_lateness_p99_us" => {
+                    crate::machine::field(&phase["compute_lateness"]["p99_us"])
+                }
+                // report.json counts them for training only.
+                "samples_not_read" if name == "eval" => String::new(),
+                "samples_not_read" => crate::machine::field(&epoch["samples_not_read"]),
+                key => crate::machine::field(&phase[key]),
+            }));
+        }
+    }
+    csv.finish()
 }

@@ -9,6 +9,7 @@ use super::setup::Setup;
 use crate::comm::{agree, gather_values, Comm, Hosts};
 use crate::dataset::names::SplitNames;
 use crate::error::Result;
+use crate::machine::{show, Human};
 use crate::report::{self, dlio as dlio_report, terminal, FinishedRun, RunTimes, Startup};
 use crate::results::verdict::Ceiling;
 use crate::results::{Measured, Results};
@@ -36,8 +37,15 @@ impl Shown {
     }
 }
 
+/// What process 0 reported of a run: its results, and report.json's content.
+pub(super) struct Reported {
+    pub results: Results,
+    pub report: serde_json::Value,
+}
+
 /// Writes this process's ranks' files, then gathers every process's records to process 0, which
-/// reports the run; its results, in process 0.
+/// reports the run, showing the terminal its table and verdict on `human`'s stream; its results,
+/// in process 0.
 pub(super) fn gather_and_report(
     comm: &dyn Comm,
     setup: &Setup,
@@ -45,8 +53,8 @@ pub(super) fn gather_and_report(
     outputs: &Outputs,
     (mut done, ceiling): (RanksDone, Ceiling),
     file_names: Vec<SplitNames>,
-    shown: Shown,
-) -> Result<Option<Results>> {
+    (shown, human): (Shown, Human),
+) -> Result<Option<Reported>> {
     let written = dlio_report::write_rank_files(
         &outputs.folder,
         &setup.config,
@@ -81,7 +89,7 @@ pub(super) fn gather_and_report(
             (&done, ceiling),
             &processes,
             &startup,
-            shown,
+            (shown, human),
         )
     });
     // Every process learns how process 0's reports went.
@@ -136,8 +144,8 @@ fn report_run(
     (done, ceiling): (&RanksDone, Ceiling),
     processes: &[ProcessRecord],
     startup: &Startup,
-    shown: Shown,
-) -> Result<Results> {
+    (shown, human): (Shown, Human),
+) -> Result<Reported> {
     let config = &setup.config;
     let mut host_of_rank = Vec::new();
     let mut ranks = Vec::new();
@@ -167,23 +175,23 @@ fn report_run(
         hosts,
         host_of_rank: &host_of_rank,
     };
-    report::write_all(&outputs.folder, &outputs.log, &finished)?;
+    let report = report::write_all(&outputs.folder, &outputs.log, &finished)?;
     if shown == Shown::Table {
         let table = terminal::render(config, &results, startup, &outputs.folder);
         // The results are saved by now: a terminal that cannot take the table does not fail
         // the run.
-        if let Err(e) = crate::console::print_out(&table) {
+        if let Err(e) = show(&table, human) {
             crate::console::tell(format_args!(
                 "warning: {e}; the results are in {}",
                 outputs.folder.display()
             ));
         }
     }
-    // Even with --quiet, on standard output beside the table: the verdict, and every reason a
+    // Even with --quiet, beside the table: the verdict, and every reason a
     // number may not be the storage's, said once.
     let verdict = match shown {
         Shown::Nothing => Ok(()),
-        Shown::Table | Shown::Verdict => crate::console::print_out(&results.verdict.render()),
+        Shown::Table | Shown::Verdict => show(&results.verdict.render(), human),
     };
     if let Err(e) = verdict {
         crate::console::tell(format_args!(
@@ -191,5 +199,5 @@ fn report_run(
             outputs.folder.join("report.json").display()
         ));
     }
-    Ok(results)
+    Ok(Reported { results, report })
 }

@@ -42,6 +42,12 @@ pub struct Outcome {
     pub output_folder: PathBuf,
     pub generated: Option<Generated>,
     pub results: Option<Results>,
+    /// report.json's content, in the process that wrote it (process 0) when the run trained or
+    /// checkpointed.
+    pub report: Option<serde_json::Value>,
+    /// This process speaks for the run (process 0 of an MPI job): it printed, and it prints the
+    /// command's document.
+    pub speaks: bool,
     /// The signal the run stopped for, in every process (whichever received it).
     pub stopped_by: Option<i32>,
 }
@@ -96,11 +102,16 @@ fn run_claimed(
         Some(_) => Instant::now(),
         None => crate::system::process_start(),
     };
-    let outcome = |results, stopped_by| Outcome {
-        output_folder: outputs.folder.clone(),
-        generated,
-        results,
-        stopped_by,
+    let outcome = |reported: Option<gather::Reported>, stopped_by| {
+        let (results, report) = reported.map(|r| (r.results, r.report)).unzip();
+        Outcome {
+            output_folder: outputs.folder.clone(),
+            generated,
+            results,
+            report,
+            speaks: comm.process() == 0,
+            stopped_by,
+        }
     };
     if !setup.trains() && setup.checkpoints.is_none() {
         // DLIO writes no result files for a generate-only run.
@@ -118,18 +129,18 @@ fn run_claimed(
     let stopped_by = done.interrupted.map(|i| i.signal);
     let ceiling = ceiling::measure(comm, setup, stopped_by.is_some(), display)?;
     let shown = gather::Shown::of(options);
-    let results = gather::gather_and_report(
+    let reported = gather::gather_and_report(
         comm,
         setup,
         hosts,
         outputs,
         (done, ceiling),
         file_names,
-        shown,
+        (shown, options.human),
     )?;
     if !setup.config.dataset.keep_files && setup.needs_data() {
         dataset::delete_dataset(comm, setup)?;
     }
     outputs.log.check()?;
-    Ok(outcome(results, stopped_by))
+    Ok(outcome(reported, stopped_by))
 }

@@ -36,6 +36,9 @@ pub struct RunOptions {
     /// How long to wait for a folder another run holds (output, data, checkpoint folder) instead
     /// of being refused at once (`run --wait SECONDS`).
     pub wait: folder::Wait,
+    /// Where the table and the verdict go: standard error when standard output carries a
+    /// document (`--output-format json|csv`).
+    pub human: crate::machine::Human,
 }
 
 impl Default for RunOptions {
@@ -48,6 +51,7 @@ impl Default for RunOptions {
             verify: false,
             trace: false,
             wait: None,
+            human: crate::machine::Human::Stdout,
         }
     }
 }

@@ -134,6 +134,14 @@ impl Sweep {
                 }
             }
         }
+        let _ = writeln!(out, "\n{}", self.answer_text());
+        out
+    }
+
+    /// The answer with its margin, in a sentence (the table's last line).
+    pub fn answer_text(&self) -> String {
+        let mut trials: Vec<&Trial> = self.trials.iter().collect();
+        trials.sort_by_key(|t| t.accelerators);
         let request = &self.request;
         let criterion = match self.mode {
             Mode::Training => format!("above {:.0} % AU", self.au_threshold_percent),
@@ -143,7 +151,7 @@ impl Sweep {
                 self.min()
             ),
         };
-        let answer = match self.answer {
+        match self.answer {
             Some(Answer {
                 most_passing: None, ..
             }) if trials
@@ -194,9 +202,52 @@ impl Sweep {
                 f - p - 1
             ),
             None => "The sweep stopped before its answer; run it again to continue".to_string(),
-        };
-        let _ = writeln!(out, "\n{answer}");
-        out
+        }
+    }
+
+    /// The trials as `sweep --output-format csv` shows them: a row per trial in accelerator
+    /// order, with its figures as sweep.json keeps them (`passes`: valid and above the
+    /// criterion; `reasons`: the verdict's reasons, `; ` between them).
+    pub fn to_csv(&self) -> String {
+        let mut trials: Vec<&Trial> = self.trials.iter().collect();
+        trials.sort_by_key(|t| t.accelerators);
+        let mut csv = crate::machine::Csv::new(&[
+            "accelerators",
+            "passes",
+            "passed",
+            "valid",
+            "au_percent",
+            "samples_per_second",
+            "mib_per_second",
+            "bytes_read",
+            "bytes_from_storage",
+            "cache_share",
+            "checkpoint_gib_per_second",
+            "per_rank_gib_per_second",
+            "reasons",
+            "output",
+        ]);
+        let optional = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        for t in trials {
+            csv.row([
+                t.accelerators.to_string(),
+                t.passes().to_string(),
+                t.passed.to_string(),
+                t.valid().to_string(),
+                t.au_percent.to_string(),
+                t.samples_per_second.to_string(),
+                t.mib_per_second.to_string(),
+                t.bytes_read.to_string(),
+                t.bytes_from_storage
+                    .map_or(String::new(), |b| b.to_string()),
+                optional(t.cache_share),
+                optional(t.checkpoint_gib_per_second),
+                optional(t.per_rank_gib_per_second),
+                t.reasons.join("; "),
+                t.output.display().to_string(),
+            ]);
+        }
+        csv.finish()
     }
 }
 

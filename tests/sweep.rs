@@ -85,6 +85,33 @@ fn a_sweep_finds_the_known_answer_and_continues_from_its_trials() {
         .contains(&format!("from its {} trial(s)", trials.len())));
     assert!(!again.stderr.contains("trial 1:"), "{}", again.context());
     assert!(again.stdout.contains("keeps 5 accelerator(s)"));
+    // For machines: sweep.json's content and the answer as one document, the table on
+    // standard error; or the trials as a CSV table.
+    let json = sweep(&tmp, &with(&words(&tmp), &["--output-format=json"])).ok();
+    assert!(json.stderr.contains("keeps 5 accelerator(s)"));
+    let doc = document(&json);
+    assert_eq!(doc["command"], "sweep");
+    assert_eq!(doc["sweep"], saved);
+    assert_eq!(doc["stopped_by"], Value::Null);
+    assert!(at(&doc, "/answer_text")
+        .as_str()
+        .unwrap()
+        .starts_with("This storage keeps 5 accelerator(s)"));
+    let csv = sweep(&tmp, &with(&words(&tmp), &["--output-format=csv"])).ok();
+    let rows = parse_csv(&csv.stdout);
+    assert_eq!(rows[0][..3], ["accelerators", "passes", "passed"]);
+    assert_eq!(rows.len(), trials.len() + 1);
+    let mut counts: Vec<u64> = trials.iter().map(|t| int(t, "/accelerators")).collect();
+    counts.sort();
+    for (row, n) in rows[1..].iter().zip(counts) {
+        assert_eq!(row[0], n.to_string());
+        assert_eq!(row[1], (n <= 5).to_string(), "{row:?}");
+        let trial = trials
+            .iter()
+            .find(|t| int(t, "/accelerators") == n)
+            .unwrap();
+        assert_eq!(row[4].parse::<f64>().unwrap(), num(trial, "/au_percent"));
+    }
 
     // A sweep stopped after its first two trials continues with the third.
     let mut cut = saved.clone();

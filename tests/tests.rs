@@ -15,6 +15,9 @@
 //!   binaries (proptest): no panic, no hang, exit 0/1/2 with one error line, no write outside;
 //! - `interrupts`: SIGINT/SIGTERM during runs, and concurrent generations;
 //! - `layers`: the modules of src/ use one another only down the floors lib.rs draws;
+//! - `machine`: `--output-format json|csv`: each command's document alone on standard output,
+//!   its values against the run's files; `compare`'s t bound, configuration difference and
+//!   refusal of different workloads;
 //! - `mpi`: runs under `mpirun` (the `mpi` feature's tests, or the default build's refusal);
 //! - `output_folder`: a run owns its output folder;
 //! - `report_html`: report.html, written, rebuilt and rendered by a headless browser;
@@ -44,6 +47,7 @@ mod grammar;
 mod hostile;
 mod interrupts;
 mod layers;
+mod machine;
 mod mpi;
 mod output_folder;
 mod report_html;

@@ -608,3 +608,42 @@ pub fn phase_lines_and_table_rows(ran: &Ran) -> (Vec<PhaseFigures>, Vec<PhaseFig
         .collect();
     (lines, rows)
 }
+
+/// The rows of a CSV document, as Python's csv module reads it (strict: a stray quote fails).
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    use std::io::Write;
+    let script = "import csv, io, json, sys\n\
+                  text = sys.stdin.buffer.read().decode('utf-8')\n\
+                  rows = list(csv.reader(io.StringIO(text, newline=''), strict=True))\n\
+                  print(json.dumps(rows))\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (CI installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "Python's csv module refused the document: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Standard output as one JSON document, and nothing else.
+pub fn document(ran: &Ran) -> Value {
+    serde_json::from_str(&ran.stdout).unwrap_or_else(|e| {
+        panic!(
+            "standard output is not one JSON document ({e})\n{}",
+            ran.context()
+        )
+    })
+}

@@ -90,6 +90,8 @@ pub(super) struct RunArgs {
     /// No progress and no end-of-run table (errors still print)
     #[arg(short, long)]
     pub(super) quiet: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
     /// Verify the checksums of every sample read (npz CRC-32s, TFRecord payload CRCs, every CSV value); costs CPU, not I/O
     #[arg(long)]
     pub(super) verify: bool,
@@ -103,8 +105,6 @@ pub(super) struct RunArgs {
     /// instead of being refused at once
     #[arg(long, value_name = "SECONDS", value_parser = parse_wait)]
     pub(super) wait: Option<f64>,
-    #[command(flatten)]
-    pub(super) output: OutputArgs,
 }
 
 // The words of `dlio-rs plan`.

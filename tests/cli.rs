@@ -892,32 +892,39 @@ fn config_prints_the_resolved_yaml_with_overrides() {
         yaml_get(&ran.stdout, &["workload", "evaluation", "eval_time"]),
         None
     );
-    // Unknown keys: a warning naming the key, or an error with --strict.
-    let ran = dlio_rs(
-        &tmp.path,
-        &[
-            "config",
-            "workload=default",
-            "++workload.dataset.colour=blue",
-        ],
-    )
-    .ok();
-    assert!(
-        ran.stderr.contains("workload.dataset.colour"),
+    // Unknown keys: a warning naming the key, with the key it most likely meant when one is
+    // close, or an error with --strict.
+    let unknown = [
+        "workload=default",
+        "++workload.dataset.colour=blue",
+        "++workload.reader.odirct=True",
+        "++workload.train.batch_size=2",
+    ];
+    let ran = dlio_rs(&tmp.path, &with(&strings(&["config"]), &unknown)).ok();
+    assert_eq!(
+        ran.stderr,
+        "warning: unknown configuration key workload.dataset.colour\n\
+         warning: unknown configuration key workload.reader.odirct; did you mean \
+         workload.reader.odirect?\n\
+         warning: unknown configuration key workload.train.batch_size; did you mean \
+         workload.reader.batch_size?\n",
         "{}",
         ran.context()
     );
-    dlio_rs(
+    let ran = dlio_rs(
         &tmp.path,
-        &[
-            "config",
-            "--strict",
-            "workload=default",
-            "++workload.dataset.colour=blue",
-        ],
+        &with(&strings(&["config", "--strict"]), &unknown),
     )
-    .fails(2)
-    .says(&["workload.dataset.colour"]);
+    .fails(2);
+    assert_eq!(
+        ran.stderr,
+        "error: unknown configuration keys (rejected by --strict):\n  \
+         workload.dataset.colour\n  \
+         workload.reader.odirct; did you mean workload.reader.odirect?\n  \
+         workload.train.batch_size; did you mean workload.reader.batch_size?\n",
+        "{}",
+        ran.context()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1034,19 +1041,41 @@ fn unknown_key_warns_and_runs_but_strict_rejects_it() {
         &[
             "++workload.workflow.generate_data=True",
             "++workload.dataset.colour=blue",
+            "++workload.reader.odirct=False",
         ],
     );
     let mut args = strings(&["run"]);
     args.extend(words.iter().cloned());
     let ran = dlio_rs(&tmp.path, &args).ok();
-    assert!(
-        ran.stderr.contains("warning") && ran.stderr.contains("workload.dataset.colour"),
+    let warnings: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: unknown"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "warning: unknown configuration key workload.dataset.colour (ignored; --strict \
+             rejects it)",
+            "warning: unknown configuration key workload.reader.odirct (ignored; --strict \
+             rejects it); did you mean workload.reader.odirect?"
+        ],
         "{}",
         ran.context()
     );
     assert!(tmp.join("out/summary.json").is_file());
     let log = std::fs::read_to_string(tmp.join("out/dlio.log")).unwrap();
-    assert!(log.contains("workload.dataset.colour"), "dlio.log:\n{log}");
+    assert!(
+        log.contains("unknown configuration key workload.dataset.colour ignored\n"),
+        "dlio.log:\n{log}"
+    );
+    assert!(
+        log.contains(
+            "unknown configuration key workload.reader.odirct ignored; did you mean \
+             workload.reader.odirect?\n"
+        ),
+        "dlio.log:\n{log}"
+    );
 
     let mut strict = strings(&["run", "-q", "--strict"]);
     strict.extend(with(

@@ -104,7 +104,8 @@ fn resolve_and_warn(args: &ConfigArgs) -> Result<Config> {
     let resolved = source(args)?.resolve(args.strict)?;
     for key in &resolved.unknown_keys {
         tell(format_args!(
-            "warning: unknown configuration key workload.{key}"
+            "warning: unknown configuration key workload.{key}{}",
+            crate::config::suggest::key_hint(key)
         ));
     }
     Ok(resolved)

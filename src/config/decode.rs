@@ -17,7 +17,24 @@ use super::time_spec::time_spec;
 use super::value::Value;
 use crate::error::{Error, Result};
 
-/// Renames DLIO's alias keys (and the DLIO 2.0 `record_length*` names) to their canonical names (`data_reader` → `reader`,
+/// DLIO's alias keys and the canonical key each is read as (dotted, below `workload.`): its
+/// own, and DLIO 2.0's names still in some MLPerf workload files. A plain `model: NAME` is read
+/// as `model.name` besides.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("data_reader", "reader"),
+    ("model.model_size", "model.model_size_bytes"),
+    ("dataset.record_length", "dataset.record_length_bytes"),
+    (
+        "dataset.record_length_stdev",
+        "dataset.record_length_bytes_stdev",
+    ),
+    (
+        "dataset.record_length_resize",
+        "dataset.record_length_bytes_resize",
+    ),
+];
+
+/// Renames DLIO's [`ALIASES`] to their canonical names (`data_reader` → `reader`,
 /// `model.model_size` → `model.model_size_bytes`, `model: NAME` → `model.name`) in the tree that
 /// is read, not the one saved.
 fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
@@ -34,27 +51,13 @@ fn canonical_tree(tree: &Value) -> (Value, Vec<String>) {
             Value::Map(vec![("name".into(), Value::Str(name))]),
         );
     }
-    for (alias, canonical) in [
-        (&["data_reader"][..], &["reader"][..]),
-        (&["model", "model_size"], &["model", "model_size_bytes"]),
-        // DLIO 2.0's names, still in some MLPerf workload files.
-        (
-            &["dataset", "record_length"],
-            &["dataset", "record_length_bytes"],
-        ),
-        (
-            &["dataset", "record_length_stdev"],
-            &["dataset", "record_length_bytes_stdev"],
-        ),
-        (
-            &["dataset", "record_length_resize"],
-            &["dataset", "record_length_bytes_resize"],
-        ),
-    ] {
-        if tree.get_path(canonical).is_none() {
-            if let Some(v) = tree.get_path(alias).cloned() {
-                tree.remove_path(alias);
-                let _ = tree.set_path(canonical, v);
+    for (alias, canonical) in ALIASES {
+        let alias: Vec<&str> = alias.split('.').collect();
+        let canonical: Vec<&str> = canonical.split('.').collect();
+        if tree.get_path(&canonical).is_none() {
+            if let Some(v) = tree.get_path(&alias).cloned() {
+                tree.remove_path(&alias);
+                let _ = tree.set_path(&canonical, v);
             }
         }
     }
@@ -309,203 +312,243 @@ const ACCEPTED_SECTIONS: &[&str] = &[
     "profiling",
 ];
 
+/// The sections of a [`Config`], as [`read_sections`] reads them from a tree.
+struct Sections {
+    framework: Framework,
+    model: ModelConfig,
+    workflow: Workflow,
+    storage: StorageConfig,
+    dataset: DatasetConfig,
+    reader: ReaderConfig,
+    train: TrainConfig,
+    evaluation: EvalConfig,
+    output: OutputConfig,
+    checkpoint: CheckpointConfig,
+    au_threshold: f64,
+}
+
+/// Every key the decoding reads, dotted (below `workload.`), each once, in reading order: DLIO's,
+/// dlio-rs's own, and those accepted without effect; a key that holds a section of free keys
+/// (`profiling`, a time distribution) is one entry. The aliases are [`ALIASES`]. Every read is
+/// made whatever the tree holds, so the reads of an empty tree are all of them.
+pub fn known_keys() -> Vec<String> {
+    let empty = Value::Map(Vec::new());
+    let mut f = Fields::new(&empty);
+    read_sections(&mut f);
+    f.known_keys()
+}
+
+/// Reads every section of the configuration from `f`'s tree, DLIO's code defaults for what it
+/// leaves out; a bad value is recorded in `f` and replaced by its default.
+fn read_sections(f: &mut Fields) -> Sections {
+    for key in ACCEPTED_SECTIONS {
+        f.raw(key);
+    }
+    let framework = f.choice("framework", Framework::Tensorflow);
+    let model = ModelConfig {
+        name: f.string("model.name", "default"),
+        model_type: f.opt_string("model.type"),
+        model_size_bytes: f.count("model.model_size_bytes", 10240, 0),
+        model_datatype: f.choice("model.model_datatype", Datatype::Fp16),
+        optimizer_datatype: f.choice("model.optimizer_datatype", Datatype::Fp32),
+        num_layers: f.int_at_least("model.num_layers", -1, -1).max(0) as u64,
+        layer_parameters: f.uint_list("model.layer_parameters"),
+        optimization_groups: f.uint_list("model.optimization_groups"),
+        parallelism: Parallelism {
+            tensor: f.count("model.parallelism.tensor", 1, 1),
+            pipeline: f.count("model.parallelism.pipeline", 1, 1),
+            data: u64::try_from(f.int_at_least("model.parallelism.data", -1, -1))
+                .ok()
+                .filter(|&d| d > 0),
+            zero_stage: f.count("model.parallelism.zero_stage", 0, 0),
+        },
+        transformer: TransformerShape {
+            vocab_size: f.count("model.transformer.vocab_size", 32000, 1),
+            hidden_size: f.count("model.transformer.hidden_size", 2048, 1),
+            ffn_hidden_size: f.count("model.transformer.ffn_hidden_size", 8192, 1),
+            num_attention_heads: f.count("model.transformer.num_attention_heads", 32, 1),
+            num_kv_heads: f.count("model.transformer.num_kv_heads", 8, 1),
+        },
+    };
+    if model.parallelism.zero_stage > 3 {
+        f.fail(
+            "model.parallelism.zero_stage",
+            &Value::Int(model.parallelism.zero_stage as i64),
+            "valid ZeRO stages are 0, 1, 2, 3",
+        );
+    }
+    let workflow = Workflow {
+        generate_data: f.bool("workflow.generate_data", false),
+        train: f.bool("workflow.train", true),
+        evaluation: f.bool("workflow.evaluation", false),
+        checkpoint: f.bool("workflow.checkpoint", false),
+        profiling: f.bool("workflow.profiling", false),
+    };
+    let storage = StorageConfig {
+        storage_type: f.choice("storage.storage_type", StorageType::LocalFs),
+        storage_root: f.string("storage.storage_root", "./"),
+        options: object_store_options(f),
+        throttle: throttle(f),
+    };
+    let dataset = DatasetConfig {
+        record_length_bytes: sample_bytes(f, "dataset.record_length_bytes", 65536),
+        record_length_bytes_stdev: sample_bytes(f, "dataset.record_length_bytes_stdev", 0),
+        record_length_bytes_resize: sample_bytes(f, "dataset.record_length_bytes_resize", 0),
+        num_files_train: f.count_up_to("dataset.num_files_train", 8, 0, MAX_FILES, FILES),
+        num_files_eval: f.count_up_to("dataset.num_files_eval", 0, 0, MAX_FILES, FILES),
+        num_samples_per_file: f.count_up_to(
+            "dataset.num_samples_per_file",
+            1,
+            1,
+            MAX_IN_ONE,
+            "samples in one file",
+        ),
+        data_folder: f.string("dataset.data_folder", "./data/"),
+        num_subfolders_train: f.count_up_to(
+            "dataset.num_subfolders_train",
+            0,
+            0,
+            MAX_SUBFOLDERS,
+            SUBFOLDERS,
+        ),
+        num_subfolders_eval: f.count_up_to(
+            "dataset.num_subfolders_eval",
+            0,
+            0,
+            MAX_SUBFOLDERS,
+            SUBFOLDERS,
+        ),
+        file_prefix: f.file_name("dataset.file_prefix", "img"),
+        format: f.choice("dataset.format", Format::Tfrecord),
+        compression: f.choice("dataset.compression", Compression::None),
+        compression_level: f.int("dataset.compression_level", 4),
+        keep_files: f.bool("dataset.keep_files", true),
+        record_dims: f.uint_list("dataset.record_dims"),
+        record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
+        skip_listing: f.bool("dataset.skip_listing", false),
+        listing_validation_interval: f.count("dataset.listing_validation_interval", 1000, 0),
+        hdf5: formats::hdf5(f),
+        parquet: formats::parquet(f),
+    };
+    let reader = ReaderConfig {
+        data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
+        batch_size: f.count_up_to("reader.batch_size", 1, 1, MAX_IN_ONE, BATCH),
+        batch_size_eval: f.count_up_to("reader.batch_size_eval", 1, 1, MAX_IN_ONE, BATCH),
+        read_threads: f.count("reader.read_threads", 1, 0),
+        computation_threads: f.count("reader.computation_threads", 1, 1),
+        prefetch_size: f.count("reader.prefetch_size", 2, 0),
+        file_shuffle: f.choice("reader.file_shuffle", Shuffle::Off),
+        sample_shuffle: f.choice("reader.sample_shuffle", Shuffle::Off),
+        shuffle_size: f.count("reader.shuffle_size", 1024, 1),
+        read_type: f.choice("reader.read_type", ReadType::OnDemand),
+        preprocess_time: time_spec(f, "reader.preprocess_time"),
+        // mlpstorage v3's `--o-direct` asks for it through the storage type.
+        odirect: f.bool("reader.odirect", false) || storage.storage_type == StorageType::DirectFs,
+        page_cache: f.choice("reader.page_cache", PageCache::Keep),
+        decode_images: f.bool("reader.decode_images", true),
+        transfer_size: transfer_size(f),
+    };
+    let train = TrainConfig {
+        epochs: f.count_up_to(
+            "train.epochs",
+            1,
+            1,
+            MAX_EPOCHS,
+            "a run of more epochs keeps a record of each",
+        ),
+        computation_time: time_spec(f, "train.computation_time"),
+        total_training_steps: f.int("train.total_training_steps", -1),
+        seed_change_epoch: f.bool("train.seed_change_epoch", true),
+        seed: f.count("train.seed", 123, 0),
+    };
+    let evaluation = EvalConfig {
+        eval_time: time_spec(f, "evaluation.eval_time"),
+        eval_after_epoch: f.count("evaluation.eval_after_epoch", 1, 0),
+        epochs_between_evals: f.count("evaluation.epochs_between_evals", 1, 1),
+    };
+    let output = OutputConfig {
+        folder: {
+            let folder = f.opt_string("output.folder");
+            if folder.as_deref() == Some("") {
+                let what = "expected a folder's path; leave it unset for Hydra's run folder";
+                f.fail("output.folder", &Value::Str(String::new()), what);
+            }
+            folder.filter(|folder| !folder.is_empty())
+        },
+        log_file: f.file_name("output.log_file", "dlio.log"),
+        exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
+        exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
+        trace: f.bool("output.trace", false),
+    };
+    let checkpoint = CheckpointConfig {
+        // DLIO strips a trailing slash from a configured folder.
+        folder: f
+            .string("checkpoint.checkpoint_folder", "./checkpoints/")
+            .trim_end_matches('/')
+            .to_string(),
+        after_epoch: f.count("checkpoint.checkpoint_after_epoch", 1, 0),
+        epochs_between: f.count("checkpoint.epochs_between_checkpoints", 1, 1),
+        steps_between: u64::try_from(f.int_at_least(
+            "checkpoint.steps_between_checkpoints",
+            -1,
+            -1,
+        ))
+        .ok(),
+        fsync: f.bool("checkpoint.fsync", false),
+        time_between: {
+            let key = "checkpoint.time_between_checkpoints";
+            let seconds = f.float(key, -1.0).abs();
+            if seconds > crate::compute::MAX_SECONDS {
+                f.fail(
+                    key,
+                    &Value::Float(seconds),
+                    "must be at most 1e6 s (11.6 days)",
+                );
+            }
+            seconds.min(crate::compute::MAX_SECONDS)
+        },
+        num_write: f
+            .int_at_least("checkpoint.num_checkpoints_write", -1, -1)
+            .max(0) as u64,
+        num_read: f
+            .int_at_least("checkpoint.num_checkpoints_read", -1, -1)
+            .max(0) as u64,
+        rank_sync: f.bool("checkpoint.rank_sync", false),
+        mode: f.choice("checkpoint.mode", CheckpointMode::Default),
+        randomize_tensor: f.bool("checkpoint.randomize_tensor", true),
+        // mlpstorage v3's `--o-direct` asks for it through the storage type.
+        odirect: f.bool("checkpoint.odirect", false)
+            || storage.storage_type == StorageType::DirectFs,
+    };
+    let au_threshold = f.float("metric.au", 0.90);
+    if !(au_threshold > 0.0 && au_threshold <= 1.0) {
+        f.fail(
+            "metric.au",
+            &Value::Float(au_threshold),
+            "must be a fraction in (0, 1], e.g. 0.90",
+        );
+    }
+    check_sizes(f, &dataset);
+    Sections {
+        framework,
+        model,
+        workflow,
+        storage,
+        dataset,
+        reader,
+        train,
+        evaluation,
+        output,
+        checkpoint,
+        au_threshold,
+    }
+}
+
 impl Config {
     pub fn from_tree(workload_name: &str, tree: Value) -> Result<Config> {
         let (canonical, ignored) = canonical_tree(&tree);
         let mut f = Fields::new(&canonical);
-        for key in ACCEPTED_SECTIONS {
-            f.raw(key);
-        }
-        let framework = f.choice("framework", Framework::Tensorflow);
-        let model = ModelConfig {
-            name: f.string("model.name", "default"),
-            model_type: f.opt_string("model.type"),
-            model_size_bytes: f.count("model.model_size_bytes", 10240, 0),
-            model_datatype: f.choice("model.model_datatype", Datatype::Fp16),
-            optimizer_datatype: f.choice("model.optimizer_datatype", Datatype::Fp32),
-            num_layers: f.int_at_least("model.num_layers", -1, -1).max(0) as u64,
-            layer_parameters: f.uint_list("model.layer_parameters"),
-            optimization_groups: f.uint_list("model.optimization_groups"),
-            parallelism: Parallelism {
-                tensor: f.count("model.parallelism.tensor", 1, 1),
-                pipeline: f.count("model.parallelism.pipeline", 1, 1),
-                data: u64::try_from(f.int_at_least("model.parallelism.data", -1, -1))
-                    .ok()
-                    .filter(|&d| d > 0),
-                zero_stage: f.count("model.parallelism.zero_stage", 0, 0),
-            },
-            transformer: TransformerShape {
-                vocab_size: f.count("model.transformer.vocab_size", 32000, 1),
-                hidden_size: f.count("model.transformer.hidden_size", 2048, 1),
-                ffn_hidden_size: f.count("model.transformer.ffn_hidden_size", 8192, 1),
-                num_attention_heads: f.count("model.transformer.num_attention_heads", 32, 1),
-                num_kv_heads: f.count("model.transformer.num_kv_heads", 8, 1),
-            },
-        };
-        if model.parallelism.zero_stage > 3 {
-            f.fail(
-                "model.parallelism.zero_stage",
-                &Value::Int(model.parallelism.zero_stage as i64),
-                "valid ZeRO stages are 0, 1, 2, 3",
-            );
-        }
-        let workflow = Workflow {
-            generate_data: f.bool("workflow.generate_data", false),
-            train: f.bool("workflow.train", true),
-            evaluation: f.bool("workflow.evaluation", false),
-            checkpoint: f.bool("workflow.checkpoint", false),
-            profiling: f.bool("workflow.profiling", false),
-        };
-        let storage = StorageConfig {
-            storage_type: f.choice("storage.storage_type", StorageType::LocalFs),
-            storage_root: f.string("storage.storage_root", "./"),
-            options: object_store_options(&mut f),
-            throttle: throttle(&mut f),
-        };
-        let dataset = DatasetConfig {
-            record_length_bytes: sample_bytes(&mut f, "dataset.record_length_bytes", 65536),
-            record_length_bytes_stdev: sample_bytes(&mut f, "dataset.record_length_bytes_stdev", 0),
-            record_length_bytes_resize: sample_bytes(
-                &mut f,
-                "dataset.record_length_bytes_resize",
-                0,
-            ),
-            num_files_train: f.count_up_to("dataset.num_files_train", 8, 0, MAX_FILES, FILES),
-            num_files_eval: f.count_up_to("dataset.num_files_eval", 0, 0, MAX_FILES, FILES),
-            num_samples_per_file: f.count_up_to(
-                "dataset.num_samples_per_file",
-                1,
-                1,
-                MAX_IN_ONE,
-                "samples in one file",
-            ),
-            data_folder: f.string("dataset.data_folder", "./data/"),
-            num_subfolders_train: f.count_up_to(
-                "dataset.num_subfolders_train",
-                0,
-                0,
-                MAX_SUBFOLDERS,
-                SUBFOLDERS,
-            ),
-            num_subfolders_eval: f.count_up_to(
-                "dataset.num_subfolders_eval",
-                0,
-                0,
-                MAX_SUBFOLDERS,
-                SUBFOLDERS,
-            ),
-            file_prefix: f.file_name("dataset.file_prefix", "img"),
-            format: f.choice("dataset.format", Format::Tfrecord),
-            compression: f.choice("dataset.compression", Compression::None),
-            compression_level: f.int("dataset.compression_level", 4),
-            keep_files: f.bool("dataset.keep_files", true),
-            record_dims: f.uint_list("dataset.record_dims"),
-            record_element_type: f.choice("dataset.record_element_type", ElementType::Uint8),
-            skip_listing: f.bool("dataset.skip_listing", false),
-            listing_validation_interval: f.count("dataset.listing_validation_interval", 1000, 0),
-            hdf5: formats::hdf5(&mut f),
-            parquet: formats::parquet(&mut f),
-        };
-        let reader = ReaderConfig {
-            data_loader: f.choice("reader.data_loader", DataLoader::Tensorflow),
-            batch_size: f.count_up_to("reader.batch_size", 1, 1, MAX_IN_ONE, BATCH),
-            batch_size_eval: f.count_up_to("reader.batch_size_eval", 1, 1, MAX_IN_ONE, BATCH),
-            read_threads: f.count("reader.read_threads", 1, 0),
-            computation_threads: f.count("reader.computation_threads", 1, 1),
-            prefetch_size: f.count("reader.prefetch_size", 2, 0),
-            file_shuffle: f.choice("reader.file_shuffle", Shuffle::Off),
-            sample_shuffle: f.choice("reader.sample_shuffle", Shuffle::Off),
-            shuffle_size: f.count("reader.shuffle_size", 1024, 1),
-            read_type: f.choice("reader.read_type", ReadType::OnDemand),
-            preprocess_time: time_spec(&mut f, "reader.preprocess_time"),
-            // mlpstorage v3's `--o-direct` asks for it through the storage type.
-            odirect: f.bool("reader.odirect", false)
-                || storage.storage_type == StorageType::DirectFs,
-            page_cache: f.choice("reader.page_cache", PageCache::Keep),
-            decode_images: f.bool("reader.decode_images", true),
-            transfer_size: transfer_size(&mut f),
-        };
-        let train = TrainConfig {
-            epochs: f.count_up_to(
-                "train.epochs",
-                1,
-                1,
-                MAX_EPOCHS,
-                "a run of more epochs keeps a record of each",
-            ),
-            computation_time: time_spec(&mut f, "train.computation_time"),
-            total_training_steps: f.int("train.total_training_steps", -1),
-            seed_change_epoch: f.bool("train.seed_change_epoch", true),
-            seed: f.count("train.seed", 123, 0),
-        };
-        let evaluation = EvalConfig {
-            eval_time: time_spec(&mut f, "evaluation.eval_time"),
-            eval_after_epoch: f.count("evaluation.eval_after_epoch", 1, 0),
-            epochs_between_evals: f.count("evaluation.epochs_between_evals", 1, 1),
-        };
-        let output = OutputConfig {
-            folder: {
-                let folder = f.opt_string("output.folder");
-                if folder.as_deref() == Some("") {
-                    let what = "expected a folder's path; leave it unset for Hydra's run folder";
-                    f.fail("output.folder", &Value::Str(String::new()), what);
-                }
-                folder.filter(|folder| !folder.is_empty())
-            },
-            log_file: f.file_name("output.log_file", "dlio.log"),
-            exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
-            exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
-            trace: f.bool("output.trace", false),
-        };
-        let checkpoint = CheckpointConfig {
-            // DLIO strips a trailing slash from a configured folder.
-            folder: f
-                .string("checkpoint.checkpoint_folder", "./checkpoints/")
-                .trim_end_matches('/')
-                .to_string(),
-            after_epoch: f.count("checkpoint.checkpoint_after_epoch", 1, 0),
-            epochs_between: f.count("checkpoint.epochs_between_checkpoints", 1, 1),
-            steps_between: u64::try_from(f.int_at_least(
-                "checkpoint.steps_between_checkpoints",
-                -1,
-                -1,
-            ))
-            .ok(),
-            fsync: f.bool("checkpoint.fsync", false),
-            time_between: {
-                let key = "checkpoint.time_between_checkpoints";
-                let seconds = f.float(key, -1.0).abs();
-                if seconds > crate::compute::MAX_SECONDS {
-                    f.fail(
-                        key,
-                        &Value::Float(seconds),
-                        "must be at most 1e6 s (11.6 days)",
-                    );
-                }
-                seconds.min(crate::compute::MAX_SECONDS)
-            },
-            num_write: f
-                .int_at_least("checkpoint.num_checkpoints_write", -1, -1)
-                .max(0) as u64,
-            num_read: f
-                .int_at_least("checkpoint.num_checkpoints_read", -1, -1)
-                .max(0) as u64,
-            rank_sync: f.bool("checkpoint.rank_sync", false),
-            mode: f.choice("checkpoint.mode", CheckpointMode::Default),
-            randomize_tensor: f.bool("checkpoint.randomize_tensor", true),
-            // mlpstorage v3's `--o-direct` asks for it through the storage type.
-            odirect: f.bool("checkpoint.odirect", false)
-                || storage.storage_type == StorageType::DirectFs,
-        };
-        let au_threshold = f.float("metric.au", 0.90);
-        if !(au_threshold > 0.0 && au_threshold <= 1.0) {
-            f.fail(
-                "metric.au",
-                &Value::Float(au_threshold),
-                "must be a fraction in (0, 1], e.g. 0.90",
-            );
-        }
-        check_sizes(&mut f, &dataset);
+        let sections = read_sections(&mut f);
         let (errors, mut unknown_keys) = f.finish();
         unknown_keys.extend(ignored);
         if !errors.is_empty() {
@@ -516,17 +559,17 @@ impl Config {
         }
         Ok(Config {
             workload_name: workload_name.to_string(),
-            framework,
-            model,
-            workflow,
-            storage,
-            dataset,
-            reader,
-            train,
-            evaluation,
-            output,
-            checkpoint,
-            au_threshold,
+            framework: sections.framework,
+            model: sections.model,
+            workflow: sections.workflow,
+            storage: sections.storage,
+            dataset: sections.dataset,
+            reader: sections.reader,
+            train: sections.train,
+            evaluation: sections.evaluation,
+            output: sections.output,
+            checkpoint: sections.checkpoint,
+            au_threshold: sections.au_threshold,
             tree,
             unknown_keys,
         })

@@ -275,6 +275,17 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Every key read so far, each once, in the order of their first reads.
+    pub fn known_keys(self) -> Vec<String> {
+        let mut keys: Vec<String> = Vec::new();
+        for key in self.known {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+
     /// Ends the reads: the errors, and the keys of the tree that no read asked for (dotted paths).
     pub fn finish(mut self) -> (Vec<String>, Vec<String>) {
         let mut unknown = Vec::new();

@@ -12,6 +12,7 @@
 //! - `decode.rs`: [`Config::from_tree`] renames DLIO's alias keys and reads every field through
 //!   [`fields`] (time specs through [`time_spec`], the per-format keys through [`formats`]),
 //!   within dlio-rs's bounds; [`Config::check_supported`] then refuses what this build cannot run;
+//! - `suggest.rs`: "did you mean" for a misspelt workload name, key or section;
 //! - `schema.rs`: the typed result, [`Config`] with its sections, enumerations and constants, all
 //!   re-exported here, so that the rest of dlio-rs names them `config::…`;
 //! - `tests.rs`: tests of the whole path, and the helper other modules' tests resolve override
@@ -23,6 +24,7 @@ pub mod formats;
 pub mod overrides;
 mod schema;
 mod source;
+pub mod suggest;
 pub mod time_spec;
 pub mod value;
 pub mod word_value;
@@ -31,7 +33,7 @@ pub mod workloads;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use decode::MAX_FILES;
+pub use decode::{known_keys, ALIASES, MAX_FILES};
 pub use schema::prefetch_factor;
 pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,

@@ -43,13 +43,13 @@ impl Source {
         let config = Config::from_tree(name, tree)?;
         if strict && !config.unknown_keys.is_empty() {
             return Err(Error::usage(format!(
-                "unknown configuration keys (rejected by --strict): {}",
+                "unknown configuration keys (rejected by --strict):\n  {}",
                 config
                     .unknown_keys
                     .iter()
-                    .map(|k| format!("workload.{k}"))
+                    .map(|k| format!("workload.{k}{}", super::suggest::key_hint(k)))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join("\n  ")
             )));
         }
         Ok(config)
@@ -59,8 +59,13 @@ impl Source {
 /// The largest workload file read: DLIO's are a few KiB.
 const MAX_WORKLOAD_BYTES: u64 = 1 << 20;
 
+/// Where `--config-dir DIR` keeps the workload `name`.
+fn workload_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join("workload").join(format!("{name}.yaml"))
+}
+
 fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
-    let path = dir.join("workload").join(format!("{name}.yaml"));
+    let path = workload_path(dir, name);
     // A FIFO or a device would be read forever; only a file of a workload's size is read.
     match std::fs::metadata(&path) {
         Ok(found) if !found.is_file() => {
@@ -92,7 +97,7 @@ fn load_from_dir(dir: &Path, name: &str) -> Result<String> {
                 })
                 .collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            message.push_str(&workloads::closest_names_hint(name, &refs));
+            message.push_str(&super::suggest::closest_names_hint(name, &refs));
         }
         Error::usage(message)
     })?;

@@ -57,39 +57,8 @@ pub fn unknown_workload_message(name: &str) -> String {
     let names: Vec<&str> = SHIPPED.iter().map(|(n, _)| *n).collect();
     format!(
         "unknown workload '{name}'{}\n  list them with 'dlio-rs workloads', or use --config-dir DIR for DIR/workload/{name}.yaml",
-        closest_names_hint(name, &names)
+        super::suggest::closest_names_hint(name, &names)
     )
-}
-
-/// "; did you mean a, b?" with the names within a small edit distance (or sharing the prefix).
-pub fn closest_names_hint(name: &str, candidates: &[&str]) -> String {
-    let mut scored: Vec<(usize, &str)> = candidates
-        .iter()
-        .map(|c| (edit_distance(name, c), *c))
-        .filter(|(d, c)| *d <= 3.max(name.len() / 3) || c.starts_with(name) || name.starts_with(*c))
-        .collect();
-    scored.sort();
-    let close: Vec<&str> = scored.iter().take(4).map(|(_, c)| *c).collect();
-    if close.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}?", close.join(", "))
-    }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
@@ -127,15 +96,5 @@ mod tests {
                 "{name} has no description comment"
             );
         }
-    }
-
-    #[test]
-    fn close_names() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        let hint = closest_names_hint("unet3d", &["unet3d_h100", "resnet50_h100", "dlrm"]);
-        assert!(
-            hint.contains("unet3d_h100") && !hint.contains("dlrm"),
-            "{hint}"
-        );
     }
 }

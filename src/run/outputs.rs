@@ -151,7 +151,10 @@ fn create_outputs(
         modes(config).join(" & ")
     ));
     for key in &config.unknown_keys {
-        log.warning(&format!("unknown configuration key workload.{key} ignored"));
+        log.warning(&format!(
+            "unknown configuration key workload.{key} ignored{}",
+            crate::config::suggest::key_hint(key)
+        ));
     }
     Ok((folder, log))
 }

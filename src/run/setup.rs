@@ -227,7 +227,8 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
     if lead {
         for key in &config.unknown_keys {
             crate::console::tell(format_args!(
-                "warning: unknown configuration key workload.{key} (ignored; --strict rejects it)"
+                "warning: unknown configuration key workload.{key} (ignored; --strict rejects it){}",
+                crate::config::suggest::key_hint(key)
             ));
         }
     }

@@ -927,6 +927,120 @@ fn config_prints_the_resolved_yaml_with_overrides() {
     );
 }
 
+/// Words that exercise the YAML a workload file is written in: strings that read as numbers or
+/// booleans when unquoted, a mapping, a list, a deleted section and an added key.
+const TRICKY_WORDS: &[&str] = &[
+    "++workload.dataset.file_prefix='017'",
+    "++workload.model.name='True'",
+    "++workload.dataset.data_folder='data: #x'",
+    "++workload.train.computation_time={type: uniform, min: 0.1, max: 0.3}",
+    "++workload.dataset.record_dims=[64, 64]",
+    "~workload.evaluation",
+    "+workload.train.seed=7",
+];
+
+#[test]
+fn config_workload_file_runs_as_the_same_workload_from_config_dir() {
+    let tmp = Scratch::new("workload-file");
+    std::fs::create_dir_all(tmp.join("cd/workload")).unwrap();
+    let mut cases: Vec<Vec<String>> = dlio_rs(&tmp.path, &["workloads"])
+        .ok()
+        .stdout
+        .lines()
+        .map(|line| vec![format!("workload={}", line.split(' ').next().unwrap())])
+        .collect();
+    cases.push(with(&strings(&["workload=default"]), TRICKY_WORDS));
+    assert!(cases.len() > 20, "{cases:?}");
+    for words in cases {
+        let args = |first: &[&str]| -> Vec<String> {
+            strings(first)
+                .into_iter()
+                .chain(words.iter().cloned())
+                .collect()
+        };
+        let original = dlio_rs(&tmp.path, &args(&["config"])).ok();
+        let file = dlio_rs(&tmp.path, &args(&["config", "--workload-file"])).ok();
+        assert!(!file.stdout.contains("\nworkload:"), "{}", file.stdout);
+        std::fs::write(tmp.join("cd/workload/saved.yaml"), &file.stdout).unwrap();
+        let again = dlio_rs(
+            &tmp.path,
+            &["config", "--config-dir", &tmp.s("cd"), "workload=saved"],
+        )
+        .ok();
+        assert_eq!(again.stdout, original.stdout, "{words:?}");
+        assert_eq!(again.stderr, "", "{words:?}");
+    }
+}
+
+#[test]
+fn a_workload_file_with_an_unknown_section_is_refused_naming_it() {
+    let tmp = Scratch::new("workload-sections");
+    std::fs::create_dir_all(tmp.join("cd/workload")).unwrap();
+    // `config`'s own output, under its `workload:` root, is the likeliest such file.
+    let printed = dlio_rs(&tmp.path, &["config", "workload=default"]).ok();
+    std::fs::write(tmp.join("cd/workload/printed.yaml"), &printed.stdout).unwrap();
+    let path = tmp.join("cd/workload/printed.yaml");
+    for command in ["config", "run"] {
+        let ran = dlio_rs(
+            &tmp.path,
+            &[command, "--config-dir", &tmp.s("cd"), "workload=printed"],
+        )
+        .fails(2);
+        assert_eq!(
+            ran.stderr,
+            format!(
+                "error: workload 'printed': {} has its sections under a top-level 'workload:' \
+                 key, as `dlio-rs config` prints a configuration; a workload file holds the \
+                 sections themselves (model:, dataset:, reader:, …) at its top level. Write it \
+                 with `dlio-rs config --workload-file WORDS... > {}`, or delete its 'workload:' \
+                 line and unindent the rest (valid top-level sections: checkpoint, data_reader, \
+                 dataset, evaluation, framework, metric, model, output, profiling, reader, \
+                 storage, train, workflow)\n",
+                path.display(),
+                path.display()
+            ),
+            "{}",
+            ran.context()
+        );
+    }
+    std::fs::write(
+        tmp.join("cd/workload/typo.yaml"),
+        "dataset:\n  num_files_train: 4\nreadr:\n  batch_size: 2\n",
+    )
+    .unwrap();
+    dlio_rs(
+        &tmp.path,
+        &["config", "--config-dir", &tmp.s("cd"), "workload=typo"],
+    )
+    .fails(2)
+    .says(&[&format!(
+        "{} has an unknown top-level section 'readr' (did you mean reader?); valid \
+             top-level sections are checkpoint, data_reader, dataset",
+        tmp.join("cd/workload/typo.yaml").display()
+    )]);
+    // The words may still add a section dlio-rs does not know: a warning, as for any key.
+    std::fs::write(
+        tmp.join("cd/workload/fine.yaml"),
+        "dataset:\n  num_files_train: 4\n",
+    )
+    .unwrap();
+    let ran = dlio_rs(
+        &tmp.path,
+        &[
+            "config",
+            "--config-dir",
+            &tmp.s("cd"),
+            "workload=fine",
+            "++workload.foo.x=1",
+        ],
+    )
+    .ok();
+    assert_eq!(
+        ran.stderr,
+        "warning: unknown configuration key workload.foo\n"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. Bad input: exit code and message
 // ---------------------------------------------------------------------------------------------

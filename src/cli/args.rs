@@ -50,8 +50,9 @@ pub(super) struct ConfigArgs {
 pub(super) enum Command {
     /// Generate data and/or train, as the workload's workflow says; writes DLIO's output files
     Run(RunArgs),
-    /// Print the resolved workload configuration (after overrides) as YAML
-    Config(ConfigArgs),
+    /// Print the resolved workload configuration (after overrides) as YAML, under a `workload:`
+    /// root as config.yaml saves it, or with --workload-file as a workload file
+    Config(PrintConfigArgs),
     /// Show what a rank will read in an epoch (the first batches: file#sample), without touching
     /// storage, and how long computing the plan took
     Plan(PlanArgs),
@@ -105,6 +106,18 @@ pub(super) struct RunArgs {
     /// instead of being refused at once
     #[arg(long, value_name = "SECONDS", value_parser = parse_wait)]
     pub(super) wait: Option<f64>,
+}
+
+// The words of `dlio-rs config`.
+#[derive(Args, Debug)]
+pub(super) struct PrintConfigArgs {
+    #[command(flatten)]
+    pub(super) config: ConfigArgs,
+    /// Print the workload as a workload file holds it, its sections at the top level without the
+    /// `workload:` root: saved as DIR/workload/NAME.yaml, `--config-dir DIR workload=NAME` runs
+    /// exactly this configuration
+    #[arg(long)]
+    pub(super) workload_file: bool,
 }
 
 // The words of `dlio-rs plan`.

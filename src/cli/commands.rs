@@ -10,8 +10,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::args::{
-    AuditArgs, CompareArgs, ConfigArgs, DatasizeArgs, PlanArgs, ReportArgs, RunArgs, SweepArgs,
-    WorkloadsArgs,
+    AuditArgs, CompareArgs, ConfigArgs, DatasizeArgs, PlanArgs, PrintConfigArgs, ReportArgs,
+    RunArgs, SweepArgs, WorkloadsArgs,
 };
 use crate::config::overrides::Overrides;
 use crate::config::{workloads, Config, Source};
@@ -111,13 +111,23 @@ fn resolve_and_warn(args: &ConfigArgs) -> Result<Config> {
     Ok(resolved)
 }
 
-/// `dlio-rs config`: the resolved workload as YAML, refused where `run` would refuse it.
-pub(super) fn config(args: &ConfigArgs) -> Result<Option<i32>> {
-    let resolved = resolve_and_warn(args)?;
+/// The first line of `config --workload-file`: what the file is for.
+const WORKLOAD_FILE_HEADER: &str = "# a workload resolved by dlio-rs config: save it as \
+     DIR/workload/NAME.yaml and run it with --config-dir DIR workload=NAME\n";
+
+/// `dlio-rs config`: the resolved workload as YAML, refused where `run` would refuse it: under
+/// the `workload:` root of config.yaml, or as a workload file.
+pub(super) fn config(args: &PrintConfigArgs) -> Result<Option<i32>> {
+    let resolved = resolve_and_warn(&args.config)?;
     resolved.check_supported()?;
     crate::format::for_config(&resolved, false)?;
-    let tree = crate::config::value::Value::Map(vec![("workload".into(), resolved.tree.clone())]);
-    print_out(&tree.to_yaml()).map(|()| None)
+    let text = if args.workload_file {
+        format!("{WORKLOAD_FILE_HEADER}{}", resolved.tree.to_yaml())
+    } else {
+        let tree = crate::config::value::Value::Map(vec![("workload".into(), resolved.tree)]);
+        tree.to_yaml()
+    };
+    print_out(&text).map(|()| None)
 }
 
 /// `dlio-rs plan`: the training plan of one rank and epoch, and the checkpoint plan, as the

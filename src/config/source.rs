@@ -39,6 +39,9 @@ impl Source {
                 "workload '{name}' must be a mapping of sections"
             )));
         }
+        if let Some(dir) = &self.config_dir {
+            check_sections(&tree, name, &workload_path(dir, name))?;
+        }
         self.overrides.apply(&mut tree)?;
         let config = Config::from_tree(name, tree)?;
         if strict && !config.unknown_keys.is_empty() {
@@ -62,6 +65,58 @@ const MAX_WORKLOAD_BYTES: u64 = 1 << 20;
 /// Where `--config-dir DIR` keeps the workload `name`.
 fn workload_path(dir: &Path, name: &str) -> PathBuf {
     dir.join("workload").join(format!("{name}.yaml"))
+}
+
+/// The names a workload file's top level may have: DLIO's sections (and `framework`), their
+/// aliases included.
+fn top_level_names() -> Vec<String> {
+    let aliases = super::decode::ALIASES
+        .iter()
+        .map(|(alias, _)| alias.to_string());
+    let mut names: Vec<String> = super::decode::known_keys()
+        .into_iter()
+        .chain(aliases)
+        .map(|key| key.split('.').next().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A workload file's top level holds DLIO's sections only. A name dlio-rs does not know there is
+/// an error, not the warning an unknown key deeper down is: it means the file is not laid out as
+/// a workload file, and every section in it would be ignored, the run going on with the defaults.
+/// The likeliest such file is `dlio-rs config`'s output, with its sections under a `workload:`
+/// root, and the message says how to make it one.
+fn check_sections(tree: &Value, name: &str, path: &Path) -> Result<()> {
+    let Value::Map(entries) = tree else {
+        return Ok(());
+    };
+    let valid = top_level_names();
+    let Some((unknown, _)) = entries.iter().find(|(key, _)| !valid.contains(key)) else {
+        return Ok(());
+    };
+    let listed = valid.join(", ");
+    let file = path.display();
+    if unknown == "workload" {
+        return Err(Error::usage(format!(
+            "workload '{name}': {file} has its sections under a top-level 'workload:' key, as \
+             `dlio-rs config` prints a configuration; a workload file holds the sections \
+             themselves (model:, dataset:, reader:, …) at its top level. Write it with \
+             `dlio-rs config --workload-file WORDS... > {file}`, or delete its 'workload:' line \
+             and unindent the rest (valid top-level sections: {listed})"
+        )));
+    }
+    let refs: Vec<&str> = valid.iter().map(String::as_str).collect();
+    let close = super::suggest::closest_names(unknown, &refs);
+    let hint = match close.is_empty() {
+        true => String::new(),
+        false => format!(" (did you mean {}?)", close.join(", ")),
+    };
+    Err(Error::usage(format!(
+        "workload '{name}': {file} has an unknown top-level section '{unknown}'{hint}; valid \
+         top-level sections are {listed}"
+    )))
 }
 
 fn load_from_dir(dir: &Path, name: &str) -> Result<String> {

@@ -44,6 +44,8 @@ const CASES: &[Case] = &[
     Case { id: "word-workload-path", run: "$BIN config workload=../../etc/passwd", code: 2, says: &["../../etc/passwd"] },
     Case { id: "word-strict-unknown", run: "$BIN config --strict workload=default ++workload.dataset.colour=red", code: 2, says: &["colour"] },
     Case { id: "word-strict-misspelt", run: "$BIN config --strict workload=default ++workload.reader.odirct=True", code: 2, says: &["workload.reader.odirct; did you mean workload.reader.odirect?"] },
+    Case { id: "word-odirect-and-its-key", run: "$BIN run -q --odirect $SYN ++workload.reader.odirect=False", code: 2, says: &["--odirect and the word '++workload.reader.odirect=False' both name workload.reader.odirect"] },
+    Case { id: "word-page-cache-mode", run: "$BIN run -q --page-cache evict $SYN", code: 2, says: &["'evict'", "keep, drop_before_epoch, evict_after_read"] },
     Case { id: "word-misspelt-key-warns", run: "$BIN config workload=default ++workload.reader.page_cahce=keep >/dev/null", code: 0, says: &["workload.reader.page_cahce; did you mean workload.reader.page_cache?"] },
     Case { id: "word-unknown-subcommand", run: "$BIN frobnicate", code: 2, says: &["frobnicate"] },
     Case { id: "word-accelerators-zero", run: "$BIN run -q -n 0 $SYN", code: 2, says: &["at least 1"] },

@@ -973,6 +973,79 @@ fn config_workload_file_runs_as_the_same_workload_from_config_dir() {
 }
 
 #[test]
+fn cache_options_stand_for_their_keys_and_refuse_a_word_for_the_same_key() {
+    let tmp = Scratch::new("cache-options");
+    // Every subcommand that takes words takes the options, and its help names the keys.
+    for command in ["run", "config", "plan", "datasize", "sweep"] {
+        let help = dlio_rs(&tmp.path, &[command, "--help"]).ok().stdout;
+        for needle in [
+            "--odirect",
+            "(the same as ++workload.reader.odirect=True)",
+            "--page-cache <MODE>",
+            "(the same as ++workload.reader.page_cache=MODE)",
+            "make the run NOT VALID",
+            "[possible values: keep, drop_before_epoch, evict_after_read]",
+        ] {
+            assert!(help.contains(needle), "{command} --help: {needle}\n{help}");
+        }
+    }
+    for (options, words) in [
+        (&["--odirect"][..], &["++workload.reader.odirect=True"][..]),
+        (
+            &["--page-cache", "evict_after_read"],
+            &["++workload.reader.page_cache=evict_after_read"],
+        ),
+        (
+            &["--odirect", "--page-cache=drop_before_epoch"],
+            &[
+                "++workload.reader.odirect=True",
+                "++workload.reader.page_cache=drop_before_epoch",
+            ],
+        ),
+    ] {
+        let by_options = dlio_rs(
+            &tmp.path,
+            &with(&strings(&["config", "workload=default"]), options),
+        )
+        .ok();
+        let by_words = dlio_rs(
+            &tmp.path,
+            &with(&strings(&["config", "workload=default"]), words),
+        )
+        .ok();
+        assert_eq!(by_options.stdout, by_words.stdout, "{options:?}");
+    }
+    for (args, said) in [
+        (
+            &["--odirect", "++workload.reader.odirect=False"][..],
+            "error: --odirect and the word '++workload.reader.odirect=False' both name \
+             workload.reader.odirect: give one of them\n",
+        ),
+        (
+            &["~workload.reader.page_cache", "--page-cache", "keep"],
+            "error: --page-cache keep and the word '~workload.reader.page_cache' both name \
+             workload.reader.page_cache: give one of them\n",
+        ),
+    ] {
+        let ran = dlio_rs(
+            &tmp.path,
+            &with(&strings(&["config", "workload=default"]), args),
+        )
+        .fails(2);
+        assert_eq!(ran.stderr, said);
+    }
+    dlio_rs(
+        &tmp.path,
+        &["config", "workload=default", "--page-cache", "evict"],
+    )
+    .fails(2)
+    .says(&[
+        "invalid value 'evict' for '--page-cache <MODE>'",
+        "[possible values: keep, drop_before_epoch, evict_after_read]",
+    ]);
+}
+
+#[test]
 fn a_workload_file_with_an_unknown_section_is_refused_naming_it() {
     let tmp = Scratch::new("workload-sections");
     std::fs::create_dir_all(tmp.join("cd/workload")).unwrap();

@@ -382,13 +382,14 @@ fn cache_options_make_every_epoch_read_from_storage_and_keep_is_flagged() {
     assert_eq!(at(&report, "/verdict/valid"), false);
     // Each option defeats the cache from the first byte: the runs that evict or drop start with
     // the whole dataset cached (a `keep` run just read it); O_DIRECT follows the evicting run,
-    // which leaves nothing cached, so that what O_DIRECT leaves behind can be seen.
+    // which leaves nothing cached, so that what O_DIRECT leaves behind can be seen. O_DIRECT is
+    // asked for by `run --odirect`, which stands for ++workload.reader.odirect=True.
     for (option, method) in [
         (
             "++workload.reader.page_cache=evict_after_read",
             "kernel_read_bytes",
         ),
-        ("++workload.reader.odirect=True", "exact"),
+        ("--odirect", "exact"),
         (
             "++workload.reader.page_cache=drop_before_epoch",
             "kernel_read_bytes",

@@ -205,9 +205,15 @@ fn a_clean_run_is_pass_and_valid_everywhere_and_a_small_dataset_matters_only_wit
         &["++workload.train.computation_time=0.01"],
     );
     generate(&tmp, &words);
-    let clean = with(&words, &["++workload.reader.page_cache=evict_after_read"]);
+    // `--page-cache MODE` stands for its word, which the run records as given.
+    let clean = with(&words, &["--page-cache", "evict_after_read"]);
     let ran = run_into(&tmp, "clean", 2, true, &clean).ok();
     let report = report_of(&tmp, "clean");
+    let overrides = std::fs::read_to_string(tmp.join("clean/.hydra/overrides.yaml")).unwrap();
+    assert!(
+        overrides.ends_with("- ++workload.reader.page_cache=evict_after_read\n"),
+        "{overrides}"
+    );
     assert_eq!(
         line_of(&ran, "Verdict: "),
         "Verdict: PASS · VALID · no MLPerf category"

@@ -41,6 +41,17 @@ pub(super) struct ConfigArgs {
     /// Reject unknown configuration keys instead of warning
     #[arg(long)]
     pub(super) strict: bool,
+    /// Read the data files with O_DIRECT, past the page cache (the same as
+    /// ++workload.reader.odirect=True): reads the page cache serves measure memory, not the
+    /// storage, and make the run NOT VALID
+    #[arg(long)]
+    pub(super) odirect: bool,
+    /// What the reader does about the page cache (the same as
+    /// ++workload.reader.page_cache=MODE): evict_after_read drops each file's pages once read,
+    /// drop_before_epoch the host's cache before each epoch (root), keep leaves it; reads the
+    /// cache serves make the run NOT VALID
+    #[arg(long, value_name = "MODE", value_parser = page_cache_modes())]
+    pub(super) page_cache: Option<String>,
     /// Override words: workload=NAME, ++workload.a.b=VALUE, ~workload.a.b, ++hydra.run.dir=DIR ...
     #[arg(value_name = "WORDS", allow_hyphen_values = false)]
     pub(super) words: Vec<String>,
@@ -286,6 +297,15 @@ impl OutputArgs {
             (false, asked) => Ok(asked.unwrap_or_default()),
         }
     }
+}
+
+/// `--page-cache MODE`: the names `reader.page_cache` takes.
+fn page_cache_modes() -> clap::builder::PossibleValuesParser {
+    use crate::config::fields::Choice;
+    let names = crate::config::PageCache::NAMES
+        .iter()
+        .map(|(name, _)| *name);
+    clap::builder::PossibleValuesParser::new(names)
 }
 
 /// The longest `--wait`: a week, beyond which a wait is a mistake (and beyond which a deadline

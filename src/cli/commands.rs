@@ -26,9 +26,49 @@ use crate::sweep::SweepRequest;
 /// Where the words and `--config-dir` say the workload comes from.
 pub(super) fn source(args: &ConfigArgs) -> Result<Source> {
     Ok(Source {
-        overrides: Overrides::parse(&args.words)?,
+        overrides: Overrides::parse(&words(args)?)?,
         config_dir: args.config_dir.clone(),
     })
+}
+
+/// The override words of `args`: those given, then the words its options stand for (`--odirect`,
+/// `--page-cache`), so that they reach overrides.yaml, a sweep's trials and every hint that
+/// repeats the words. An option and a word for the same key are refused rather than one
+/// silently winning.
+fn words(args: &ConfigArgs) -> Result<Vec<String>> {
+    let given = Overrides::parse(&args.words)?;
+    let options = [
+        (
+            args.odirect.then(|| ("--odirect".to_string(), "True")),
+            "odirect",
+        ),
+        (
+            args.page_cache
+                .as_deref()
+                .map(|mode| (format!("--page-cache {mode}"), mode)),
+            "page_cache",
+        ),
+    ];
+    let mut words = args.words.clone();
+    for (option, key) in options {
+        let Some((option, value)) = option else {
+            continue;
+        };
+        // `data_reader` is DLIO's other name for the section.
+        let same_key = |path: &[String]| {
+            path.len() == 2
+                && ["reader", "data_reader"].contains(&path[0].as_str())
+                && path[1] == key
+        };
+        if let Some(edit) = given.edits.iter().find(|edit| same_key(&edit.path)) {
+            return Err(Error::usage(format!(
+                "{option} and the word '{}' both name workload.reader.{key}: give one of them",
+                edit.word
+            )));
+        }
+        words.push(format!("++workload.reader.{key}={value}"));
+    }
+    Ok(words)
 }
 
 /// Runs a run with SIGINT and SIGTERM stopping it cleanly ([`crate::interrupt`]); returns the
@@ -202,7 +242,7 @@ pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
         host_memory_gib: args.client_host_memory_in_gb,
         client_hosts: args.num_client_hosts,
     };
-    let mut words = args.config.words.clone();
+    let mut words = words(&args.config)?;
     if let (Some(model), Some(accelerator)) = (&args.model, &args.accelerator_type) {
         if words.iter().any(|w| w.starts_with("workload=")) {
             return Err(Error::usage(
@@ -254,7 +294,7 @@ pub(super) fn datasize(args: &DatasizeArgs) -> Result<Option<i32>> {
 pub(super) fn sweep(args: &SweepArgs) -> Result<Option<i32>> {
     let format = args.format.format(false)?;
     let request = SweepRequest {
-        words: args.config.words.clone(),
+        words: words(&args.config)?,
         config_dir: args.config.config_dir.clone(),
         min: args.min_accelerators,
         max: args.max_accelerators,

@@ -20,6 +20,42 @@ pub struct PreviewRequest {
     pub phase: Phase,
     /// Batches to list from the rank's first.
     pub head: u64,
+    /// Every sample of each batch listed, however long its line.
+    pub full: bool,
+}
+
+/// The most characters of a batch's line before the rest of the batch is counted instead of
+/// listed (`… K more sample(s)`), unless [`PreviewRequest::full`]: a batch of 400 samples listed
+/// whole was one line of 12 KB.
+const LINE_CHARS: usize = 160;
+
+/// One batch's line: its samples as ranges, the consecutive samples of one file collapsed
+/// (`train/img_1_of_8.npz#0-6`, both ends included), cut after [`LINE_CHARS`] unless `full`.
+fn batch_line(step: u64, batch: &[(String, u64)], full: bool) -> String {
+    let mut ranges: Vec<(&str, u64, u64)> = Vec::new();
+    for (file, sample) in batch {
+        match ranges.last_mut() {
+            Some((f, _, last)) if f == file && *last + 1 == *sample => *last = *sample,
+            _ => ranges.push((file, *sample, *sample)),
+        }
+    }
+    let mut line = format!("step {step}:");
+    let mut listed = 0;
+    for (i, (file, first, last)) in ranges.iter().enumerate() {
+        let entry = match first == last {
+            true => format!(" {file}#{first}"),
+            false => format!(" {file}#{first}-{last}"),
+        };
+        if !full && i > 0 && line.len() + entry.len() > LINE_CHARS {
+            let more = batch.len() - listed;
+            let _ = write!(line, " … {more} more sample(s) (--full lists them)");
+            break;
+        }
+        line += &entry;
+        listed += (last - first + 1) as usize;
+    }
+    line.push('\n');
+    line
 }
 
 fn check(config: &Config, request: &PreviewRequest) -> Result<()> {
@@ -172,12 +208,8 @@ impl Preview {
             crate::system::peak_rss_bytes()
                 .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
         );
-        for (step, batch) in self.batches.iter().enumerate() {
-            let _ = write!(text, "step {}:", step + 1);
-            for (file, sample) in batch {
-                let _ = write!(text, " {file}#{sample}");
-            }
-            text.push('\n');
+        for (step, batch) in (1..).zip(&self.batches) {
+            text += &batch_line(step, batch, request.full);
         }
         let shown = self.batches.len() as u64;
         if shown < self.steps {
@@ -253,6 +285,27 @@ mod tests {
         Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap()
     }
 
+    /// The samples a step's line lists, its ranges expanded, and what it says of the rest.
+    fn listed(shown: &str, step: u64) -> (Vec<(String, u64)>, Option<String>) {
+        let line = shown
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("step {step}: ")))
+            .unwrap_or_else(|| panic!("no step {step}:\n{shown}"));
+        let (ranges, rest) = match line.split_once(" … ") {
+            Some((ranges, rest)) => (ranges, Some(rest.to_string())),
+            None => (line, None),
+        };
+        let mut samples = Vec::new();
+        for entry in ranges.split(' ') {
+            let (file, range) = entry.rsplit_once('#').unwrap();
+            let (first, last) = range.split_once('-').unwrap_or((range, range));
+            for sample in first.parse::<u64>().unwrap()..=last.parse().unwrap() {
+                samples.push((file.to_string(), sample));
+            }
+        }
+        (samples, rest)
+    }
+
     #[test]
     fn lists_exactly_the_rank_s_batches_of_the_run_plan() {
         let c = config(
@@ -264,19 +317,17 @@ mod tests {
             rank: 1,
             phase: Phase::Train,
             head: 2,
+            full: false,
         };
         let shown = preview(&c, &request, 7).unwrap().render();
         let plan = EpochPlan::new(PlanSpec::for_phase(&c, Phase::Train, 2, 7), 2);
         let dataset = Dataset::from_config(&c);
         for step in 0..2 {
-            let line: String = plan
+            let planned: Vec<(String, u64)> = plan
                 .batch(1, step)
-                .map(|s| format!(" {}#{}", dataset.file_key(&dataset.train, s.file), s.sample))
+                .map(|s| (dataset.file_key(&dataset.train, s.file), s.sample))
                 .collect();
-            assert!(
-                shown.contains(&format!("step {}:{line}\n", step + 1)),
-                "{shown}"
-            );
+            assert_eq!(listed(&shown, step + 1), (planned, None), "{shown}");
         }
         assert!(
             shown.contains(
@@ -296,6 +347,7 @@ mod tests {
             rank: 1,
             phase: Phase::Train,
             head: 1,
+            full: false,
         };
         assert!(preview(&c, &ok, 0).is_ok());
         for (bad, needle) in [
@@ -315,5 +367,72 @@ mod tests {
             assert_eq!(error.exit_code(), 2);
             assert!(error.to_string().contains(needle), "{error}");
         }
+    }
+
+    #[test]
+    fn consecutive_samples_of_a_file_are_one_range() {
+        let c = config(
+            "dataset:\n  num_files_train: 2\n  num_samples_per_file: 8\n  format: npz\n  num_subfolders_train: 0\nreader:\n  batch_size: 7\n",
+        );
+        let request = PreviewRequest {
+            world: 1,
+            epoch: 1,
+            rank: 0,
+            phase: Phase::Train,
+            head: 3,
+            full: false,
+        };
+        let shown = preview(&c, &request, 0).unwrap().render();
+        let steps: Vec<&str> = shown.lines().filter(|l| l.starts_with("step ")).collect();
+        assert_eq!(
+            steps,
+            [
+                "step 1: train/img_0_of_2.npz#0-6",
+                "step 2: train/img_0_of_2.npz#7 train/img_1_of_2.npz#0-5",
+            ],
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_long_batch_is_cut_and_counted_unless_full() {
+        // 400 samples of shuffled files: no two consecutive, so 400 ranges.
+        let c = config(
+            "dataset:\n  num_files_train: 1000\n  format: npz\nreader:\n  batch_size: 400\n  file_shuffle: seed\n",
+        );
+        let request = PreviewRequest {
+            world: 1,
+            epoch: 1,
+            rank: 0,
+            phase: Phase::Train,
+            head: 1,
+            full: false,
+        };
+        let plan = EpochPlan::new(PlanSpec::for_phase(&c, Phase::Train, 1, 0), 1);
+        let dataset = Dataset::from_config(&c);
+        let planned: Vec<(String, u64)> = plan
+            .batch(0, 0)
+            .map(|s| (dataset.file_key(&dataset.train, s.file), s.sample))
+            .collect();
+        let cut = preview(&c, &request, 0).unwrap().render();
+        let line = cut.lines().find(|l| l.starts_with("step 1:")).unwrap();
+        let (samples, rest) = listed(&cut, 1);
+        assert!(line.len() <= LINE_CHARS + 60, "{line}");
+        assert_eq!(samples[..], planned[..samples.len()]);
+        assert_eq!(
+            rest.as_deref(),
+            Some(format!("{} more sample(s) (--full lists them)", 400 - samples.len()).as_str())
+        );
+        let full = preview(
+            &c,
+            &PreviewRequest {
+                full: true,
+                ..request
+            },
+            0,
+        )
+        .unwrap()
+        .render();
+        assert_eq!(listed(&full, 1), (planned, None));
     }
 }

@@ -562,11 +562,14 @@ fn plan_preview_matches_what_the_run_read() {
                 .lines()
                 .find_map(|l| l.strip_prefix(&format!("step {step}: ")))
                 .unwrap_or_else(|| panic!("no step {step}\n{}", shown.context()));
+            // `file#first-last` is a range of the file's samples, both ends included.
             let planned: Vec<(String, u64)> = line
                 .split(' ')
-                .map(|item| {
-                    let (file, sample) = item.rsplit_once('#').unwrap();
-                    (file.to_string(), sample.parse().unwrap())
+                .flat_map(|item| {
+                    let (file, range) = item.rsplit_once('#').unwrap();
+                    let (first, last) = range.split_once('-').unwrap_or((range, range));
+                    let samples = first.parse::<u64>().unwrap()..=last.parse().unwrap();
+                    samples.map(move |sample| (file.to_string(), sample))
                 })
                 .collect();
             assert_eq!(

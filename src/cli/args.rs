@@ -64,8 +64,8 @@ pub(super) enum Command {
     /// Print the resolved workload configuration (after overrides) as YAML, under a `workload:`
     /// root as config.yaml saves it, or with --workload-file as a workload file
     Config(PrintConfigArgs),
-    /// Show what a rank will read in an epoch (the first batches: file#sample), without touching
-    /// storage, and how long computing the plan took
+    /// Show what a rank will read in an epoch (the first batches, as file#first-last sample
+    /// ranges), without touching storage, and how long computing the plan took
     Plan(PlanArgs),
     /// MLPerf Storage's dataset size for a workload, as mlpstorage's `training datasize` computes
     /// it (5 × the client hosts' memory, and 500 steps per epoch for every accelerator), the disk
@@ -148,6 +148,9 @@ pub(super) struct PlanArgs {
     /// How many of the rank's batches to list
     #[arg(long, default_value_t = 4, value_name = "K")]
     pub(super) head: u64,
+    /// List every sample of each batch, not only the first ranges that fit a line
+    #[arg(long)]
+    pub(super) full: bool,
     /// The evaluation phase instead of training
     #[arg(long)]
     pub(super) eval: bool,

@@ -193,6 +193,7 @@ pub(super) fn plan(args: &PlanArgs) -> Result<Option<i32>> {
         rank: args.rank,
         phase: if args.eval { Phase::Eval } else { Phase::Train },
         head: args.head,
+        full: args.full,
     };
     let training = match resolved.workflow.train {
         true => Some(preview(&resolved, &request, draw_run_entropy())?),

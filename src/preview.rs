@@ -201,10 +201,10 @@ impl Preview {
         );
         let _ = writeln!(
             text,
-            "plan built in {:.1} µs; rank {}'s first batch in {:.1} µs; peak RSS {}; no storage touched",
-            self.build.as_secs_f64() * 1e6,
+            "plan built in {}; rank {}'s first batch in {}; peak RSS {}; no storage touched",
+            crate::console::duration(self.build.as_secs_f64() * 1e6),
             request.rank,
-            self.first_batch.as_secs_f64() * 1e6,
+            crate::console::duration(self.first_batch.as_secs_f64() * 1e6),
             crate::system::peak_rss_bytes()
                 .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
         );

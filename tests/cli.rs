@@ -1982,4 +1982,50 @@ fn the_progress_lines_show_the_table_s_figures_of_all_ranks() {
     let per_rank = nums(&report, "/epochs/0/per_rank_au_percent");
     assert_eq!(per_rank.len(), 3);
     assert!(per_rank.iter().any(|au| *au != per_rank[0]), "{per_rank:?}");
+    // The latency columns: report.json's percentiles, each at its scale with its unit.
+    let table: Vec<&str> = ran
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("epoch "))
+        .collect();
+    assert_eq!(
+        table[0],
+        "epoch       AU %     samples/s   MiB/s nom.   MiB/s read  cache %       p50       p99     p99.9"
+    );
+    let rows = table[1..].iter().take_while(|l| !l.starts_with("mean"));
+    let phases = ["", "/eval"];
+    for (i, row) in rows.enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let at = format!("/epochs/{}{}", i / 2, phases[i % 2]);
+        for (j, field) in ["p50_us", "p99_us", "p999_us"].iter().enumerate() {
+            let (number, unit) = (
+                cells[cells.len() - 6 + 2 * j],
+                cells[cells.len() - 5 + 2 * j],
+            );
+            let shown = latency_cell_us(number, unit);
+            let recorded = num(&report, &format!("{at}/{field}"));
+            assert!(
+                (shown - recorded).abs() <= 0.005 * recorded,
+                "{row}: {field} {recorded} µs shown as {number} {unit}"
+            );
+        }
+    }
+}
+
+/// A latency cell of the terminal's table (`241 ms`) in µs, checked to be at its scale: 3
+/// significant digits, a number below 1000 in the largest unit (µs, ms, s) that keeps it at 1 or
+/// more.
+fn latency_cell_us(number: &str, unit: &str) -> f64 {
+    let digits = number.chars().filter(char::is_ascii_digit).count();
+    let value: f64 = number.parse().unwrap();
+    assert_eq!(digits, if value < 1.0 { 4 } else { 3 }, "{number} {unit}");
+    let scale = match unit {
+        "µs" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        other => panic!("{number} {other}: not a unit of time"),
+    };
+    assert!(value < 1000.0, "{number} {unit}");
+    assert!(value >= 1.0 || unit == "µs", "{number} {unit}");
+    value * scale
 }

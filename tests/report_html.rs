@@ -117,6 +117,15 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
     // The latency histogram counts every sample read.
     let reads: f64 = marks(&html, "latency").iter().sum();
     assert_eq!(reads, 3.0 * 48.0);
+    // DLIO's nominal rate, in the unit it is (summary.json calls it MB, and it is MiB).
+    let nominal = num(&summary, "/metric/train_io_mean_MB_per_second");
+    assert!(
+        html.contains(&format!(
+            "<tr><th>Nominal MiB/s (DLIO's I/O throughput, mean)</th><td>{nominal:.2}</td></tr>"
+        )),
+        "{html}"
+    );
+    assert!(!html.contains("MB per second"));
     // The verdict is the run's (its AU depends on this machine's load, not on the page).
     let verdict = match at(&summary, "/metric/train_au_meet_expectation").as_str() {
         Some("success") => "pass",

@@ -469,7 +469,7 @@ fn key_numbers(html: &mut String, metric: &Value, ours: Option<&Value>) {
         "",
     );
     number(
-        "MB per second (DLIO's, mean)",
+        "Nominal MiB/s (DLIO's I/O throughput, mean)",
         metric["train_io_mean_MB_per_second"].as_f64(),
         "",
     );
@@ -752,7 +752,7 @@ fn latency(buckets: &[Value]) -> String {
     }
     let ticks: Vec<String> = bins
         .keys()
-        .map(|&b| format!("{} µs", short(2f64.powf(b as f64 / 4.0))))
+        .map(|&b| crate::console::duration(2f64.powf(b as f64 / 4.0)))
         .collect();
     let counts: Vec<f64> = bins.values().map(|&c| c as f64).collect();
     bars(

@@ -7,8 +7,9 @@ use crate::config::Config;
 use crate::results::{validity, Results};
 use crate::stats::CheckpointOp;
 
-fn us(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.0}"))
+/// A latency percentile at its scale (µs, ms, s), or `-` without reads.
+fn latency(us: Option<f64>) -> String {
+    us.map_or("-".into(), crate::console::duration)
 }
 
 fn percent(v: Option<f64>) -> String {
@@ -23,13 +24,12 @@ fn request_lines(out: &mut String, results: &Results) {
             .map(|&kind| (kind, counts.of(kind)))
             .filter(|(_, c)| c.requests + c.failures > 0)
             .map(|(kind, c)| {
-                let ms = |q: f64| c.latency.quantile_us(q).map_or(0.0, |us| us / 1000.0);
                 let mut line = format!(
-                    "{} {} (p50 {:.1} ms, p99 {:.1} ms",
+                    "{} {} (p50 {}, p99 {}",
                     kind.name(),
                     c.requests,
-                    ms(0.5),
-                    ms(0.99)
+                    latency(c.latency.quantile_us(0.5)),
+                    latency(c.latency.quantile_us(0.99))
                 );
                 if c.retries > 0 {
                     line += &format!(", {} retried", c.retries);
@@ -74,15 +74,7 @@ pub fn render(
     let _ = writeln!(
         out,
         "{:<7}{:>9}{:>14}{:>13}{:>13}{:>9}{:>10}{:>10}{:>10}",
-        "epoch",
-        "AU %",
-        "samples/s",
-        "MiB/s nom.",
-        "MiB/s read",
-        "cache %",
-        "p50 µs",
-        "p99 µs",
-        "p99.9 µs"
+        "epoch", "AU %", "samples/s", "MiB/s nom.", "MiB/s read", "cache %", "p50", "p99", "p99.9"
     );
     let record_mib = config.dataset.record_length_bytes as f64 / 1048576.0;
     let contradicted = &results.verdict.contradicted_epochs;
@@ -102,9 +94,9 @@ pub fn render(
             format!("{:.1}{mark}", t.rates.samples_per_second * record_mib),
             t.measured_mib_per_second(),
             percent(t.cache_served_fraction),
-            us(t.read_latency.quantile_us(0.5)),
-            us(t.read_latency.quantile_us(0.99)),
-            us(t.read_latency.quantile_us(0.999)),
+            latency(t.read_latency.quantile_us(0.5)),
+            latency(t.read_latency.quantile_us(0.99)),
+            latency(t.read_latency.quantile_us(0.999)),
         );
         if let Some(v) = &e.eval {
             let _ = writeln!(
@@ -116,9 +108,9 @@ pub fn render(
                 v.rates.samples_per_second * record_mib,
                 v.measured_mib_per_second(),
                 percent(v.cache_served_fraction),
-                us(v.read_latency.quantile_us(0.5)),
-                us(v.read_latency.quantile_us(0.99)),
-                us(v.read_latency.quantile_us(0.999)),
+                latency(v.read_latency.quantile_us(0.5)),
+                latency(v.read_latency.quantile_us(0.99)),
+                latency(v.read_latency.quantile_us(0.999)),
             );
         }
     }
@@ -164,8 +156,8 @@ pub fn render(
             .collect();
         let _ = writeln!(
             out,
-            "First batch on every accelerator {:.0} ms after start ({})",
-            seconds * 1000.0,
+            "First batch on every accelerator {} after start ({})",
+            crate::console::duration(seconds * 1e6),
             names.join("; ")
         );
     }

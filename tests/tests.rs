@@ -9,6 +9,8 @@
 //! - `cli`: the two command lines, `dlio-rs` and `dlio_benchmark`: output files, Hydra files,
 //!   errors, the dataset layout;
 //! - `datasize`: `dlio-rs datasize` against mlpstorage's `training datasize`;
+//! - `docs`: docs/running.md and docs/configuration.md name the subcommands, options and keys the
+//!   binaries have, and only those;
 //! - `formats`: every data format, read and written, against Python DLIO and the Python tools;
 //! - `grammar`: configuration text read as OmegaConf and Hydra read it (proptest included);
 //! - `hostile`: random configurations and randomly damaged output folders given to the real
@@ -38,6 +40,7 @@ mod catalogue;
 mod checkpoint;
 mod cli;
 mod datasize;
+mod docs;
 mod formats;
 // proptest keeps grammar's failing cases in tests/grammar.proptest-regressions, beside the module
 // file, because no folder above it holds a lib.rs or main.rs; were this file tests/main.rs, they

@@ -19,6 +19,13 @@ Usage: dlio_benchmark [--config-dir DIR] WORDS...
   workload=NAME  ++workload.a.b=VALUE  workload.a.b=VALUE  +workload.a.b=VALUE  ~workload.a.b
   ++hydra.run.dir=DIR  ++hydra.output_subdir=NAME
 
+Options:
+  --config-dir DIR, --config-dir=DIR, -cd DIR   read workload=NAME from DIR/workload/NAME.yaml
+  --config-path DIR, -cp DIR                    the same (Hydra's name, MLPerf Storage v1.0's)
+  --config-name config, -cn config              DLIO's primary configuration, the only one
+  -h, --help                                    this help
+  --version                                     the version
+
 Behaves exactly like 'dlio-rs run WORDS...'. The number of emulated accelerators comes from the
 environment variable DLIO_RS_ACCELERATORS (default 1). See 'dlio-rs --help' for examples.";
 

@@ -8,11 +8,21 @@
 //! bytes with as many readers (ranks × read threads), `--ioengine=psync --invalidate=0
 //! --fadvise_hint=0` (plain `pread`s, as dlio-rs issues), both with O_DIRECT
 //! (`reader.odirect=True` against `--direct=1`) and buffered. Before every measurement the file
-//! system is synced and the page cache dropped (for buffered reads, after the host's cache is
-//! warmed: [`warm_host`]); all O_DIRECT rounds come first; each round measures the tools in the order A B B A (who is A alternates from
-//! round to round), each tool's two figures combined (same bytes: the harmonic mean of the
-//! rates); one unmeasured warm-up
-//! round, then `DLIO_BENCH_ROUNDS` (default 3). dlio-rs's figure is report.json's
+//! system is synced and the page cache dropped, the inodes kept ([`settle`]; for buffered reads,
+//! after the host's cache is warmed: [`warm_host`]); all O_DIRECT rounds come first; each round
+//! measures the tools in the order A B B A (who is A alternates from round to round), each
+//! tool's two figures combined (same bytes: the harmonic mean of the rates); one unmeasured
+//! warm-up round, then `DLIO_BENCH_ROUNDS` (default 3).
+//!
+//! On a device of fixed speed (`DLIO_BENCH_THROTTLE=bytes,requests`, [`throttle`]): every
+//! measured process runs in one block-throttle group; per mode, the rounds above uncapped give
+//! the CPU figures (and fio's payload and device requests), then each regime caps the group —
+//! byte-bound, then request-bound — at a rate chosen so that fio's round lasts
+//! `DLIO_BENCH_ROUND_SECONDS` (default 20: the throttle's first burst, about 0.1–0.2 s of the
+//! cap, then weighs under 1 %), and `DLIO_BENCH_ROUNDS` rounds of A B (who is A alternating)
+//! follow. Target per regime: dlio-rs ≥ 98 % of fio, device requests per MiB (the group's
+//! counters) ≤ fio's + 2 %, the cap binding (fio below 80 % of its uncapped rate); uncapped:
+//! CPU s/GiB ≤ fio's. dlio-rs's figure is report.json's
 //! `measured_mib_per_second` (epoch bytes read over its wall time), fio's its aggregate
 //! bandwidth. CPU seconds per GiB: user + system time of the whole process, from
 //! `/usr/bin/time`, for both, over the bytes each read. Target: dlio-rs ≥ 95 % of fio by the

@@ -205,8 +205,10 @@ impl Preview {
             crate::console::duration(self.build.as_secs_f64() * 1e6),
             request.rank,
             crate::console::duration(self.first_batch.as_secs_f64() * 1e6),
-            crate::system::peak_rss_bytes()
-                .map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
+            crate::system::peak_rss_bytes().map_or("unknown".to_string(), |b| format!(
+                "{:.1} MiB",
+                b as f64 / 1048576.0
+            ))
         );
         for (step, batch) in (1..).zip(&self.batches) {
             text += &batch_line(step, batch, request.full);

@@ -7,7 +7,7 @@
 //! line, so that the line shows what the end-of-run table shows.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +20,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::FileFormat;
 use crate::format::ReadBuffer;
-use crate::loader::trace::TraceFile;
+use crate::loader::trace::{RankShape, RankTrace, Span, SpanKind, Step, ThreadTrace, TraceThread};
 use crate::loader::{BatchSource, Loader, LoaderSettings};
 use crate::plan::{EpochPlan, Phase, PlanSpec};
 use crate::progress::{EpochProgress, PhaseLine};
@@ -42,8 +42,8 @@ pub struct RunContext<'a> {
     pub run_entropy: u64,
     /// Live progress, shown by rank 0 only.
     pub progress: Option<&'a EpochProgress>,
-    /// The output folder, in which each rank writes its read trace (`trace/`), when tracing is
-    /// on.
+    /// The output folder, in which each rank writes its trace (`trace/`, in
+    /// `output.trace_format`), when tracing is on.
     pub trace_in: Option<&'a Path>,
     /// Whether this process drops its host's page cache (`drop_before_epoch`), and how long a
     /// drop may take: one process per host does, its first rank, while every rank of the run
@@ -61,14 +61,73 @@ struct RankResources {
     buffers: Vec<ReadBuffer>,
 }
 
+/// A rank's trace, as the trainer holds it: the rank's files, and the trainer's own records not
+/// yet written (the readers have theirs).
+struct TrainerTrace {
+    files: RankTrace,
+    records: ThreadTrace,
+}
+
+impl TrainerTrace {
+    /// Opens the rank's trace when the run is traced; `reads` says whether the rank reads samples.
+    fn open(ctx: &RunContext, rank: usize, reads: bool) -> Result<Option<TrainerTrace>> {
+        let shape = RankShape {
+            rank: rank as u64,
+            world: ctx.comm.world() as u64,
+            readers: if reads {
+                ctx.config.reader.read_threads as usize
+            } else {
+                0
+            },
+            reads,
+        };
+        let Some(dir) = ctx.trace_in else {
+            return Ok(None);
+        };
+        Ok(Some(TrainerTrace {
+            files: RankTrace::create(dir, ctx.config.output.trace_format, &shape, ctx.clock)?,
+            records: ThreadTrace::new(TraceThread::Trainer),
+        }))
+    }
+
+    /// Records a span of `kind` from `started` to now.
+    fn span(&mut self, kind: SpanKind, (epoch, step): (u64, u64), started: Instant) -> Result<()> {
+        record_span(&self.files, &mut self.records, kind, (epoch, step), started)
+    }
+
+    /// Ends the trace: the run's span (from `started`), the trainer's last records, the files
+    /// given their names.
+    fn close(mut self, started: Instant) -> Result<()> {
+        self.span(SpanKind::Run, (0, 0), started)?;
+        self.records.flush(&self.files)?;
+        self.files.complete()
+    }
+}
+
+/// Records a span of `kind` from `started` to now in the trainer's `records` for `files`.
+fn record_span(
+    files: &RankTrace,
+    records: &mut ThreadTrace,
+    kind: SpanKind,
+    (epoch, step): (u64, u64),
+    started: Instant,
+) -> Result<()> {
+    let span = Span {
+        kind,
+        epoch,
+        step,
+        started,
+        ended: Instant::now(),
+    };
+    records.span(files, &span)
+}
+
 pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     tighten_timer_slack();
     let mut resources = RankResources::default();
     let config = ctx.config;
-    let trace = ctx
-        .trace_in
-        .map(|dir| TraceFile::create(dir, rank))
-        .transpose()?;
+    let run_started = Instant::now();
+    let mut trace = TrainerTrace::open(ctx, rank, true)?;
     let mut record = RankRecord {
         rank,
         ..RankRecord::default()
@@ -89,13 +148,14 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                 None
             };
             let start = ctx.clock.now();
+            let epoch_started = Instant::now();
             let train = run_phase(
                 ctx,
                 rank,
                 epoch,
                 Phase::Train,
                 &mut resources,
-                trace.as_ref(),
+                trace.as_mut(),
                 checkpoints.as_mut(),
             )?;
             // DLIO ends each training phase with a barrier, so evaluation starts together; it
@@ -109,7 +169,11 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                         step: train.steps() as u64 + 1,
                         index: train.blocks.len() as u64,
                     };
+                    let saving = Instant::now();
                     checkpoints.save(ctx.clock, place, || Ok(()))?;
+                    if let Some(trace) = trace.as_mut() {
+                        trace.span(SpanKind::CheckpointSave, (epoch, place.step), saving)?;
+                    }
                 }
             }
             let eval = if crate::plan::eval_due(config, epoch) {
@@ -119,12 +183,15 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
                     epoch,
                     Phase::Eval,
                     &mut resources,
-                    trace.as_ref(),
+                    trace.as_mut(),
                     None,
                 )?)
             } else {
                 None
             };
+            if let Some(trace) = trace.as_mut() {
+                trace.span(SpanKind::Epoch, (epoch, 0), epoch_started)?;
+            }
             record.epochs.push(EpochRecord {
                 epoch,
                 start,
@@ -144,7 +211,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     end_together(ctx.comm, trained)?;
     record.checkpoints = checkpoints.map(|c| c.records).unwrap_or_default();
     if let Some(trace) = trace {
-        trace.complete()?;
+        trace.close(run_started)?;
     }
     Ok(record)
 }
@@ -170,6 +237,8 @@ pub fn checkpoint_only_rank(
             ..RankRecord::default()
         });
     };
+    let run_started = Instant::now();
+    let mut trace = TrainerTrace::open(ctx, rank, false)?;
     let mut checkpoints = RankCheckpoints::new(checkpointing, rank as u64, ctx.run_entropy);
     let mut sleeper = Sleeper::default();
     let pause = Duration::from_secs_f64(pause);
@@ -189,7 +258,11 @@ pub fn checkpoint_only_rank(
         for i in 1..=writes {
             sleeper.sleep(pause);
             ctx.comm.barrier()?;
+            let saving = Instant::now();
             checkpoints.save(ctx.clock, place(i), after)?;
+            if let Some(trace) = trace.as_mut() {
+                trace.span(SpanKind::CheckpointSave, (1, i), saving)?;
+            }
         }
         for i in 1..=reads {
             checkpoints.evict(place(i))?;
@@ -197,11 +270,18 @@ pub fn checkpoint_only_rank(
         for i in 1..=reads {
             sleeper.sleep(pause);
             ctx.comm.barrier()?;
+            let loading = Instant::now();
             checkpoints.load(ctx.clock, place(i), after)?;
+            if let Some(trace) = trace.as_mut() {
+                trace.span(SpanKind::CheckpointLoad, (1, i), loading)?;
+            }
         }
         Ok(())
     })();
     end_together(ctx.comm, done)?;
+    if let Some(trace) = trace {
+        trace.close(run_started)?;
+    }
     Ok(RankRecord {
         rank,
         epochs: Vec::new(),
@@ -252,10 +332,16 @@ fn run_phase(
     epoch: u64,
     phase: Phase,
     resources: &mut RankResources,
-    trace: Option<&TraceFile>,
+    trace: Option<&mut TrainerTrace>,
     mut checkpoints: Option<&mut RankCheckpoints>,
 ) -> Result<PhaseRecord> {
+    let phase_started = Instant::now();
     let config = ctx.config;
+    // The readers write into the rank's files while the loop records its own spans.
+    let (files, mut records) = match trace {
+        Some(t) => (Some(&t.files), Some(&mut t.records)),
+        None => (None, None),
+    };
     let world = ctx.comm.world() as u64;
     let plan = EpochPlan::new(
         PlanSpec::for_phase(config, phase, world, ctx.run_entropy),
@@ -277,8 +363,7 @@ fn run_phase(
         preprocess_time: &config.reader.preprocess_time,
         comm: ctx.comm,
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
-        clock: ctx.clock,
-        trace,
+        trace: files,
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
     let settings = LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size);
@@ -304,27 +389,30 @@ fn run_phase(
         let mut loader = Loader::start(scope, &source, settings, buffers)?;
         let result = (|| {
             for step in 0..plan.steps() {
-                let t0 = ctx.clock.now();
+                let t0 = Instant::now();
                 let batch = loader.next_batch()?;
-                let loaded = ctx.clock.now();
+                let loaded = Instant::now();
                 let compute = compute_time.draw(&mut compute_rng);
                 sleeper.sleep(compute);
                 crate::interrupt::check()?;
-                let done = ctx.clock.now();
+                let done = Instant::now();
                 record.compute_lateness.record(
-                    Duration::from_secs_f64(done - loaded)
+                    done.saturating_duration_since(loaded)
                         .saturating_sub(compute)
                         .as_nanos() as u64,
                 );
+                let seconds = |from: Instant, to: Instant| (to - from).as_secs_f64();
                 block.steps.push(StepTiming {
-                    load: loaded - t0,
-                    compute: done - loaded,
-                    proc: done - t0,
+                    load: seconds(t0, loaded),
+                    compute: seconds(loaded, done),
+                    proc: seconds(t0, done),
                 });
                 record.samples_read += batch.samples;
                 record.bytes_read += batch.bytes;
+                let mut met = None;
                 if phase == Phase::Train {
                     ctx.comm.barrier()?;
+                    met = records.is_some().then(Instant::now);
                 }
                 if let Some(checkpoints) = checkpoints.as_deref_mut() {
                     if schedule.after_step(step + 1) {
@@ -345,7 +433,12 @@ fn run_phase(
                             step: step + 1,
                             index: record.blocks.len() as u64,
                         };
+                        let saving = Instant::now();
                         checkpoints.save(ctx.clock, place, || Ok(()))?;
+                        if let (Some(files), Some(records)) = (files, records.as_deref_mut()) {
+                            let at = (epoch, place.step);
+                            record_span(files, records, SpanKind::CheckpointSave, at, saving)?;
+                        }
                         block.start = ctx.clock.now();
                     }
                 }
@@ -355,6 +448,19 @@ fn run_phase(
                         record.samples_read * world,
                         ctx.clock.now() - record.start,
                     );
+                }
+                if let (Some(files), Some(records)) = (files, records.as_deref_mut()) {
+                    let traced = Step {
+                        epoch,
+                        phase,
+                        step: step + 1,
+                        started: t0,
+                        loaded,
+                        computed: done,
+                        met,
+                        ended: Instant::now(),
+                    };
+                    records.step(files, &traced)?;
                 }
             }
             Ok(())
@@ -372,6 +478,13 @@ fn run_phase(
     // 0 with weight 0, and NaN warnings); it measures nothing and is left out.
     if !block.steps.is_empty() || record.blocks.is_empty() {
         record.blocks.push(block);
+    }
+    if let (Some(files), Some(records)) = (files, records) {
+        let kind = match phase {
+            Phase::Train => SpanKind::Train,
+            Phase::Eval => SpanKind::Eval,
+        };
+        record_span(files, records, kind, (epoch, 0), phase_started)?;
     }
     Ok(record)
 }

@@ -33,8 +33,9 @@ mod tests;
 
 use std::path::Path;
 
+use crate::config::fields::Choice;
 use crate::config::value::Value;
-use crate::config::Config;
+use crate::config::{Config, TraceFormat};
 use crate::dataset::listing::list_split;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -70,6 +71,7 @@ struct SavedFields {
     num_accelerators: Option<serde_json::Value>,
     run_entropy: Option<serde_json::Value>,
     traced: Option<serde_json::Value>,
+    trace_format: Option<serde_json::Value>,
     configuration: Option<serde_json::Value>,
     startup: Option<StartupFields>,
     verdict: Option<serde_json::Value>,
@@ -94,6 +96,7 @@ impl SavedFields {
         put("num_accelerators", self.num_accelerators);
         put("run_entropy", self.run_entropy);
         put("traced", self.traced);
+        put("trace_format", self.trace_format);
         put("configuration", self.configuration);
         put(
             "startup",
@@ -147,6 +150,16 @@ fn load_run(dir: &Path) -> Result<SavedRun> {
         return Err(Error::usage(format!(
             "{shown}: this run was not traced, so there is nothing to audit; run it again with \
              --trace (or ++workload.output.trace=True)"
+        )));
+    }
+    // A run traced without the CSV has no rows to check (report.json of runs from before the
+    // other formats has no trace_format: their traces are CSV).
+    let format = json.get("trace_format").and_then(|f| f.as_str());
+    if let Some(format) = format.filter(|f| TraceFormat::parse(f).is_some_and(|f| !f.csv())) {
+        return Err(Error::usage(format!(
+            "{shown}: this run was traced as {format} only, and the audit reads the CSV trace \
+             (trace/RANK.csv); run it again with --trace-format csv or all (or \
+             ++workload.output.trace_format=csv or all)"
         )));
     }
     let tree = field("configuration", "the workload configuration")?;

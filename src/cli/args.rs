@@ -110,6 +110,9 @@ pub(super) struct RunArgs {
     /// Write one CSV row per sample read to OUTPUT/trace/RANK.csv (for `dlio-rs audit`)
     #[arg(long)]
     pub(super) trace: bool,
+    /// Trace (as --trace) in FORMAT: csv (for the audit), chrome (Perfetto), pfw (DFTracer), all
+    #[arg(long, value_name = "FORMAT", value_parser = parse_trace_format)]
+    pub(super) trace_format: Option<crate::config::TraceFormat>,
     /// Exit 1 when the verdict is FAIL or NOT VALID (for CI jobs); the results are written as usual
     #[arg(long)]
     pub(super) check: bool,
@@ -316,6 +319,16 @@ fn page_cache_modes() -> clap::builder::PossibleValuesParser {
 const LONGEST_WAIT_SECONDS: f64 = 7.0 * 86400.0;
 
 /// `--wait SECONDS`: a number of seconds from 0 to a week.
+fn parse_trace_format(word: &str) -> Result<crate::config::TraceFormat, String> {
+    use crate::config::fields::Choice;
+    crate::config::TraceFormat::parse(word).ok_or_else(|| {
+        format!(
+            "'{word}' is not a trace format: valid values are {}",
+            crate::config::TraceFormat::valid_names()
+        )
+    })
+}
+
 fn parse_wait(word: &str) -> Result<f64, String> {
     match word.parse::<f64>() {
         Ok(seconds) if (0.0..=LONGEST_WAIT_SECONDS).contains(&seconds) => Ok(seconds),

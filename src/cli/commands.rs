@@ -94,6 +94,7 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
         strict: args.config.strict,
         verify: args.verify,
         trace: args.trace,
+        trace_format: args.trace_format,
         wait: args.wait.map(std::time::Duration::from_secs_f64),
         human: format.human(),
     };

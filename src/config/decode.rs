@@ -10,8 +10,8 @@ use super::schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,
     ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
     PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig, StorageType, Throttle,
-    TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE, NO_OBJECT_STORE,
-    TENSORFLOW_READ_BUFFER,
+    TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE,
+    NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 use super::time_spec::time_spec;
 use super::value::Value;
@@ -479,6 +479,7 @@ fn read_sections(f: &mut Fields) -> Sections {
         exclude_start_steps: f.count("output.metric.exclude_start_steps", 1, 0),
         exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
         trace: f.bool("output.trace", false),
+        trace_format: f.choice("output.trace_format", TraceFormat::Csv),
     };
     let checkpoint = CheckpointConfig {
         // DLIO strips a trailing slash from a configured folder.

@@ -39,7 +39,7 @@ pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,
     ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
     PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig, StorageType, Throttle,
-    TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE, NO_OBJECT_STORE,
-    TENSORFLOW_READ_BUFFER,
+    TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE,
+    NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 pub use source::Source;

@@ -69,6 +69,30 @@ choice_enum!(
     PageCache { Keep => "keep", DropBeforeEpoch => "drop_before_epoch", EvictAfterRead => "evict_after_read" }
 );
 choice_enum!(
+    /// What a traced run writes per rank in `trace/` (dlio-rs's own key, `output.trace_format`):
+    /// `csv` the read rows `dlio-rs audit` checks, `chrome` Chrome trace events that Perfetto
+    /// opens, `pfw` DFTracer's lines as Python DLIO writes them, `all` the three.
+    TraceFormat { Csv => "csv", Chrome => "chrome", Pfw => "pfw", All => "all" }
+);
+
+impl TraceFormat {
+    /// Whether `trace/{rank}.csv`, the audit's trace, is written.
+    pub fn csv(self) -> bool {
+        matches!(self, TraceFormat::Csv | TraceFormat::All)
+    }
+
+    /// Whether `trace/{rank}.json` (Chrome trace events) is written.
+    pub fn chrome(self) -> bool {
+        matches!(self, TraceFormat::Chrome | TraceFormat::All)
+    }
+
+    /// Whether `trace/trace-{rank}-of-{world}.pfw` (DFTracer) is written.
+    pub fn pfw(self) -> bool {
+        matches!(self, TraceFormat::Pfw | TraceFormat::All)
+    }
+}
+
+choice_enum!(
     /// numpy element types for `record_element_type`.
     ElementType {
         Uint8 => "uint8", Int8 => "int8", Uint16 => "uint16", Int16 => "int16",
@@ -355,8 +379,9 @@ pub struct OutputConfig {
     pub log_file: String,
     pub exclude_start_steps: u64,
     pub exclude_end_steps: u64,
-    /// Write one CSV row per sample read to `trace/{rank}.csv` (dlio-rs's own key).
+    /// Write the run's trace to `trace/` (dlio-rs's own key), in `trace_format`.
     pub trace: bool,
+    pub trace_format: TraceFormat,
 }
 
 /// The resolved, validated configuration of one run.

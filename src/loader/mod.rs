@@ -24,9 +24,9 @@ use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, ReadBuffer, SampleReader};
 use crate::plan::{EpochPlan, Phase};
-use crate::stats::{Clock, Histogram};
+use crate::stats::Histogram;
 use crate::storage::Storage;
-use trace::{PendingRows, Row, TraceFile};
+use trace::{RankTrace, Read, ThreadTrace, TraceThread};
 
 /// What a batch cost to load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,9 +48,8 @@ pub struct BatchSource<'a> {
     pub preprocess_time: &'a TimeSpec,
     pub comm: &'a dyn Comm,
     pub seed: u64,
-    pub clock: &'a Clock,
-    /// The rank's read trace, when tracing is on.
-    pub trace: Option<&'a TraceFile>,
+    /// The rank's trace, when tracing is on.
+    pub trace: Option<&'a RankTrace>,
 }
 
 /// A reader's private state: its buffer, the format's reader, its latency record and its draws of
@@ -69,7 +68,8 @@ struct ReaderState<'a> {
     /// must not open, hold or evict the files it names.
     tells_storage: bool,
     key_in_hand: String,
-    rows: PendingRows,
+    /// The thread's trace records not yet written.
+    traced: ThreadTrace,
     /// The thread's kernel read counter when it started reading this phase.
     read_bytes_at_start: Option<u64>,
     /// Bytes this reader caused to be read from storage devices, once it is done.
@@ -121,27 +121,31 @@ impl ReaderState<'_> {
             .zip(crate::system::thread_read_bytes())
             .map(|(start, end)| end.saturating_sub(start));
         match trace {
-            Some(file) => self.rows.flush(file),
+            Some(trace) => self.traced.flush(trace),
             None => Ok(()),
         }
     }
 }
 
 impl<'a> BatchSource<'a> {
-    /// Called on the thread that will read.
-    fn reader_state(&self, thread: usize, buffer: ReadBuffer) -> ReaderState<'a> {
+    /// Called on the thread that will read: reader `thread`, or the trainer (thread 0).
+    fn reader_state(&self, thread: TraceThread, buffer: ReadBuffer) -> ReaderState<'a> {
+        let index = match thread {
+            TraceThread::Trainer => 0,
+            TraceThread::Reader(k) => k,
+        };
         ReaderState {
-            thread,
+            thread: index,
             buffer,
             reader: self.format.reader(),
             latency: Histogram::default(),
-            rng: time_rng(self.seed, self.rank as usize, 1 + thread as u64),
+            rng: time_rng(self.seed, self.rank as usize, 1 + index as u64),
             sleeper: Sleeper::default(),
             key: String::new(),
             file_in_hand: None,
             tells_storage: self.format.reads_storage(),
             key_in_hand: String::new(),
-            rows: PendingRows::default(),
+            traced: ThreadTrace::new(thread),
             read_bytes_at_start: crate::system::thread_read_bytes(),
             bytes_from_storage: None,
         }
@@ -174,8 +178,8 @@ impl<'a> BatchSource<'a> {
             let ended = Instant::now();
             let duration = ended - started;
             state.latency.record(duration.as_nanos() as u64);
-            if let Some(file) = self.trace {
-                let row = Row {
+            if let Some(trace) = self.trace {
+                let read = Read {
                     epoch: self.epoch,
                     phase: self.phase,
                     step: step + 1,
@@ -183,12 +187,13 @@ impl<'a> BatchSource<'a> {
                     thread: state.thread,
                     key: &state.key,
                     sample: sample.sample,
+                    image_idx: sample.file * self.dataset.samples_per_file + sample.sample,
                     offset: read.offset,
                     length: read.bytes,
-                    start_us: self.clock.micros_at(started),
-                    duration_us: duration.as_micros() as u64,
+                    started,
+                    ended,
                 };
-                state.rows.push(file, &row)?;
+                state.traced.read(trace, &read)?;
             }
             loaded.samples += 1;
             loaded.bytes += read.bytes;
@@ -399,7 +404,8 @@ impl<'scope, 'env> Loader<'scope, 'env> {
     ) -> Result<Loader<'scope, 'env>> {
         let mut buffers = buffers.into_iter();
         if settings.read_threads == 0 {
-            let state = source.reader_state(0, buffers.next().unwrap_or_default());
+            let state =
+                source.reader_state(TraceThread::Trainer, buffers.next().unwrap_or_default());
             return Ok(Loader {
                 source,
                 next_step: 0,
@@ -423,7 +429,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 let handoff = &handoffs.each[thread];
                 tighten_timer_slack();
                 yield_to_the_trainer();
-                let mut state = source.reader_state(thread, buffer);
+                let mut state = source.reader_state(TraceThread::Reader(thread), buffer);
                 for (j, step) in (thread as u64..steps).step_by(threads).enumerate() {
                     let j = j as u64;
                     let may_start = || {
@@ -591,7 +597,6 @@ mod tests {
         format: &'a dyn FileFormat,
         storage: &'a dyn Storage,
         comm: &'a dyn Comm,
-        clock: &'a Clock,
     ) -> BatchSource<'a> {
         BatchSource {
             plan,
@@ -605,7 +610,6 @@ mod tests {
             preprocess_time: &TimeSpec::ZERO,
             comm,
             seed: 0,
-            clock,
             trace: None,
         }
     }
@@ -740,8 +744,7 @@ mod tests {
         let dataset = Dataset::from_config(&config);
         let storage = Untouched::default();
         let comm = crate::comm::ThreadGroup::new(1);
-        let clock = Clock::start();
-        let source = epoch_one(&plan, &dataset, format.as_ref(), &storage, &comm, &clock);
+        let source = epoch_one(&plan, &dataset, format.as_ref(), &storage, &comm);
         assert_eq!(plan.steps(), 16);
         for threads in [0, 1, 3] {
             std::thread::scope(|scope| {
@@ -781,8 +784,7 @@ mod tests {
             let format = CountingFormat(AtomicU64::new(0));
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
-            let clock = Clock::start();
-            let source = epoch_one(&plan, &dataset, &format, &storage, &comm, &clock);
+            let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
             let settings = LoaderSettings::new(threads, prefetch_size);
             let outstanding = threads * settings.prefetch_factor;
             std::thread::scope(|scope| {

@@ -284,6 +284,7 @@ pub fn report(run: &FinishedRun) -> Value {
         "read_latency_histogram_us": read_latency_histogram(results),
         "hosts": hosts(run),
         "traced": config.output.trace,
+        "trace_format": config.output.trace.then(|| config.output.trace_format.as_str()),
         "verdict": results.verdict.to_json(),
         "configuration": without_credentials(config.tree.to_json()),
     })

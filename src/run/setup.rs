@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub verify: bool,
     /// Write the read trace (as `output.trace: True` does).
     pub trace: bool,
+    /// Trace in this format (as `output.trace: True` with `output.trace_format` does).
+    pub trace_format: Option<crate::config::TraceFormat>,
     /// How long to wait for a folder another run holds (output, data, checkpoint folder) instead
     /// of being refused at once (`run --wait SECONDS`).
     pub wait: folder::Wait,
@@ -50,6 +52,7 @@ impl Default for RunOptions {
             strict: false,
             verify: false,
             trace: false,
+            trace_format: None,
             wait: None,
             human: crate::machine::Human::Stdout,
         }
@@ -139,6 +142,8 @@ fn run_keys(config: &Config, options: &RunOptions) -> Vec<(String, String)> {
         .collect();
     keys.push(("workload".into(), config.workload_name.clone()));
     keys.push(("--trace".into(), options.trace.to_string()));
+    let format = options.trace_format.map_or("", |f| f.as_str());
+    keys.push(("--trace-format".into(), format.into()));
     keys.push(("--verify".into(), options.verify.to_string()));
     keys.sort();
     keys
@@ -223,7 +228,10 @@ pub(super) fn gather_hosts(comm: &dyn Comm, config: &Config) -> Result<Hosts> {
 /// This process's checks of the configuration and of what it names (storage, room, threads).
 fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Result<Setup> {
     let mut config = source.resolve(options.strict)?;
-    config.output.trace |= options.trace;
+    config.output.trace |= options.trace || options.trace_format.is_some();
+    if let Some(format) = options.trace_format {
+        config.output.trace_format = format;
+    }
     if lead {
         for key in &config.unknown_keys {
             crate::console::tell(format_args!(

@@ -652,6 +652,10 @@ const KEYS: &[Key] = &[
     key("output.metric.exclude_end_steps", Kind::Count(0, 3)),
     key("output.log_file", Kind::Name),
     key("output.trace", Kind::Bool),
+    key(
+        "output.trace_format",
+        Kind::Choice(&["csv", "chrome", "pfw", "all"]),
+    ),
     key("workflow.generate_data", Kind::Bool),
     key("workflow.train", Kind::Bool),
     key("workflow.evaluation", Kind::Bool),

@@ -49,7 +49,7 @@ pub const TRACE_DIR: &str = "trace";
 pub const FLUSH_AT: usize = 64 * 1024;
 
 /// One file of a rank's trace, written under a temporary name until [`TraceFile::complete`].
-pub struct TraceFile {
+struct TraceFile {
     /// The output folder, below which the trace is written without following links.
     output: Beneath,
     name: PathBuf,

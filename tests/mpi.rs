@@ -180,7 +180,8 @@ mod with_mpi {
             .says(&["they differ: process 0: 1, process 1: 0"]);
     }
 
-    /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples).
+    /// A shuffled traced run's words (2 epochs, 2 reader threads, `shuffle` for files and samples),
+    /// traced in every format: each process writes its ranks' files as one process writes them.
     fn shuffled_words(tmp: &Scratch, out: &str, shuffle: &str) -> Vec<String> {
         let shape = Shape {
             files: 24,
@@ -197,6 +198,7 @@ mod with_mpi {
                 &format!("++workload.reader.file_shuffle={shuffle}"),
                 &format!("++workload.reader.sample_shuffle={shuffle}"),
                 "++workload.train.computation_time=0.001",
+                "++workload.output.trace_format=all",
             ],
         )
     }

@@ -559,14 +559,8 @@ impl Pairs {
     /// GiB is no higher than fio's.
     fn verdict(&self, shape: &Shape, mode: &str) -> bool {
         let round_ratio = self.round_ratio();
-        let (ours, theirs) = (
-            self.median(true, |s| s.mib_s),
-            self.median(false, |s| s.mib_s),
-        );
-        let (our_cpu, their_cpu) = (
-            self.median(true, |s| s.cpu_s_per_gib),
-            self.median(false, |s| s.cpu_s_per_gib),
-        );
+        let (ours, theirs) = self.medians(|s| s.mib_s);
+        let (our_cpu, their_cpu) = self.medians(|s| s.cpu_s_per_gib);
         let met = (ours / theirs).min(round_ratio) >= 0.95 && our_cpu <= their_cpu;
         if !self.one_at_a_time.is_empty() {
             let psync = median(self.one_at_a_time.iter().map(|s| s.mib_s).collect());
@@ -590,14 +584,8 @@ impl Pairs {
     /// swinging disk's): prints the summary line; true when dlio-rs's median CPU per GiB is no
     /// higher than fio's.
     fn cpu_verdict(&self, shape: &Shape, mode: &str) -> bool {
-        let (ours, theirs) = (
-            self.median(true, |s| s.mib_s),
-            self.median(false, |s| s.mib_s),
-        );
-        let (our_cpu, their_cpu) = (
-            self.median(true, |s| s.cpu_s_per_gib),
-            self.median(false, |s| s.cpu_s_per_gib),
-        );
+        let (ours, theirs) = self.medians(|s| s.mib_s);
+        let (our_cpu, their_cpu) = self.medians(|s| s.cpu_s_per_gib);
         let met = our_cpu <= their_cpu;
         println!(
             "{} {mode} uncapped: CPU s/GiB dlio-rs {our_cpu:.2}, fio {their_cpu:.2} (target: no higher) — {}; for the record, dlio-rs {ours:.0} MiB/s, fio {theirs:.0} MiB/s on the uncapped disk",
@@ -620,14 +608,10 @@ impl Pairs {
         caps: throttle::Caps,
         uncapped: f64,
     ) -> bool {
-        let (ours, theirs) = (
-            self.median(true, |s| s.mib_s),
-            self.median(false, |s| s.mib_s),
-        );
+        let (ours, theirs) = self.medians(|s| s.mib_s);
         let round_ratio = self.round_ratio();
-        let requests = |s: &Sample| s.requests_per_mib().unwrap_or(f64::NAN);
         let (our_requests, their_requests) =
-            (self.median(true, requests), self.median(false, requests));
+            self.medians(|s| s.requests_per_mib().unwrap_or(f64::NAN));
         // fio's device reads per second of its process's life, against the cap.
         let device = |s: &Sample| {
             let d = s.device.unwrap_or_default();
@@ -657,6 +641,11 @@ impl Pairs {
             verdict(met)
         );
         met
+    }
+
+    /// The medians of a figure over dlio-rs's rounds and over fio's.
+    fn medians(&self, f: impl Fn(&Sample) -> f64) -> (f64, f64) {
+        (self.median(true, &f), self.median(false, &f))
     }
 
     /// The median of the rounds' ratios of payload rates, dlio-rs's over fio's.

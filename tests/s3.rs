@@ -204,7 +204,9 @@ fn injected_503s_and_resets_are_retried_and_counted() {
     let server = start(&tmp);
     let proxy = FaultProxy::start(
         server.addr(),
-        FaultPlan::every(4, Fault::ServiceUnavailable).and_every(7, Fault::Reset),
+        FaultPlan::every(4, Fault::ServiceUnavailable)
+            .and_every(7, Fault::Reset)
+            .sparing_retries(),
     )
     .unwrap();
     let words = format_words(&tmp, &proxy.endpoint(), "npz");

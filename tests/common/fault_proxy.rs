@@ -12,7 +12,7 @@
 //! Standard library only, and no `crate::`/`super::` paths, so the file can be included both as
 //! `mod fault_proxy;` from `tests/common/mod.rs` and with `#[path]` from a library unit test.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -51,6 +51,8 @@ impl Fault {
 pub struct FaultPlan {
     /// (n, fault): requests n, 2n, 3n, … get `fault`.
     rules: Vec<(usize, Fault)>,
+    /// Forward a request whose previous attempt was faulted, whatever its number.
+    spare_retries: bool,
 }
 
 impl FaultPlan {
@@ -63,6 +65,15 @@ impl FaultPlan {
     pub fn and_every(mut self, n: usize, fault: Fault) -> FaultPlan {
         assert!(n > 0, "every 0th request");
         self.rules.push((n, fault));
+        self
+    }
+
+    /// Forwards the next attempt of any faulted request (same method, target and `Range`), so
+    /// every request succeeds by its second attempt. Without it, clients sending requests in
+    /// lockstep can land one request's retries on the faulted numbers again and again, and whether
+    /// a run outlasts its attempts depends on the threads' timing.
+    pub fn sparing_retries(mut self) -> FaultPlan {
+        self.spare_retries = true;
         self
     }
 
@@ -103,6 +114,8 @@ struct Shared {
     /// Requests seen so far (heads received): the last one's number.
     requests: AtomicUsize,
     injected: [AtomicUsize; Fault::ALL.len()],
+    /// With [`FaultPlan::sparing_retries`]: the identities of faulted requests not retried yet.
+    faulted: Mutex<HashSet<String>>,
     /// Every open socket (clients and upstreams), to shut down at drop.
     open: Mutex<Open>,
 }
@@ -160,6 +173,7 @@ impl FaultProxy {
             stop: AtomicBool::new(false),
             requests: AtomicUsize::new(0),
             injected: Default::default(),
+            faulted: Mutex::new(HashSet::new()),
             open: Mutex::new(Open::default()),
         });
         let accept_shared = Arc::clone(&shared);
@@ -252,7 +266,18 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
         return Ok(()); // closed or garbage before a full head: not a request
     };
     let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
-    let fault = shared.plan.fault_for(n);
+    let mut fault = shared.plan.fault_for(n);
+    if shared.plan.spare_retries {
+        let mut head = vec![0; head_len];
+        let peeked = client.peek(&mut head)?;
+        let identity = request_identity(&String::from_utf8_lossy(&head[..peeked]));
+        let mut faulted = shared.faulted.lock().unwrap_or_else(|e| e.into_inner());
+        if faulted.remove(&identity) {
+            fault = Fault::Forward;
+        } else if fault != Fault::Forward {
+            faulted.insert(identity);
+        }
+    }
     shared.injected[fault.index()].fetch_add(1, Ordering::SeqCst);
     if fault == Fault::Reset {
         // The head is still unread in the kernel: closing the socket (its last descriptor, so
@@ -299,6 +324,20 @@ fn peek_head(client: &TcpStream) -> io::Result<Option<usize>> {
         }
         seen = n;
     }
+}
+
+/// What tells one request from another across its attempts: the request line and the `Range`.
+fn request_identity(head: &str) -> String {
+    let mut lines = head.split("\r\n");
+    let mut identity = lines.next().unwrap_or("").to_string();
+    for line in lines {
+        let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        if name.trim().eq_ignore_ascii_case("range") {
+            identity.push('\n');
+            identity.push_str(value.trim());
+        }
+    }
+    identity
 }
 
 /// The head with its `Connection` (and keep-alive) headers replaced by `Connection: close`.

@@ -158,7 +158,9 @@ fn s3_retries_503s_and_resets_and_counts_them() {
     // Every 3rd request answered 503 SlowDown, every 5th reset (the 15th: a 503).
     let proxy = FaultProxy::start(
         server.addr(),
-        FaultPlan::every(3, Fault::ServiceUnavailable).and_every(5, Fault::Reset),
+        FaultPlan::every(3, Fault::ServiceUnavailable)
+            .and_every(5, Fault::Reset)
+            .sparing_retries(),
     )
     .unwrap();
     let s3 = storage(&proxy.endpoint(), "faults", &["s3_max_attempts=10"]);

@@ -1,7 +1,7 @@
 //! Performance targets of the core engine, each measured side by side with its baseline in one
 //! invocation (the machine is shared and noisy: ratios of interleaved runs, not absolute times).
 //!
-//!   cargo bench --bench engine              # all of p1 … p6 and p9
+//!   cargo bench --bench engine              # all of p1 … p6, p9 and p10
 //!   cargo bench --bench engine -- p1 p3     # some
 //!
 //! Datasets go to $DLIO_BENCH_DIR (default target/bench-data) and are reused between runs.
@@ -354,6 +354,51 @@ fn p5(dir: &Path) -> bool {
     ok
 }
 
+/// The time series' cost: P1 with it every second (the default) beside P1 without it
+/// (`output.timeseries_interval=0`), interleaved, as paired ratios to the runs without it around
+/// each. P1's 4 KiB samples from the page cache make each read's counting the largest share of
+/// a read's cost any workload gives it.
+fn p10(dir: &Path) -> bool {
+    let dataset = small_files();
+    let data = generated_dataset(dir, "p1", &dataset);
+    let training = Training {
+        dataset: &dataset,
+        batch: 64,
+        read_threads: 2,
+        computation_time: 0.0,
+        epochs: 3,
+        accelerators: 1,
+    };
+    let run = |round: usize, interval: &str| {
+        let out = dir.join(format!("p10-out-{round}-{interval}"));
+        let mut w = training.words(&data, &out);
+        w.push(format!("++workload.output.timeseries_interval={interval}"));
+        mean_of(&dlio(&w).0, "samples_per_second")
+    };
+    let mut without = vec![run(0, "0")];
+    let (mut with, mut ratios) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        with.push(run(round, "1"));
+        without.push(run(round + 1, "0"));
+        ratios.push(with[round] / ((without[round] + without[round + 1]) / 2.0));
+    }
+    let ratio = median(ratios);
+    let ok = ratio >= 0.99;
+    println!("P10 time series cost (P1 with output.timeseries_interval=1, the default, beside 0)");
+    println!(
+        "   without {:.0} samples/s (median of {}), with {:.0} (median of {ROUNDS})",
+        median(without),
+        ROUNDS + 1,
+        median(with)
+    );
+    println!(
+        "   paired ratio {:.1}% (median of {ROUNDS}; target ≥ 99%)  {}",
+        ratio * 100.0,
+        verdict(ok)
+    );
+    ok
+}
+
 /// What each page-cache option costs and whether it keeps the cache out: the same dataset read
 /// with each, interleaved; per option the median MiB/s and the smallest share of any epoch's
 /// bytes that came from storage.
@@ -495,5 +540,6 @@ fn main() {
         ("p5", p5),
         ("p6", p6),
         ("p9", p9),
+        ("p10", p10),
     ]);
 }

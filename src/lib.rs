@@ -25,7 +25,7 @@
 //!  9  report  audit  trainer           the output files; a traced run checked; one rank's loop
 //!  8  checkpoint  generate  loader     checkpoints; the dataset written; reader threads
 //!  7  format  preview                  each format's writer and reader; a plan shown
-//!  6  dataset  results                 names and sizes; what all ranks measured, and its validity
+//!  6  dataset  results  timeseries    names, sizes; all ranks' results, validity; time series
 //!  5  storage  progress                bytes in and out of the storage; the live progress line
 //!  4  plan  stats  comm  folder        the epoch plan; per-rank timings; ranks and barriers;
 //!     datasize  machine                folders a run owns; MLPerf's dataset-size rule; JSON/CSV
@@ -65,4 +65,5 @@ pub mod stats;
 pub mod storage;
 pub mod sweep;
 pub mod system;
+pub mod timeseries;
 pub mod trainer;

@@ -78,6 +78,12 @@ pub fn proc_dict(path: &str) -> Value {
     Value::Object(map)
 }
 
+/// The calling thread's id (its folder in /proc/self/task).
+pub fn thread_id() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u64 }
+}
+
 /// Bytes the calling thread has caused to be read from block devices (`read_bytes` of
 /// `/proc/thread-self/io`); `None` where the kernel keeps no per-task I/O accounting.
 pub fn thread_read_bytes() -> Option<u64> {

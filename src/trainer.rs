@@ -29,6 +29,7 @@ use crate::stats::{
     Rates, StepTiming,
 };
 use crate::storage::Storage;
+use crate::timeseries::{Counters, RankCounters};
 
 /// What every rank of the run shares, read-only.
 pub struct RunContext<'a> {
@@ -51,6 +52,8 @@ pub struct RunContext<'a> {
     pub page_cache_drop: Option<Duration>,
     /// The run's checkpoints, when training saves them.
     pub checkpointing: Option<&'a Checkpointing<'a>>,
+    /// The counters of the run's time series, when it is written.
+    pub timeseries: Option<&'a Counters>,
 }
 
 /// What a rank keeps from one epoch to the next: memory and a timing calibration of this thread
@@ -136,7 +139,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     let mut checkpoints = ctx
         .checkpointing
         .filter(|c| c.schedule.in_training())
-        .map(|c| RankCheckpoints::new(c, rank as u64, ctx.run_entropy));
+        .map(|c| RankCheckpoints::new(c, rank as u64, ctx.run_entropy, meters(ctx, rank)));
     // The epochs a rank completes are its record; a signal ends the loop early (see
     // `end_together`).
     let trained = (|| -> Result<()> {
@@ -239,7 +242,12 @@ pub fn checkpoint_only_rank(
     };
     let run_started = Instant::now();
     let mut trace = TrainerTrace::open(ctx, rank, false)?;
-    let mut checkpoints = RankCheckpoints::new(checkpointing, rank as u64, ctx.run_entropy);
+    let mut checkpoints = RankCheckpoints::new(
+        checkpointing,
+        rank as u64,
+        ctx.run_entropy,
+        meters(ctx, rank),
+    );
     let mut sleeper = Sleeper::default();
     let pause = Duration::from_secs_f64(pause);
     let after = || {
@@ -326,6 +334,11 @@ fn drop_page_cache_together(ctx: &RunContext, rank: usize) -> Result<Option<f64>
     Ok(took)
 }
 
+/// The time-series counters of `rank`, when the run keeps a time series.
+fn meters<'a>(ctx: &RunContext<'a>, rank: usize) -> Option<&'a RankCounters> {
+    ctx.timeseries.and_then(|c| c.rank(rank))
+}
+
 fn run_phase(
     ctx: &RunContext,
     rank: usize,
@@ -364,6 +377,7 @@ fn run_phase(
         comm: ctx.comm,
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
         trace: files,
+        meters: meters(ctx, rank),
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
     let settings = LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size);
@@ -392,6 +406,11 @@ fn run_phase(
                 let t0 = Instant::now();
                 let batch = loader.next_batch()?;
                 let loaded = Instant::now();
+                // Training compute is the accelerator's time, the AU of the time series.
+                let training_meters = source.meters.filter(|_| phase == Phase::Train);
+                if let Some(meters) = training_meters {
+                    meters.compute_begins(loaded);
+                }
                 let compute = compute_time.draw(&mut compute_rng);
                 sleeper.sleep(compute);
                 crate::interrupt::check()?;
@@ -409,6 +428,9 @@ fn run_phase(
                 });
                 record.samples_read += batch.samples;
                 record.bytes_read += batch.bytes;
+                if let Some(meters) = training_meters {
+                    meters.step(loaded, done);
+                }
                 let mut met = None;
                 if phase == Phase::Train {
                     ctx.comm.barrier()?;

@@ -447,6 +447,60 @@ mod with_mpi {
         assert_eq!(nums(&report, "/epochs/0/per_rank_au_percent").len(), 4);
     }
 
+    /// Each process writes its time series as it goes; at the end process 0 merges them: every
+    /// interval a line per rank of both processes, one for the host (the two processes' ranks
+    /// and the host's counters) and one for the run, summing to the report; no process file
+    /// left behind.
+    #[test]
+    fn the_processes_time_series_are_merged_into_the_run_s() {
+        let tmp = Scratch::new("mpi-timeseries");
+        let mut words = shuffled_words(&tmp, "out", "seed");
+        words.retain(|w| !w.starts_with("++workload.train.computation_time="));
+        words.extend(strings(&[
+            "++workload.train.computation_time=0.02",
+            "++workload.output.timeseries_interval=0.05",
+        ]));
+        generate_for(&tmp.path, &words);
+        let mut args = strings(&["run", "--accelerators", "2"]);
+        args.extend(words);
+        mpirun(&tmp.path, 2, DLIO_RS, &args).0.ok();
+        assert!(!tmp.join("out/timeseries").exists(), "process files left");
+        let lines = crate::timeseries::lines_of(&tmp.join("out/timeseries.jsonl"));
+        let of = |kind| crate::timeseries::of_kind(&lines, kind);
+        let (ranks, hosts, runs) = (of("rank"), of("host"), of("run"));
+        assert!(runs.len() >= 3, "{} intervals", runs.len());
+        assert_eq!(hosts.len(), runs.len(), "one host");
+        crate::timeseries::assert_contiguous(&runs);
+        for (host, run) in hosts.iter().zip(&runs) {
+            assert_eq!(int(host, "/ranks"), 4, "{host}");
+            assert_eq!(int(run, "/ranks"), 4, "{run}");
+            assert_eq!(int(run, "/hosts"), 1, "{run}");
+            assert!(host["cpu_busy_percent"].is_number(), "{host}");
+            assert_eq!(host["samples"], run["samples"]);
+            if int(run, "/samples") > 0 {
+                assert!(run["read_latency_us"]["p99"].is_number(), "{run}");
+            }
+        }
+        let mut seen: Vec<u64> = ranks.iter().map(|r| int(r, "/rank")).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, vec![0, 1, 2, 3]);
+        let report = read_json(&tmp.join("out/report.json"));
+        let epochs = at(&report, "/epochs").as_array().unwrap();
+        // Training and evaluation reads alike.
+        let total = |key: &str| {
+            let eval = format!("/eval{key}");
+            epochs
+                .iter()
+                .map(|e| int(e, key) + e.pointer(&eval).and_then(Value::as_u64).unwrap_or(0))
+                .sum::<u64>()
+        };
+        let sum = |lines: &[&Value], key: &str| lines.iter().map(|l| int(l, key)).sum::<u64>();
+        assert_eq!(sum(&runs, "/samples"), total("/samples_read"));
+        assert_eq!(sum(&ranks, "/bytes_read"), total("/bytes_read"));
+        assert_eq!(sum(&runs, "/bytes_read"), total("/bytes_read"));
+    }
+
     #[test]
     fn three_processes_generate_every_file_once() {
         let tmp = Scratch::new("mpi-generate");

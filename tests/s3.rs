@@ -585,3 +585,79 @@ fn wait_until_logged(log: &std::path::Path, line: &str, run: &mut Live) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// A storage that stops answering in the middle of a run shows in its time series while it
+/// lasts: intervals in which nothing is read and every reader is inside a read; once the server
+/// answers again, reads resume and the run ends well.
+#[test]
+fn a_paused_server_shows_as_a_stall_in_the_time_series_while_it_lasts() {
+    let tmp = Scratch::new("s3-stall");
+    let server = start(&tmp);
+    let mut words = format_words(&tmp, &server.endpoint(), "npz");
+    words.retain(|w| !w.contains("output.trace="));
+    run_quiet(&tmp.path, 1, &words).ok();
+    words = with(
+        &words,
+        &[
+            "++workload.workflow.generate_data=False",
+            "++workload.train.epochs=400",
+            "++workload.train.computation_time=0.01",
+            "++workload.output.timeseries_interval=0.1",
+            "++workload.storage.storage_options.request_timeout=60",
+        ],
+    );
+    let mut args = strings(&["run", "--accelerators", "1"]);
+    args.extend(words);
+    let mut live = Live::dlio_rs(&tmp.path, &args);
+    live.wait_for("epoch 2/");
+    server.pause();
+    // Read the file as the run writes it, until it shows the stall (bounded).
+    let series = tmp.join("out-npz/timeseries.jsonl");
+    let stalled = |lines: &[Value]| {
+        let runs = crate::timeseries::of_kind(lines, "run");
+        runs.len() >= 5
+            && runs[runs.len() - 5..].iter().all(|r| {
+                int(r, "/samples") == 0
+                    && int(r, "/reads_in_flight_at_end") == 2
+                    && num(r, "/reads_in_flight") > 1.9
+                    && num(r, "/au_percent") == 0.0
+            })
+    };
+    let deadline = std::time::Instant::now() + LIVE_BOUND;
+    while !stalled(&crate::timeseries::lines_of(&series)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stall shown in {}",
+            series.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let stalled_until =
+        crate::timeseries::of_kind(&crate::timeseries::lines_of(&series), "run").len();
+    server.resume();
+    // Reads resume: a later interval reads again.
+    let resumed = |lines: &[Value]| {
+        let runs = crate::timeseries::of_kind(lines, "run");
+        runs.iter()
+            .skip(stalled_until)
+            .any(|r| int(r, "/samples") > 0)
+    };
+    while !resumed(&crate::timeseries::lines_of(&series)) {
+        assert!(std::time::Instant::now() < deadline, "reads never resumed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    live.signal(libc::SIGINT);
+    let (ran, _) = live.finish();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    let runs_after = crate::timeseries::lines_of(&series);
+    let runs = crate::timeseries::of_kind(&runs_after, "run");
+    let last_stalled = runs
+        .iter()
+        .rposition(|r| int(r, "/samples") == 0 && int(r, "/reads_in_flight_at_end") == 2)
+        .unwrap();
+    assert!(
+        runs[..last_stalled].iter().any(|r| int(r, "/samples") > 0),
+        "reads before the stall"
+    );
+    crate::timeseries::assert_contiguous(&runs);
+}

@@ -26,6 +26,8 @@
 //! - `s3` (with the `s3` feature): runs against a real S3 server (SeaweedFS), faults injected;
 //! - `scale`: how a run finds its files (scheme-named, listed, unfinished);
 //! - `sweep`: `dlio-rs sweep` on a storage of known speed;
+//! - `timeseries`: timeseries.jsonl against the run's report: sums, AU, reads in flight,
+//!   checkpoint bytes, the host's disk;
 //! - `traces`: the Chrome and DFTracer traces, read back with serde_json and DFTracer's own tools
 //!   and checked against the run's report;
 //! - `validity`: traced runs checked by `dlio-rs audit`, and the bytes each epoch read.
@@ -60,6 +62,7 @@ mod report_html;
 mod s3;
 mod scale;
 mod sweep;
+mod timeseries;
 mod traces;
 mod validity;
 mod verdict;

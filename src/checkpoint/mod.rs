@@ -15,6 +15,7 @@ pub mod transfer;
 use crate::error::Result;
 use crate::stats::{CheckpointOp, CheckpointRecord, Clock};
 use crate::storage::Storage;
+use crate::timeseries::RankCounters;
 
 pub use geometry::{Geometry, ShardFile};
 pub use schedule::Schedule;
@@ -47,7 +48,13 @@ pub struct RankCheckpoints<'a> {
 
 impl<'a> RankCheckpoints<'a> {
     /// `seed` (the run's entropy) makes the bytes this rank saves its own, and new every run.
-    pub fn new(shared: &Checkpointing<'a>, rank: u64, seed: u64) -> RankCheckpoints<'a> {
+    /// `meters`, the rank's time-series counters, count the bytes as they move.
+    pub fn new(
+        shared: &Checkpointing<'a>,
+        rank: u64,
+        seed: u64,
+        meters: Option<&'a RankCounters>,
+    ) -> RankCheckpoints<'a> {
         RankCheckpoints {
             files: shared.geometry.files(rank),
             transfer: Transfer::new(
@@ -55,7 +62,8 @@ impl<'a> RankCheckpoints<'a> {
                 shared.fsync,
                 shared.randomize,
                 seed ^ rank.rotate_left(32),
-            ),
+            )
+            .counted_by(meters),
             records: Vec::new(),
         }
     }

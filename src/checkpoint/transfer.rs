@@ -14,6 +14,7 @@ use super::geometry::ShardFile;
 use crate::error::{Error, Result};
 use crate::format::random::BulkRandom;
 use crate::storage::{IoBuffer, ObjectWriter, Storage};
+use crate::timeseries::RankCounters;
 
 /// The size of each write and read request, and of the one buffer a rank streams through: large
 /// enough that a request costs the device its bandwidth, not its latency, and a multiple of every
@@ -41,6 +42,8 @@ pub struct Transfer<'a> {
     /// (`checkpoint.randomize_tensor: False`), a pattern written once into the buffer.
     random: Option<BulkRandom>,
     fsync: bool,
+    /// The rank's time-series counters, told of every chunk moved.
+    meters: Option<&'a RankCounters>,
 }
 
 impl<'a> Transfer<'a> {
@@ -52,7 +55,13 @@ impl<'a> Transfer<'a> {
             buffer: IoBuffer::new(),
             random,
             fsync,
+            meters: None,
         }
+    }
+
+    /// The transfer, telling `meters` (a rank's time-series counters) of every chunk it moves.
+    pub fn counted_by(self, meters: Option<&'a RankCounters>) -> Transfer<'a> {
+        Transfer { meters, ..self }
     }
 
     fn key(folder: &str, file: &ShardFile) -> String {
@@ -108,6 +117,9 @@ impl<'a> Transfer<'a> {
                 random.fill(&mut buffer[..n]);
             }
             object.write(&buffer[..n]).map_err(failed)?;
+            if let Some(meters) = self.meters {
+                meters.checkpoint_written(n as u64);
+            }
             left -= n as u64;
         }
         if !self.fsync {
@@ -155,6 +167,9 @@ impl<'a> Transfer<'a> {
                     .map_err(|e| Error::on_object("cannot load checkpoint file", path(), e))?;
                 if n == 0 {
                     break;
+                }
+                if let Some(meters) = self.meters {
+                    meters.checkpoint_read(n as u64);
                 }
                 read += n as u64;
             }

@@ -17,6 +17,10 @@ use super::time_spec::time_spec;
 use super::value::Value;
 use crate::error::{Error, Result};
 
+/// The intervals `output.timeseries_interval` may take, in seconds, besides 0 (off): a line per
+/// rank per interval stays small beside the run's reads, and at least one comes per hour.
+const TIMESERIES_INTERVALS: std::ops::RangeInclusive<f64> = 0.01..=3600.0;
+
 /// DLIO's alias keys and the canonical key each is read as (dotted, below `workload.`): its
 /// own, and DLIO 2.0's names still in some MLPerf workload files. A plain `model: NAME` is read
 /// as `model.name` besides.
@@ -480,6 +484,15 @@ fn read_sections(f: &mut Fields) -> Sections {
         exclude_end_steps: f.count("output.metric.exclude_end_steps", 0, 0),
         trace: f.bool("output.trace", false),
         trace_format: f.choice("output.trace_format", TraceFormat::Csv),
+        timeseries_interval: {
+            let key = "output.timeseries_interval";
+            let seconds = f.float(key, 1.0);
+            if seconds != 0.0 && !TIMESERIES_INTERVALS.contains(&seconds) {
+                let what = "expected 0 (no time series) or seconds from 0.01 to 3600";
+                f.fail(key, &Value::Float(seconds), what);
+            }
+            seconds
+        },
     };
     let checkpoint = CheckpointConfig {
         // DLIO strips a trailing slash from a configured folder.

@@ -382,6 +382,8 @@ pub struct OutputConfig {
     /// Write the run's trace to `trace/` (dlio-rs's own key), in `trace_format`.
     pub trace: bool,
     pub trace_format: TraceFormat,
+    /// Seconds between the lines of `timeseries.jsonl` (dlio-rs's own key); 0 writes none.
+    pub timeseries_interval: f64,
 }
 
 /// The resolved, validated configuration of one run.

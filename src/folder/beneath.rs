@@ -62,6 +62,11 @@ impl Beneath {
         super::owned_file(file)
     }
 
+    /// Opens the existing file `relative` to read it, without following a link on the way.
+    pub fn open_file(&self, relative: &Path) -> io::Result<File> {
+        open_file_at(&self.dir, relative, libc::O_RDONLY | libc::O_CLOEXEC)
+    }
+
     /// Writes the file `relative` whole: under a temporary name, then renamed over it, so that a
     /// reader sees the old file or the new one, never a part.
     pub fn write_atomic(&self, relative: &Path, contents: &[u8]) -> io::Result<()> {

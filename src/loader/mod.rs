@@ -26,6 +26,7 @@ use crate::format::{FileFormat, ReadBuffer, SampleReader};
 use crate::plan::{EpochPlan, Phase};
 use crate::stats::Histogram;
 use crate::storage::Storage;
+use crate::timeseries::{RankCounters, ReadMeter};
 use trace::{RankTrace, Read, ThreadTrace, TraceThread};
 
 /// What a batch cost to load.
@@ -50,6 +51,8 @@ pub struct BatchSource<'a> {
     pub seed: u64,
     /// The rank's trace, when tracing is on.
     pub trace: Option<&'a RankTrace>,
+    /// The rank's time-series counters, when the run keeps a time series.
+    pub meters: Option<&'a RankCounters>,
 }
 
 /// A reader's private state: its buffer, the format's reader, its latency record and its draws of
@@ -74,6 +77,8 @@ struct ReaderState<'a> {
     read_bytes_at_start: Option<u64>,
     /// Bytes this reader caused to be read from storage devices, once it is done.
     bytes_from_storage: Option<u64>,
+    /// The thread's meter of the time series, when the run keeps one.
+    meter: Option<&'a ReadMeter>,
 }
 
 impl ReaderState<'_> {
@@ -116,9 +121,13 @@ impl ReaderState<'_> {
             source.storage.release_all();
         }
         let trace = source.trace;
+        let read_bytes_now = crate::system::thread_read_bytes();
+        if let Some(meter) = self.meter {
+            meter.detach(read_bytes_now);
+        }
         self.bytes_from_storage = self
             .read_bytes_at_start
-            .zip(crate::system::thread_read_bytes())
+            .zip(read_bytes_now)
             .map(|(start, end)| end.saturating_sub(start));
         match trace {
             Some(trace) => self.traced.flush(trace),
@@ -134,6 +143,11 @@ impl<'a> BatchSource<'a> {
             TraceThread::Trainer => 0,
             TraceThread::Reader(k) => k,
         };
+        let read_bytes_at_start = crate::system::thread_read_bytes();
+        let meter = self.meters.map(|m| m.meter(index));
+        if let Some(meter) = meter {
+            meter.attach(crate::system::thread_id(), read_bytes_at_start);
+        }
         ReaderState {
             thread: index,
             buffer,
@@ -146,8 +160,9 @@ impl<'a> BatchSource<'a> {
             tells_storage: self.format.reads_storage(),
             key_in_hand: String::new(),
             traced: ThreadTrace::new(thread),
-            read_bytes_at_start: crate::system::thread_read_bytes(),
+            read_bytes_at_start,
             bytes_from_storage: None,
+            meter,
         }
     }
 
@@ -164,6 +179,9 @@ impl<'a> BatchSource<'a> {
                 return Err(reason);
             }
             crate::interrupt::check()?;
+            if let Some(meter) = state.meter {
+                meter.begin(started);
+            }
             if state.file_in_hand != Some(sample.file) {
                 self.dataset
                     .write_file_key(&mut state.key, self.split, sample.file);
@@ -178,6 +196,9 @@ impl<'a> BatchSource<'a> {
             let ended = Instant::now();
             let duration = ended - started;
             state.latency.record(duration.as_nanos() as u64);
+            if let Some(meter) = state.meter {
+                meter.end(started, ended, read.bytes);
+            }
             if let Some(trace) = self.trace {
                 let read = Read {
                     epoch: self.epoch,
@@ -611,6 +632,7 @@ mod tests {
             comm,
             seed: 0,
             trace: None,
+            meters: None,
         }
     }
 

@@ -70,6 +70,7 @@ pub(super) fn measure(
         trace_in: None,
         page_cache_drop: None,
         checkpointing: None,
+        timeseries: None,
     };
     let quiet = Display {
         live: false,

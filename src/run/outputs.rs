@@ -145,6 +145,7 @@ fn create_outputs(
         .unwrap_or(".hydra");
     hydra::write_all(&run_dir, subdir, source, &config.tree)?;
     trace::remove_old(&output_folder)?;
+    crate::timeseries::remove_old(&output_folder)?;
     let log = DlioLog::create(&output_folder.join(&config.output.log_file))?;
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",

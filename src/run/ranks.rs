@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::progress::{Display, EpochProgress};
 use crate::results::Interruption;
 use crate::stats::{Clock, RankRecord};
+use crate::timeseries::{self, Counters, Sampler, Sources};
 use crate::trainer::{self, RunContext};
 
 /// What this process's ranks did, on the clock all processes share.
@@ -60,12 +61,47 @@ pub(super) fn run_ranks(
         trace_in,
         page_cache_drop: setup.drop_timeout.filter(|_| hosts.leads_its_host()),
         checkpointing: checkpointing.as_ref(),
+        timeseries: None,
     };
-    let mut ranks = match (&checkpointing, setup.trains()) {
-        (Some(checkpointing), false) => run_local_ranks(&ctx, display, |ctx, rank| {
+    let run = |ctx: &RunContext| match (&checkpointing, setup.trains()) {
+        (Some(checkpointing), false) => run_local_ranks(ctx, display, |ctx, rank| {
             trainer::checkpoint_only_rank(ctx, checkpointing, rank)
-        })?,
-        _ => run_local_ranks(&ctx, display, trainer::train_rank)?,
+        }),
+        _ => run_local_ranks(ctx, display, trainer::train_rank),
+    };
+    let interval = setup.config.output.timeseries_interval;
+    let mut ranks = match interval > 0.0 {
+        false => run(&ctx)?,
+        true => {
+            let local = comm.local_ranks();
+            let counters = Counters::new(
+                clock.start_instant(),
+                local.start,
+                local.len(),
+                setup.config.reader.read_threads as usize,
+            );
+            let several = comm.processes() > 1;
+            let sources = Sources {
+                storage: setup.storage.as_ref(),
+                host: hosts.leads_its_host().then(|| setup.watched_folders()),
+            };
+            let sampler = Sampler::create(
+                output_folder,
+                several.then(|| comm.process()),
+                &counters,
+                sources,
+                interval,
+            )?;
+            let ctx = RunContext {
+                timeseries: Some(&counters),
+                ..ctx
+            };
+            let ranks = comm::agree(comm, sampler.beside(|| run(&ctx)))?;
+            if several {
+                timeseries::merge(comm, output_folder)?;
+            }
+            ranks
+        }
     };
     let end = SystemTime::now();
     let interrupted = match comm.stopped() {

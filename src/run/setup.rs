@@ -4,7 +4,7 @@
 //! hosts of the run's processes, and the warnings about this host that a user should see before
 //! the run starts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,6 +85,16 @@ impl Setup {
     /// Steps of a training epoch for `world` ranks, as the plan counts them.
     pub fn steps_per_epoch(&self, world: u64) -> u64 {
         EpochPlan::new(PlanSpec::for_phase(&self.config, Phase::Train, world, 0), 1).steps()
+    }
+
+    /// The local folders the run reads and writes (the data's, the checkpoints'), whose disks
+    /// its time series watches; none for object storage.
+    pub fn watched_folders(&self) -> Vec<PathBuf> {
+        let checkpoints = self.checkpoints.as_ref().map(|c| c.storage.as_ref());
+        std::iter::once(self.storage.as_ref())
+            .chain(checkpoints)
+            .filter_map(|s| s.local_root().map(PathBuf::from))
+            .collect()
     }
 
     /// Whether the run trains (else it generates, or only checkpoints).

@@ -45,6 +45,41 @@ impl Histogram {
         self.add(bucket_of(ns), 1);
     }
 
+    /// The bucket a value of `ns` nanoseconds falls in: for counts kept elsewhere (atomics a
+    /// thread bumps), later made a histogram with [`Histogram::from_counts`].
+    pub fn bucket(ns: u64) -> usize {
+        bucket_of(ns)
+    }
+
+    /// The histogram of `counts[b]` values in bucket `b`.
+    pub fn from_counts(counts: &[u64]) -> Histogram {
+        let mut histogram = Histogram::default();
+        for (bucket, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                histogram.add(bucket, count);
+            }
+        }
+        histogram
+    }
+
+    /// The buckets that hold values, as (bucket, count): a histogram in a few numbers, for a
+    /// line of text ([`Histogram::from_counts`] of them is the same histogram).
+    pub fn nonzero_buckets(&self) -> Vec<(usize, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &count)| count > 0)
+            .map(|(offset, &count)| (self.first + offset, count))
+            .collect()
+    }
+
+    /// Adds `count` values to bucket `bucket` (of [`Histogram::bucket`]).
+    pub fn add_to_bucket(&mut self, bucket: usize, count: u64) {
+        if count > 0 {
+            self.add(bucket, count);
+        }
+    }
+
     /// Adds `count` to `bucket`, widening the span of buckets held if needed.
     fn add(&mut self, bucket: usize, count: u64) {
         if self.counts.is_empty() {

@@ -58,6 +58,11 @@ impl Clock {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// The instant the clock started (its second 0).
+    pub fn start_instant(&self) -> Instant {
+        self.start
+    }
+
     /// Microseconds from the clock's start to `instant`.
     pub fn micros_at(&self, instant: Instant) -> u64 {
         instant.saturating_duration_since(self.start).as_micros() as u64

@@ -1,0 +1,205 @@
+//! The run's time series (`timeseries.jsonl`): written as the run goes, a line per rank, per
+//! host and for the run each interval, whose sums are exactly the report's totals; AU counted
+//! in the intervals compute spans; checkpoint bytes; the host's disks; off with 0.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// A run behind a slow link (`storage.throttle`): 1 MiB samples, one per step, 0.2 s of compute
+/// each, sampled every 0.05 s, so compute spans several intervals.
+fn throttled_words(tmp: &Scratch, extra: &[&str]) -> Vec<String> {
+    let mut words = strings(&[
+        "workload=default",
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=False",
+        "++workload.dataset.format=npy",
+        "++workload.dataset.num_subfolders_train=0",
+        "++workload.dataset.num_files_train=6",
+        "++workload.dataset.record_length_bytes=1048576",
+        "++workload.dataset.record_length_bytes_stdev=0",
+        "++workload.reader.batch_size=1",
+        "++workload.reader.read_threads=1",
+        "++workload.train.computation_time=0.2",
+        "++workload.train.epochs=2",
+        "++workload.storage.throttle.mib_per_second=20",
+        "++workload.storage.throttle.latency_ms=1",
+        "++workload.output.timeseries_interval=0.05",
+    ]);
+    words.push(format!("++workload.dataset.data_folder={}", tmp.s("data")));
+    words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    words.extend(extra.iter().map(|w| w.to_string()));
+    words
+}
+
+/// The file's whole lines (a run still writing may have begun the next).
+pub fn lines_of(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    whole
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+pub fn of_kind<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["kind"] == kind).collect()
+}
+
+fn sum(lines: &[&Value], key: &str) -> u64 {
+    lines.iter().map(|l| int(l, key)).sum()
+}
+
+/// Each interval's run line follows the last: contiguous, and in order.
+pub fn assert_contiguous(runs: &[&Value]) {
+    let mut end = 0.0;
+    for (i, run) in runs.iter().enumerate() {
+        assert_eq!(num(run, "/start"), end, "{run}");
+        assert!(num(run, "/end") >= end, "{run}");
+        assert!(i == 0 || int(run, "/interval") > int(runs[i - 1], "/interval"));
+        end = num(run, "/end");
+    }
+}
+
+#[test]
+fn intervals_are_contiguous_and_sum_to_the_report() {
+    let tmp = Scratch::new("timeseries_sums");
+    run_quiet(&tmp.path, 2, &throttled_words(&tmp, &[])).ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    let epochs = at(&report, "/epochs").as_array().unwrap();
+    let bytes: u64 = epochs.iter().map(|e| int(e, "/bytes_read")).sum();
+    let samples: u64 = epochs.iter().map(|e| int(e, "/samples_read")).sum();
+    assert_eq!(samples, 6 * 2);
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let (ranks, hosts, runs) = (
+        of_kind(&lines, "rank"),
+        of_kind(&lines, "host"),
+        of_kind(&lines, "run"),
+    );
+    // Each interval: a line for each of the 2 ranks, then the host's, then the run's.
+    assert_eq!(ranks.len(), 2 * runs.len());
+    assert_eq!(hosts.len(), runs.len());
+    assert!(runs.len() >= 10, "{} intervals", runs.len());
+    assert_contiguous(&runs);
+    for key in ["/bytes_read", "/samples", "/steps"] {
+        let total = if key == "/bytes_read" { bytes } else { samples };
+        assert_eq!(sum(&runs, key), total, "{key}");
+        assert_eq!(sum(&ranks, key), total, "{key}");
+    }
+    // Behind a 20 MiB/s link each 1 MiB read takes ~50 ms: intervals with a read under way.
+    assert!(runs.iter().any(|r| num(r, "/reads_in_flight") > 0.5));
+    assert!(runs
+        .iter()
+        .any(|r| r["read_latency_us"]["p50"].as_f64() > Some(20_000.0)));
+    // Compute counts in the intervals it spans: no interval over 100 %, and over the run each
+    // rank's compute is its steps × 0.2 s.
+    for run in &runs {
+        assert!(num(run, "/au_percent") <= 100.0 + 1e-6, "{run}");
+    }
+    let compute: f64 = runs
+        .iter()
+        .map(|h| num(h, "/au_percent") / 100.0 * (num(h, "/end") - num(h, "/start")))
+        .sum();
+    let expected = samples as f64 / 2.0 * 0.2;
+    assert!(
+        (compute - expected).abs() < 0.05 * expected,
+        "{compute} s of compute per rank, expected {expected}"
+    );
+    let compute_seconds: f64 = ranks.iter().map(|r| num(r, "/compute_seconds")).sum();
+    assert!((compute_seconds - 2.0 * expected).abs() < 0.05 * expected);
+}
+
+#[test]
+fn the_host_s_disk_counts_at_least_what_the_ranks_read_from_it() {
+    let tmp = Scratch::new("timeseries_disk");
+    let words = throttled_words(
+        &tmp,
+        &[
+            "++workload.reader.odirect=True",
+            "++workload.storage.throttle.mib_per_second=200",
+        ],
+    );
+    run_quiet(&tmp.path, 1, &words).ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    let from_storage: u64 = at(&report, "/epochs")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| int(e, "/bytes_from_storage"))
+        .sum();
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let hosts = of_kind(&lines, "host");
+    assert_eq!(sum(&hosts, "/bytes_from_storage"), from_storage);
+    let disks: Vec<&Value> = hosts
+        .iter()
+        .flat_map(|h| h["disks"].as_array().unwrap())
+        .collect();
+    // The scratch folder is on a block device here (the tests' machine): named, and its reads
+    // (this run's and any other process's) at least this run's.
+    assert!(!disks.is_empty(), "no disk watched: {}", hosts[0]);
+    let device = disks[0]["device"].as_str().unwrap();
+    assert!(disks.iter().all(|d| d["device"] == device));
+    assert!(sum(&disks, "/read_bytes") >= from_storage);
+    for host in &hosts {
+        let cpu = num(host, "/cpu_busy_percent");
+        assert!((0.0..=100.0).contains(&cpu), "{host}");
+        assert!(int(host, "/memory_used_bytes") < int(host, "/memory_total_bytes"));
+    }
+}
+
+#[test]
+fn checkpoint_bytes_are_counted_as_they_move() {
+    let tmp = Scratch::new("timeseries_checkpoint");
+    let mut args = strings(&["run", "-q", "--accelerators", "2"]);
+    args.extend(strings(TINY_LLAMA));
+    args.extend(strings(&[
+        "++workload.checkpoint.num_checkpoints_write=2",
+        "++workload.checkpoint.num_checkpoints_read=1",
+        "++workload.storage.throttle.mib_per_second=100",
+        "++workload.output.timeseries_interval=0.05",
+    ]));
+    args.push(format!(
+        "++workload.checkpoint.checkpoint_folder={}",
+        tmp.s("ckpt")
+    ));
+    args.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    dlio_rs(&tmp.path, &args).ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    let size = int(&report, "/checkpoints/size_bytes");
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let (ranks, runs) = (of_kind(&lines, "rank"), of_kind(&lines, "run"));
+    assert_contiguous(&runs);
+    assert_eq!(sum(&runs, "/checkpoint_bytes_written"), 2 * size);
+    assert_eq!(sum(&runs, "/checkpoint_bytes_read"), size);
+    assert_eq!(sum(&ranks, "/checkpoint_bytes_written"), 2 * size);
+    // Behind a 100 MiB/s link the saves take several intervals: bytes move in each of them,
+    // not all in the one a save ends in.
+    let moving = runs
+        .iter()
+        .filter(|r| int(r, "/checkpoint_bytes_written") > 0)
+        .count();
+    assert!(moving >= 3, "{moving} intervals wrote");
+    assert_eq!(sum(&runs, "/samples"), 0);
+}
+
+#[test]
+fn an_interval_of_zero_writes_no_time_series_and_leaves_no_old_one() {
+    let tmp = Scratch::new("timeseries_off");
+    run_quiet(&tmp.path, 1, &throttled_words(&tmp, &[])).ok();
+    assert!(tmp.join("out/timeseries.jsonl").exists());
+    let words = throttled_words(&tmp, &["++workload.output.timeseries_interval=0"]);
+    run_quiet(&tmp.path, 1, &words).ok();
+    assert!(tmp.join("out/report.json").exists());
+    assert!(!tmp.join("out/timeseries.jsonl").exists());
+}
+
+#[test]
+fn a_bad_interval_is_refused_naming_the_key_and_range() {
+    let tmp = Scratch::new("timeseries_bad");
+    for bad in ["-1", "0.001", "7200"] {
+        let word = format!("++workload.output.timeseries_interval={bad}");
+        run_quiet(&tmp.path, 1, &throttled_words(&tmp, &[&word]))
+            .fails(2)
+            .says(&["output.timeseries_interval", "0.01 to 3600"]);
+    }
+}

@@ -168,6 +168,10 @@ struct EpochState {
     phase: Phase,
     steps: u64,
     redraw: Redraw,
+    /// The bar drawn last, redrawn with each interval's figures.
+    bar: String,
+    /// The last interval's figures of the time series, shown after the bar.
+    interval: String,
 }
 
 /// Progress of the epochs of a run, fed by rank 0's trainer.
@@ -187,17 +191,22 @@ impl EpochProgress {
                 phase: Phase::Train,
                 steps: 0,
                 redraw: Redraw { last: None },
+                bar: String::new(),
+                interval: String::new(),
             }),
         }
     }
 
     pub fn begin(&self, epoch: u64, phase: Phase, steps: u64) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let interval = std::mem::take(&mut s.interval);
         *s = EpochState {
             epoch,
             phase,
             steps,
             redraw: Redraw { last: None },
+            bar: String::new(),
+            interval,
         };
     }
 
@@ -208,7 +217,7 @@ impl EpochProgress {
         }
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.redraw.due() || step == s.steps {
-            let text = format!(
+            s.bar = format!(
                 "epoch {}/{} {:<5} {} {step}/{} steps  {:.1} samples/s  {elapsed:.1} s",
                 s.epoch,
                 self.epochs,
@@ -217,6 +226,24 @@ impl EpochProgress {
                 s.steps,
                 samples as f64 / elapsed.max(1e-9)
             );
+            let text = format!("{}{}", s.bar, s.interval);
+            drop(s);
+            self.display.redraw(&text);
+        }
+    }
+
+    /// The time series' last interval (this process's ranks): shown after the bar, and redrawn
+    /// at once, so that a stall shows while no step completes.
+    pub fn interval(&self, mib_per_second: f64, au_percent: f64, reads_in_flight: f64) {
+        if !self.display.live {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.interval = format!(
+            "  | now {mib_per_second:.1} MiB/s  AU {au_percent:.1}%  {reads_in_flight:.1} reads in flight"
+        );
+        if !s.bar.is_empty() {
+            let text = format!("{}{}", s.bar, s.interval);
             drop(s);
             self.display.redraw(&text);
         }

@@ -606,9 +606,15 @@ fn a_paused_server_shows_as_a_stall_in_the_time_series_while_it_lasts() {
             "++workload.storage.storage_options.request_timeout=60",
         ],
     );
-    let mut args = strings(&["run", "--accelerators", "1"]);
+    let mut args = strings(&["run", "--accelerators", "1", "--metrics-listen", "0"]);
     args.extend(words);
     let mut live = Live::dlio_rs(&tmp.path, &args);
+    let said = live.wait_for("metrics: http://");
+    let address = said
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .replace("/metrics", "");
     live.wait_for("epoch 2/");
     server.pause();
     // Read the file as the run writes it, until it shows the stall (bounded).
@@ -632,6 +638,16 @@ fn a_paused_server_shows_as_a_stall_in_the_time_series_while_it_lasts() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // The endpoint shows it too, while it lasts.
+    let page = crate::timeseries::parsed(&crate::timeseries::scrape(&address));
+    let gauge = |family: &str| crate::timeseries::sample(&page, family, family, None);
+    assert_eq!(gauge("dlio_interval_mib_per_second"), 0.0);
+    assert_eq!(gauge("dlio_interval_au_percent"), 0.0);
+    assert!(gauge("dlio_interval_reads_in_flight") > 1.9);
+    let rank0 = Some(("rank", "0"));
+    let reading =
+        crate::timeseries::sample(&page, "dlio_reads_in_flight", "dlio_reads_in_flight", rank0);
+    assert_eq!(reading, 2.0);
     let stalled_until =
         crate::timeseries::of_kind(&crate::timeseries::lines_of(&series), "run").len();
     server.resume();

@@ -203,3 +203,188 @@ fn a_bad_interval_is_refused_naming_the_key_and_range() {
             .says(&["output.timeseries_interval", "0.01 to 3600"]);
     }
 }
+
+/// `GET /metrics` of the endpoint at `address` (bounded in time); the body.
+pub fn scrape(address: &str) -> String {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(5);
+    let address: std::net::SocketAddr = address.parse().unwrap();
+    let mut stream = std::net::TcpStream::connect_timeout(&address, timeout).unwrap();
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(
+        answer.contains("Content-Type: text/plain; version=0.0.4"),
+        "{answer}"
+    );
+    answer.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// The page as Prometheus's own Python client parses it: family name → [[sample, labels,
+/// value]].
+pub fn parsed(page: &str) -> Value {
+    let script = "import sys, json\n\
+        from prometheus_client.parser import text_string_to_metric_families as families\n\
+        print(json.dumps({f.name: [[s.name, s.labels, s.value] for s in f.samples]\n\
+                          for f in families(sys.stdin.read())}))";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with prometheus_client (pip install prometheus_client, as .ci/run does)");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the page: {}\n{page}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The value of the sample `name` with label `key` = `value` (or the first sample).
+pub fn sample(families: &Value, family: &str, name: &str, label: Option<(&str, &str)>) -> f64 {
+    let samples = families[family]
+        .as_array()
+        .unwrap_or_else(|| panic!("no family {family}: {families}"));
+    samples
+        .iter()
+        .find(|s| s[0] == name && label.is_none_or(|(k, v)| s[1][k] == v))
+        .and_then(|s| s[2].as_f64())
+        .unwrap_or_else(|| panic!("no sample {name} {label:?} in {family}: {samples:?}"))
+}
+
+/// `--metrics-listen` serves each interval's page while the run runs: Prometheus's parser reads
+/// it, its counters grow between scrapes, it carries the run's labels; the endpoint is gone
+/// when the run ends.
+#[test]
+fn the_metrics_endpoint_is_scraped_during_a_run() {
+    let tmp = Scratch::new("timeseries_metrics");
+    let words = throttled_words(&tmp, &["++workload.train.epochs=40"]);
+    run_quiet(&tmp.path, 1, &with(&words, &["++workload.train.epochs=1"])).ok();
+    let mut args = strings(&["run", "--accelerators", "2", "--metrics-listen", "0"]);
+    args.extend(with(&words, &["++workload.workflow.generate_data=False"]));
+    let mut live = Live::dlio_rs(&tmp.path, &args);
+    let said = live.wait_for("metrics: http://");
+    let address = said
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    // Scrape until two pages show reads (each interval renders a new page; bounded).
+    let deadline = std::time::Instant::now() + LIVE_BOUND;
+    let mut pages = Vec::new();
+    while pages.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no reads scraped");
+        let families = parsed(&scrape(&address));
+        let read = |f: &Value| {
+            f.get("dlio_samples").is_some()
+                && sample(f, "dlio_samples", "dlio_samples_total", Some(("rank", "1"))) > 0.0
+        };
+        let newer = pages.last().is_none_or(|p: &Value| {
+            sample(
+                &families,
+                "dlio_samples",
+                "dlio_samples_total",
+                Some(("rank", "1")),
+            ) > sample(p, "dlio_samples", "dlio_samples_total", Some(("rank", "1")))
+        });
+        if read(&families) && newer {
+            pages.push(families);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    live.signal(libc::SIGINT);
+    let (ran, _) = live.finish();
+    assert_eq!(ran.code, Some(130), "{}", ran.context());
+    let page = &pages[1];
+    let labels = &page["dlio_samples"][0][1];
+    assert_eq!(labels["workload"], "default", "{labels}");
+    assert!(
+        labels["host"].is_string() && labels["rank"].is_string(),
+        "{labels}"
+    );
+    // Every sample is the same size: bytes per sample alike in every rank and page; behind a
+    // 20 MiB/s link, MiB/s and AU plausible.
+    let per_sample = |page: &Value, rank: &str| {
+        let rank = Some(("rank", rank));
+        sample(page, "dlio_read_bytes", "dlio_read_bytes_total", rank)
+            / sample(page, "dlio_samples", "dlio_samples_total", rank)
+    };
+    assert_eq!(per_sample(page, "0"), per_sample(&pages[0], "1"));
+    assert!(per_sample(page, "0") > 1048576.0 * 0.99);
+    let mib = sample(
+        page,
+        "dlio_interval_mib_per_second",
+        "dlio_interval_mib_per_second",
+        None,
+    );
+    assert!(
+        (0.0..=25.0).contains(&mib),
+        "{mib} MiB/s behind a 20 MiB/s link"
+    );
+    let au = sample(
+        page,
+        "dlio_interval_au_percent",
+        "dlio_interval_au_percent",
+        None,
+    );
+    assert!((0.0..=100.0 + 1e-9).contains(&au), "{au}");
+    let count = sample(
+        page,
+        "dlio_read_latency_seconds",
+        "dlio_read_latency_seconds_count",
+        None,
+    );
+    let under_inf = sample(
+        page,
+        "dlio_read_latency_seconds",
+        "dlio_read_latency_seconds_bucket",
+        Some(("le", "+Inf")),
+    );
+    assert_eq!(count, under_inf);
+    assert!(page["dlio_host_cpu_busy_percent"].is_array(), "{page}");
+    // Gone with the run.
+    let address: std::net::SocketAddr = address.parse().unwrap();
+    let timeout = std::time::Duration::from_secs(1);
+    assert!(std::net::TcpStream::connect_timeout(&address, timeout).is_err());
+}
+
+#[test]
+fn a_taken_port_is_a_usage_error_naming_it() {
+    let tmp = Scratch::new("timeseries_port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let mut args = strings(&["run", "-q", "--metrics-listen", &port]);
+    args.extend(throttled_words(&tmp, &[]));
+    dlio_rs(&tmp.path, &args)
+        .fails(2)
+        .says(&["output.metrics_listen", &format!("127.0.0.1:{port}")]);
+    let mut args = strings(&["run", "-q", "--metrics-listen", "nohost:1"]);
+    args.extend(throttled_words(&tmp, &[]));
+    dlio_rs(&tmp.path, &args)
+        .fails(2)
+        .says(&["--metrics-listen", "IP:PORT"]);
+    let words = throttled_words(
+        &tmp,
+        &[
+            "++workload.output.metrics_listen=9464",
+            "++workload.output.timeseries_interval=0",
+        ],
+    );
+    run_quiet(&tmp.path, 1, &words).fails(2).says(&[
+        "output.metrics_listen",
+        "output.timeseries_interval above 0",
+    ]);
+}

@@ -113,6 +113,10 @@ pub(super) struct RunArgs {
     /// Trace (as --trace) in FORMAT: csv (for the audit), chrome (Perfetto), pfw (DFTracer), all
     #[arg(long, value_name = "FORMAT", value_parser = parse_trace_format)]
     pub(super) trace_format: Option<crate::config::TraceFormat>,
+    /// Serve live metrics (Prometheus text, GET /metrics) at ADDR: PORT (loopback), IP:PORT or
+    /// [IPv6]:PORT; each process of an MPI job on a host takes the next port
+    #[arg(long, value_name = "ADDR", value_parser = crate::config::listen_address)]
+    pub(super) metrics_listen: Option<std::net::SocketAddr>,
     /// Exit 1 when the verdict is FAIL or NOT VALID (for CI jobs); the results are written as usual
     #[arg(long)]
     pub(super) check: bool,

@@ -95,6 +95,7 @@ pub(super) fn run(args: &RunArgs) -> Result<Option<i32>> {
         verify: args.verify,
         trace: args.trace,
         trace_format: args.trace_format,
+        metrics_listen: args.metrics_listen,
         wait: args.wait.map(std::time::Duration::from_secs_f64),
         human: format.human(),
     };

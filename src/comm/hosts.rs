@@ -75,6 +75,15 @@ impl Hosts {
         self.leader_of_host[self.host_of_process[self.process]] == self.process
     }
 
+    /// This process's place among its host's processes (0 for the first).
+    pub fn place_on_host(&self) -> usize {
+        let host = self.host_of_process[self.process];
+        self.host_of_process[..self.process]
+            .iter()
+            .filter(|&&h| h == host)
+            .count()
+    }
+
     /// Processes on the host of process 0 (DLIO's `npernode` for rank 0).
     pub fn processes_on_first_host(&self) -> usize {
         self.host_of_process.iter().filter(|&&h| h == 0).count()

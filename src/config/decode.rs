@@ -4,6 +4,8 @@
 //! and dlio-rs's own limits keep counts and sizes far from overflow. [`Config::check_supported`]
 //! is the last check: what this build of dlio-rs cannot run yet.
 
+use std::net::SocketAddr;
+
 use super::fields::Fields;
 use super::formats;
 use super::schema::{
@@ -16,6 +18,21 @@ use super::schema::{
 use super::time_spec::time_spec;
 use super::value::Value;
 use crate::error::{Error, Result};
+
+/// The address `output.metrics_listen` gives: `PORT` (on loopback), `HOST:PORT` or
+/// `[IPv6]:PORT`; the error says what is valid.
+pub fn listen_address(text: &str) -> std::result::Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>().map_err(|_| {
+        format!(
+            "{text:?} is not an address to listen on: expected PORT (loopback), IP:PORT or \
+             [IPv6]:PORT, e.g. 9464 or 0.0.0.0:9464"
+        )
+    })
+}
 
 /// The intervals `output.timeseries_interval` may take, in seconds, besides 0 (off): a line per
 /// rank per interval stays small beside the run's reads, and at least one comes per hour.
@@ -493,7 +510,26 @@ fn read_sections(f: &mut Fields) -> Sections {
             }
             seconds
         },
+        metrics_listen: {
+            let key = "output.metrics_listen";
+            let address = f.opt_string(key).filter(|a| !a.is_empty());
+            address.and_then(|text| match listen_address(&text) {
+                Ok(address) => Some(address),
+                Err(what) => {
+                    f.fail(key, &Value::Str(text), &what);
+                    None
+                }
+            })
+        },
     };
+    if let (Some(address), 0.0) = (output.metrics_listen, output.timeseries_interval) {
+        let what = "the metrics page is the time series' latest interval: it needs                     output.timeseries_interval above 0";
+        f.fail(
+            "output.metrics_listen",
+            &Value::Str(address.to_string()),
+            what,
+        );
+    }
     let checkpoint = CheckpointConfig {
         // DLIO strips a trailing slash from a configured folder.
         folder: f

@@ -33,7 +33,7 @@ pub mod workloads;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use decode::{known_keys, ALIASES, MAX_FILES};
+pub use decode::{known_keys, listen_address, ALIASES, MAX_FILES};
 pub use schema::prefetch_factor;
 pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,

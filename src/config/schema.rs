@@ -384,6 +384,8 @@ pub struct OutputConfig {
     pub trace_format: TraceFormat,
     /// Seconds between the lines of `timeseries.jsonl` (dlio-rs's own key); 0 writes none.
     pub timeseries_interval: f64,
+    /// Where each process serves its metrics page (dlio-rs's own key); `None`: nowhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// The resolved, validated configuration of one run.

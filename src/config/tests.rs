@@ -260,3 +260,33 @@ fn pytorch_prefetch_rule() {
     assert_eq!(prefetch_factor(0, 2), 2);
     assert_eq!(prefetch_factor(0, 0), 2);
 }
+
+#[test]
+fn a_metrics_address_defaults_to_loopback_and_needs_the_time_series() {
+    use super::decode::listen_address;
+    assert_eq!(
+        listen_address("9464").unwrap().to_string(),
+        "127.0.0.1:9464"
+    );
+    assert_eq!(
+        listen_address("0.0.0.0:80").unwrap().to_string(),
+        "0.0.0.0:80"
+    );
+    assert_eq!(listen_address("[::1]:9").unwrap().to_string(), "[::1]:9");
+    let error = listen_address("localhost:x").unwrap_err();
+    assert!(
+        error.contains("PORT") && error.contains("0.0.0.0:9464"),
+        "{error}"
+    );
+    let config = resolve(&["++workload.output.metrics_listen=9464"]).unwrap();
+    assert_eq!(config.output.metrics_listen.unwrap().port(), 9464);
+    let error = resolve(&[
+        "++workload.output.metrics_listen=9464",
+        "++workload.output.timeseries_interval=0",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("output.metrics_listen") && error.contains("timeseries_interval"));
+    let error = resolve(&["++workload.output.metrics_listen=x:1"]).unwrap_err();
+    assert!(error.to_string().contains("IP:PORT"), "{error}");
+}

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::progress::{Display, EpochProgress};
 use crate::results::Interruption;
 use crate::stats::{Clock, RankRecord};
-use crate::timeseries::{self, Counters, Sampler, Sources};
+use crate::timeseries::{self, Counters, Exporter, Sampler, Sources};
 use crate::trainer::{self, RunContext};
 
 /// What this process's ranks did, on the clock all processes share.
@@ -80,10 +80,17 @@ pub(super) fn run_ranks(
                 local.len(),
                 setup.config.reader.read_threads as usize,
             );
+            let progress = EpochProgress::new(display, setup.config.train.epochs);
+            let exporter = comm::agree(comm, metrics_exporter(setup, hosts))?;
+            if let Some(exporter) = &exporter {
+                display.line(&format!("metrics: http://{}/metrics", exporter.address()));
+            }
             let several = comm.processes() > 1;
             let sources = Sources {
                 storage: setup.storage.as_ref(),
                 host: hosts.leads_its_host().then(|| setup.watched_folders()),
+                exporter: exporter.as_ref().map(|e| (e, metric_labels(comm, setup))),
+                progress: Some(&progress),
             };
             let sampler = Sampler::create(
                 output_folder,
@@ -91,12 +98,31 @@ pub(super) fn run_ranks(
                 &counters,
                 sources,
                 interval,
-            )?;
+            );
+            let sampler = comm::agree(comm, sampler)?;
             let ctx = RunContext {
                 timeseries: Some(&counters),
+                progress: Some(&progress),
                 ..ctx
             };
-            let ranks = comm::agree(comm, sampler.beside(|| run(&ctx)))?;
+            let ranks = std::thread::scope(|scope| {
+                if let Some(exporter) = &exporter {
+                    let serving = std::thread::Builder::new()
+                        .name("metrics".into())
+                        .spawn_scoped(scope, || exporter.serve());
+                    if let Err(e) = serving {
+                        return Err(Error::run(format!(
+                            "cannot start the metrics endpoint's thread: {e}"
+                        )));
+                    }
+                }
+                let ranks = sampler.beside(|| run(&ctx));
+                if let Some(exporter) = &exporter {
+                    exporter.stop();
+                }
+                ranks
+            });
+            let ranks = comm::agree(comm, ranks)?;
             if several {
                 timeseries::merge(comm, output_folder)?;
             }
@@ -132,9 +158,16 @@ pub(super) fn run_local_ranks(
     work: impl Fn(&RunContext, usize) -> Result<RankRecord> + Sync,
 ) -> Result<Vec<RankRecord>> {
     let comm = ctx.comm;
-    let progress = EpochProgress::new(display, ctx.config.train.epochs);
+    let own;
+    let progress = match ctx.progress {
+        Some(progress) => progress,
+        None => {
+            own = EpochProgress::new(display, ctx.config.train.epochs);
+            &own
+        }
+    };
     let ctx = &RunContext {
-        progress: Some(&progress),
+        progress: Some(progress),
         ..*ctx
     };
     let local = comm.local_ranks();
@@ -180,6 +213,38 @@ pub(super) fn run_local_ranks(
         return Err(first);
     }
     outcomes.into_iter().collect()
+}
+
+/// The metrics endpoint of this process, when `output.metrics_listen` names one: at its port
+/// plus this process's place among its host's processes, so that processes sharing a host do not
+/// share a port.
+fn metrics_exporter(setup: &Setup, hosts: &Hosts) -> Result<Option<Exporter>> {
+    let Some(mut address) = setup.config.output.metrics_listen else {
+        return Ok(None);
+    };
+    let offset = hosts.place_on_host() as u16;
+    if address.port() != 0 {
+        address.set_port(address.port().checked_add(offset).ok_or_else(|| {
+            Error::usage(format!(
+                "output.metrics_listen: port {} plus {offset} processes on this host is past                  65535",
+                address.port()
+            ))
+        })?);
+    }
+    Exporter::bind(address).map(Some)
+}
+
+/// The labels of every sample of the metrics page: the host, the workload, and the process of
+/// several.
+fn metric_labels(comm: &dyn Comm, setup: &Setup) -> Vec<(String, String)> {
+    let mut labels = vec![
+        ("host".to_string(), crate::system::hostname()),
+        ("workload".to_string(), setup.config.model.name.clone()),
+    ];
+    if comm.processes() > 1 {
+        labels.push(("process".to_string(), comm.process().to_string()));
+    }
+    labels
 }
 
 /// A run a signal stopped reports what every rank of every process completed: as many epochs,

@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub trace: bool,
     /// Trace in this format (as `output.trace: True` with `output.trace_format` does).
     pub trace_format: Option<crate::config::TraceFormat>,
+    /// Serve the metrics page here (as `output.metrics_listen` does).
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// How long to wait for a folder another run holds (output, data, checkpoint folder) instead
     /// of being refused at once (`run --wait SECONDS`).
     pub wait: folder::Wait,
@@ -53,6 +55,7 @@ impl Default for RunOptions {
             verify: false,
             trace: false,
             trace_format: None,
+            metrics_listen: None,
             wait: None,
             human: crate::machine::Human::Stdout,
         }
@@ -241,6 +244,14 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
     config.output.trace |= options.trace || options.trace_format.is_some();
     if let Some(format) = options.trace_format {
         config.output.trace_format = format;
+    }
+    if let Some(address) = options.metrics_listen {
+        if config.output.timeseries_interval == 0.0 {
+            return Err(Error::usage(
+                "--metrics-listen: the metrics page is the time series' latest interval: it                  needs output.timeseries_interval above 0",
+            ));
+        }
+        config.output.metrics_listen = Some(address);
     }
     if lead {
         for key in &config.unknown_keys {

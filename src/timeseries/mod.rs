@@ -11,11 +11,14 @@
 //! - [`sampler`]: one thread per process that wakes at each interval's end and appends that
 //!   interval's lines (one per rank, one for the process), flushed at once: memory does not grow
 //!   with the run's length.
+//! - [`exporter`]: the live endpoint for dashboards (Prometheus's text format), a page the
+//!   sampler renders each interval.
 //! - [`merge`]: in a run of several processes, each writes `timeseries/{process}.jsonl` as it
 //!   goes; at the end they send their lines to process 0 a few intervals at a time, which writes
 //!   the run's file with the host and run lines (memory bounded by the chunk, not the run).
 
 pub mod counters;
+mod exporter;
 mod host;
 mod merge;
 mod sampler;
@@ -23,6 +26,7 @@ mod sampler;
 use std::path::{Path, PathBuf};
 
 pub use counters::{Counters, RankCounters, ReadMeter};
+pub use exporter::Exporter;
 pub use merge::merge;
 pub use sampler::{Sampler, Sources};
 

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::counters::{bucket_count, Counters, MeterReading, ReadMeter};
+use super::exporter::{Exporter, Page};
 use super::host::{io_read_bytes, HostProbe, HostReading};
 use super::{Kind, PROCESS_FOLDER, RUN_FILE};
 use crate::error::{Error, Result};
 use crate::folder::Beneath;
+use crate::progress::EpochProgress;
 use crate::stats::Histogram;
 use crate::storage::{Accounting, Storage};
 
@@ -27,6 +29,10 @@ pub struct Sources<'a> {
     /// The host's counters, read by one process per host (`None` in the others); the folders
     /// whose block devices it watches.
     pub host: Option<Vec<PathBuf>>,
+    /// The metrics endpoint, given a new page each interval, and the labels of its samples.
+    pub exporter: Option<(&'a Exporter, Vec<(String, String)>)>,
+    /// The live progress line, told each interval's figures.
+    pub progress: Option<&'a EpochProgress>,
 }
 
 /// The time-series file of this process, and what its lines are made of.
@@ -35,6 +41,8 @@ pub struct Sampler<'a> {
     storage: &'a dyn Storage,
     accounting: Accounting,
     probe: Option<HostProbe>,
+    exporter: Option<(&'a Exporter, Vec<(String, String)>)>,
+    progress: Option<&'a EpochProgress>,
     interval: Duration,
     hostname: String,
     /// `None` when this process is the whole run (it writes the run's file), else its number.
@@ -86,6 +94,8 @@ impl<'a> Sampler<'a> {
             storage: sources.storage,
             accounting: sources.storage.accounting(),
             probe: sources.host.as_ref().map(|_| HostProbe::new(&folders)),
+            exporter: sources.exporter,
+            progress: sources.progress,
             interval: Duration::from_secs_f64(interval_seconds),
             hostname: crate::system::hostname(),
             process,
@@ -255,6 +265,17 @@ impl<'a> Sampler<'a> {
             );
         }
         let _ = writeln!(text, "{}", Value::Object(line.clone()));
+        if let Some(progress) = self.progress {
+            let figure = |key: &str| line.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+            progress.interval(
+                figure("mib_per_second"),
+                figure("au_percent"),
+                figure("reads_in_flight"),
+            );
+        }
+        if let Some((exporter, labels)) = &self.exporter {
+            exporter.publish(self.metrics_page(labels, now, &line));
+        }
         if self.process.is_none() {
             // One process is the run: its run line is its host line.
             line.insert("kind".into(), json!(Kind::Run.name()));
@@ -288,6 +309,232 @@ impl<'a> Sampler<'a> {
         }
     }
 }
+
+impl Sampler<'_> {
+    /// The metrics endpoint's page: the ranks' running totals (counters, for `rate()`), the
+    /// latest interval's figures (gauges), the host's and the object store's.
+    fn metrics_page(
+        &self,
+        labels: &[(String, String)],
+        now: &Reading,
+        line: &Map<String, Value>,
+    ) -> String {
+        let common: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut page = Page::new(&common);
+        let ranks: Vec<usize> = self.counters.ranks().map(|(rank, _)| rank).collect();
+        let rank_label = |i: usize| [("rank", ranks[i].to_string())];
+        let per_rank: [(&str, &str, &str, fn(&Reading, usize) -> Option<f64>); 8] = [
+            ("dlio_samples_total", "counter", "Samples read.", |r, i| {
+                Some(r.meters[i].iter().map(|m| m.reads).sum::<u64>() as f64)
+            }),
+            (
+                "dlio_read_bytes_total",
+                "counter",
+                "Bytes of the samples read.",
+                |r, i| Some(r.meters[i].iter().map(|m| m.bytes).sum::<u64>() as f64),
+            ),
+            (
+                "dlio_storage_read_bytes_total",
+                "counter",
+                "Bytes the storage delivered (as report.json's bytes_from_storage).",
+                |r, i| r.storage[i].map(|b| b as f64),
+            ),
+            (
+                "dlio_steps_total",
+                "counter",
+                "Training steps completed.",
+                |r, i| Some(r.totals[i][0] as f64),
+            ),
+            (
+                "dlio_compute_seconds_total",
+                "counter",
+                "Seconds inside training compute (rate: AU as a fraction).",
+                |r, i| Some(r.totals[i][1] as f64 / 1e9),
+            ),
+            (
+                "dlio_read_seconds_total",
+                "counter",
+                "Seconds inside reads, summed over reader threads (rate: reads in flight).",
+                |r, i| Some(r.meters[i].iter().map(|m| m.busy_ns).sum::<u64>() as f64 / 1e9),
+            ),
+            (
+                "dlio_checkpoint_written_bytes_total",
+                "counter",
+                "Checkpoint bytes written.",
+                |r, i| Some(r.totals[i][2] as f64),
+            ),
+            (
+                "dlio_checkpoint_read_bytes_total",
+                "counter",
+                "Checkpoint bytes read.",
+                |r, i| Some(r.totals[i][3] as f64),
+            ),
+        ];
+        for (name, kind, help, value) in per_rank {
+            page.family(name, kind, help);
+            for i in 0..ranks.len() {
+                if let Some(v) = value(now, i) {
+                    page.sample(name, &rank_label(i), v);
+                }
+            }
+        }
+        page.family(
+            "dlio_reads_in_flight",
+            "gauge",
+            "Reader threads inside a read now.",
+        );
+        for i in 0..ranks.len() {
+            let reading = now.meters[i].iter().filter(|m| m.reading).count();
+            page.sample("dlio_reads_in_flight", &rank_label(i), reading as f64);
+        }
+        let mut latency = vec![0u64; bucket_count()];
+        for counts in &now.latency {
+            for (sum, c) in latency.iter_mut().zip(counts) {
+                *sum += c;
+            }
+        }
+        let latency = Histogram::from_counts(&latency);
+        page.family(
+            "dlio_read_latency_seconds",
+            "histogram",
+            "Read latency of this process's ranks.",
+        );
+        let buckets = latency.buckets_us();
+        for bound in LATENCY_BOUNDS {
+            let under = buckets
+                .iter()
+                .filter(|(us, _)| *us <= bound * 1e6)
+                .map(|(_, c)| c)
+                .sum::<u64>();
+            page.sample(
+                "dlio_read_latency_seconds_bucket",
+                &[("le", format!("{bound}"))],
+                under as f64,
+            );
+        }
+        page.sample(
+            "dlio_read_latency_seconds_bucket",
+            &[("le", "+Inf".into())],
+            latency.count() as f64,
+        );
+        let sum_us = latency.mean_us().unwrap_or(0.0) * latency.count() as f64;
+        page.sample("dlio_read_latency_seconds_sum", &[], sum_us / 1e6);
+        page.sample(
+            "dlio_read_latency_seconds_count",
+            &[],
+            latency.count() as f64,
+        );
+        for (key, name, help) in [
+            (
+                "mib_per_second",
+                "dlio_interval_mib_per_second",
+                "MiB/s read in the last interval.",
+            ),
+            (
+                "au_percent",
+                "dlio_interval_au_percent",
+                "AU of the last interval, mean of the ranks, %.",
+            ),
+            (
+                "reads_in_flight",
+                "dlio_interval_reads_in_flight",
+                "Mean reads in flight in the last interval.",
+            ),
+            (
+                "cpu_busy_percent",
+                "dlio_host_cpu_busy_percent",
+                "The host's CPUs busy in the last interval, %.",
+            ),
+            (
+                "memory_used_bytes",
+                "dlio_host_memory_used_bytes",
+                "The host's memory in use (MemTotal - MemAvailable).",
+            ),
+            (
+                "memory_total_bytes",
+                "dlio_host_memory_total_bytes",
+                "The host's memory.",
+            ),
+        ] {
+            if let Some(v) = line.get(key).and_then(Value::as_f64) {
+                page.family(name, "gauge", help);
+                page.sample(name, &[], v);
+            }
+        }
+        let disks = line
+            .get("disks")
+            .and_then(Value::as_array)
+            .filter(|d| !d.is_empty());
+        for (key, help) in [
+            (
+                "read_bytes",
+                "Bytes the device read in the last interval (every process's).",
+            ),
+            (
+                "reads",
+                "Read requests the device completed in the last interval.",
+            ),
+            (
+                "busy_percent",
+                "Time the device had a request in flight in the last interval, %.",
+            ),
+            (
+                "mean_queue",
+                "The device's mean queue depth in the last interval.",
+            ),
+            ("in_flight", "Requests in flight on the device now."),
+        ] {
+            let Some(disks) = disks else { break };
+            let name = format!("dlio_disk_{key}");
+            page.family(&name, "gauge", help);
+            for disk in disks {
+                let device = disk["device"].as_str().unwrap_or_default().to_string();
+                page.sample(
+                    &name,
+                    &[("device", device)],
+                    disk[key].as_f64().unwrap_or(0.0),
+                );
+            }
+        }
+        if let Some(requests) = now.requests {
+            for (i, (name, help)) in [
+                (
+                    "dlio_object_requests_total",
+                    "Object-store requests that succeeded.",
+                ),
+                (
+                    "dlio_object_bytes_total",
+                    "Bytes of object-store request bodies.",
+                ),
+                (
+                    "dlio_object_retries_total",
+                    "Object-store attempts made again.",
+                ),
+                (
+                    "dlio_object_failures_total",
+                    "Object-store requests that failed for good.",
+                ),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                page.family(name, "counter", help);
+                page.sample(name, &[], requests[i] as f64);
+            }
+        }
+        page.into_text()
+    }
+}
+
+/// The latency histogram's bucket bounds on the metrics page, seconds: 1-2.5-5 steps from 10 µs
+/// to 10 s.
+const LATENCY_BOUNDS: [f64; 19] = [
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
 
 /// The figures of one rank (or a sum of ranks) over an interval.
 #[derive(Default)]

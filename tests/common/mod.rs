@@ -517,8 +517,8 @@ impl Live {
         self.child.try_wait().unwrap()
     }
 
-    /// Waits until the process says a line containing `needle`.
-    pub fn wait_for(&mut self, needle: &str) {
+    /// Waits until the process says a line containing `needle`; that line.
+    pub fn wait_for(&mut self, needle: &str) -> String {
         let deadline = Instant::now() + LIVE_BOUND;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -527,7 +527,7 @@ impl Live {
                     let found = line.contains(needle);
                     self.seen.push(line);
                     if found {
-                        return;
+                        return self.seen.last().cloned().unwrap_or_default();
                     }
                 }
                 Err(_) => {

@@ -326,7 +326,7 @@ impl Sampler<'_> {
         let mut page = Page::new(&common);
         let ranks: Vec<usize> = self.counters.ranks().map(|(rank, _)| rank).collect();
         let rank_label = |i: usize| [("rank", ranks[i].to_string())];
-        let per_rank: [(&str, &str, &str, fn(&Reading, usize) -> Option<f64>); 8] = [
+        let per_rank: [(&str, &str, &str, RankValue); 8] = [
             ("dlio_samples_total", "counter", "Samples read.", |r, i| {
                 Some(r.meters[i].iter().map(|m| m.reads).sum::<u64>() as f64)
             }),
@@ -528,6 +528,9 @@ impl Sampler<'_> {
         page.into_text()
     }
 }
+
+/// A rank's value on the metrics page, from a reading: (reading, the rank's index).
+type RankValue = fn(&Reading, usize) -> Option<f64>;
 
 /// The latency histogram's bucket bounds on the metrics page, seconds: 1-2.5-5 steps from 10 µs
 /// to 10 s.

@@ -23,6 +23,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::chart::{self, Axis, Chart, Key, Mark, BARRIER_COLOR, STORAGE_COLOR};
 use super::html;
 use crate::error::{Error, Result};
 use crate::stats::student::{welch, WelchBound, CONFIDENCE};
@@ -145,39 +146,48 @@ enum Source {
 
 struct Metric {
     name: &'static str,
-    unit: &'static str,
+    /// The title of its chart's value axis, with the unit.
+    axis: &'static str,
+    /// Its largest possible value (AU's 100 %, the cache share's 1): the axis ends there.
+    most: Option<f64>,
     source: Source,
 }
 
 const METRICS: [Metric; 6] = [
     Metric {
         name: "AU",
-        unit: "%",
+        axis: "AU (%)",
+        most: Some(100.0),
         source: Source::Summary("train_au_percentage"),
     },
     Metric {
         name: "samples/s",
-        unit: "",
+        axis: "samples/s (all accelerators)",
+        most: None,
         source: Source::Summary("train_throughput_samples_per_second"),
     },
     Metric {
         name: "MiB/s read",
-        unit: "",
+        axis: "MiB/s read",
+        most: None,
         source: Source::Epochs("measured_mib_per_second"),
     },
     Metric {
         name: "read p50 µs",
-        unit: "",
+        axis: "read latency p50 (µs)",
+        most: None,
         source: Source::Epochs("p50_us"),
     },
     Metric {
         name: "read p99 µs",
-        unit: "",
+        axis: "read latency p99 (µs)",
+        most: None,
         source: Source::Epochs("p99_us"),
     },
     Metric {
         name: "cache share",
-        unit: "",
+        axis: "cache share (fraction of the bytes read)",
+        most: Some(1.0),
         source: Source::Epochs("cache_served_fraction"),
     },
 ];
@@ -667,19 +677,74 @@ impl Comparison {
                 out,
                 "<h2>{} per epoch</h2>{}",
                 html::escape(row.metric),
-                html::paired_bars(row.metric, &row.a, &row.b, unit_of(row.metric))
+                row.chart()
             );
         }
-        out.push_str("<p class=\"note\">A: blue, B: amber.</p></body></html>\n");
+        out.push_str("</body></html>\n");
         out
     }
 }
 
-fn unit_of(name: &str) -> &'static str {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .map_or("", |m| m.unit)
+impl Row {
+    /// Both runs' values per epoch, side by side (A blue, B amber, as the legend says); left
+    /// out, with a sentence, when there is nothing to see: no epoch, or zeros only.
+    fn chart(&self) -> String {
+        let name = self.metric;
+        let Some(metric) = METRICS.iter().find(|m| m.name == name) else {
+            return String::new();
+        };
+        let epochs = self.a.len().max(self.b.len());
+        if epochs == 0 {
+            return chart::left_out(
+                name,
+                &format!("Neither run has an epoch of {name} to draw."),
+            );
+        }
+        let top = self.a.iter().chain(&self.b).copied().fold(0.0, f64::max);
+        if self.a.iter().chain(&self.b).all(|&v| v == 0.0) {
+            return chart::left_out(
+                name,
+                &format!("Both runs' {name} is 0 in every epoch: there is nothing to draw."),
+            );
+        }
+        let y = match metric.most {
+            Some(most) => Axis::linear(metric.axis).up_to(most),
+            None => Axis::linear(metric.axis),
+        };
+        let low = self.a.iter().chain(&self.b).copied().fold(0.0, f64::min);
+        let mut canvas = Chart::new(
+            name,
+            format!("{name} per epoch, A and B"),
+            Axis::slots("epoch", epochs),
+            y,
+        )
+        .legend(vec![
+            Key::fill("run A", STORAGE_COLOR),
+            Key::fill("run B", BARRIER_COLOR),
+        ])
+        .frame((0.5, epochs as f64 + 0.5), (low, top));
+        for (run, values, colour, shift) in [
+            ("A", &self.a, STORAGE_COLOR, -0.4),
+            ("B", &self.b, BARRIER_COLOR, 0.0),
+        ] {
+            for (i, &value) in values.iter().enumerate() {
+                let at = i as f64 + 1.0 + shift;
+                canvas.bar(
+                    (at, at + 0.4),
+                    (0.0, value),
+                    &Mark {
+                        class: "mark",
+                        value,
+                        colour,
+                        title: &format!("{run}, epoch {}: {value:.2}", i + 1),
+                        attributes: &format!("data-run=\"{run}\""),
+                        ..Mark::default()
+                    },
+                );
+            }
+        }
+        canvas.finish()
+    }
 }
 
 #[cfg(test)]

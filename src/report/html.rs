@@ -4,9 +4,10 @@
 //! `report.json` where there is one — so that `dlio-rs report DIR` rebuilds it, also for a run of
 //! Python DLIO (which has no report.json: the charts that need it are left out, and say so).
 //!
-//! The charts are SVG written here (docs/running.md says why: crisp at any zoom and in print, a
-//! `<title>` per chart and per mark for screen readers and hover, and no dependency). Every mark
-//! carries its value in `data-value`, so that a test can check the picture shows the run.
+//! The charts are SVG drawn by [`super::chart`] (docs/running.md says why: crisp at any zoom and
+//! in print, a `<title>` per chart and per mark for screen readers and hover, and no dependency).
+//! Every mark carries its value in `data-value`, so that a test can check the picture shows the
+//! run; a chart with nothing to draw is left out, with a sentence saying why.
 //! Steps are drawn in at most [`TIMELINE_COLUMNS`] columns per rank (the mean of the steps each
 //! holds), so that a 10,000-step run stays a few hundred KiB.
 
@@ -15,6 +16,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::chart::{
+    self, Axis, Chart, Key, Mark, BARRIER_COLOR, CACHE_COLOR, COMPUTE_COLOR, FAIL_COLOR,
+    LOAD_COLOR, PASS_COLOR, STORAGE_COLOR,
+};
 use crate::error::{Error, Result};
 use crate::folder::{MAX_OUTPUT_JSON, MAX_SUMMARY_JSON};
 
@@ -22,13 +27,6 @@ use crate::folder::{MAX_OUTPUT_JSON, MAX_SUMMARY_JSON};
 pub const TIMELINE_COLUMNS: usize = 400;
 /// Ranks drawn in the timeline, at most (the others are said to be left out).
 const TIMELINE_RANKS: usize = 32;
-
-const WIDTH: f64 = 880.0;
-const LOAD_COLOR: &str = "#d9534f";
-pub(crate) const COMPUTE_COLOR: &str = "#5cb85c";
-const BARRIER_COLOR: &str = "#f0ad4e";
-pub(crate) const STORAGE_COLOR: &str = "#337ab7";
-const CACHE_COLOR: &str = "#aaaaaa";
 
 /// One rank's steps: (load wait, compute, barrier and the rest) in seconds.
 type Steps = Vec<(f64, f64, f64)>;
@@ -289,29 +287,13 @@ fn render(
         "AU per epoch",
         "The share of each epoch's time the accelerators computed, against the threshold.",
     );
-    html.push_str(&bars(
-        "au",
-        "AU per epoch, percent",
-        ("epoch", &ordinals(au.len())),
-        &au,
-        "%",
-        Some((threshold, format!("threshold {threshold:.0} %"))),
-        STORAGE_COLOR,
-    ));
+    html.push_str(&au_chart(&au, threshold));
     section(
         &mut html,
         "Throughput per epoch",
         "Samples per second, all accelerators.",
     );
-    html.push_str(&bars(
-        "samples",
-        "Samples per second per epoch",
-        ("epoch", &ordinals(samples.len())),
-        &samples,
-        " samples/s",
-        None,
-        COMPUTE_COLOR,
-    ));
+    html.push_str(&samples_chart(&samples));
     section(
         &mut html,
         "Bytes from storage and from cache per epoch",
@@ -321,9 +303,12 @@ fn render(
         Some(epochs) => html.push_str(&storage_bars(epochs)),
         None => html.push_str(NO_REPORT),
     }
-    section(&mut html, "Steps per rank", "Each column is a run of consecutive steps, epochs one after the other: the share of their time spent waiting for data (red, bottom), computing (green) and waiting at the barrier and the rest (amber, top). Hover a column for its milliseconds.");
+    section(&mut html, "Steps per rank", "Each column is a run of consecutive steps, epochs one after the other: the share of their time spent waiting for data (bottom), computing and waiting at the barrier and the rest (top). Hover a column for its milliseconds.");
     if timelines.is_empty() {
-        html.push_str("<p class=\"note\">No {rank}_output.json to draw.</p>\n");
+        html.push_str(&chart::left_out(
+            "timeline",
+            "No {rank}_output.json in the folder: there are no steps to draw.",
+        ));
     }
     for (rank, steps) in timelines {
         html.push_str(&timeline(*rank, steps));
@@ -512,172 +497,199 @@ pub(super) fn numbers(value: &Value) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-fn ordinals(n: usize) -> Vec<String> {
-    (1..=n).map(|i| i.to_string()).collect()
+/// Per epoch a bar, coloured by `colour` (of its value), with the legend `keys` and an optional
+/// dashed line (the threshold): `unit` follows the values in the bars' titles.
+struct PerEpoch<'a> {
+    name: &'a str,
+    title: &'a str,
+    y: Axis,
+    unit: &'a str,
+    keys: Vec<Key>,
+    rule: Option<(f64, String)>,
 }
 
-/// A bar per value, with an optional dashed line (the threshold): `ticks` name the bars under
-/// the axis (`what` before them in each bar's title), `unit` follows the values in the titles.
-pub(crate) fn bars(
-    name: &str,
-    title: &str,
-    (what, ticks): (&str, &[String]),
-    values: &[f64],
-    unit: &str,
-    line: Option<(f64, String)>,
-    color: &str,
-) -> String {
-    let height = 200.0;
-    let top = values
-        .iter()
-        .copied()
-        .chain(line.as_ref().map(|(v, _)| *v))
-        .fold(0.0_f64, f64::max)
-        .max(f64::MIN_POSITIVE)
-        * 1.1;
-    let (left, bottom) = (50.0, 20.0);
-    let slot = (WIDTH - left) / values.len().max(1) as f64;
-    let mut svg = open_svg(name, title, height + bottom + 10.0);
-    axis(&mut svg, left, height, top);
-    for (i, (&value, tick)) in values.iter().zip(ticks).enumerate() {
-        let h = value / top * height;
-        let x = left + i as f64 * slot + slot * 0.15;
-        let _ = write!(
-            svg,
-            "<rect class=\"mark\" data-value=\"{value}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
-             height=\"{h:.1}\" fill=\"{color}\"><title>{what} {}: {value:.2}{}</title></rect>",
-            height - h + 10.0,
-            slot * 0.7,
-            escape(tick),
-            escape(unit)
-        );
-        if values.len() <= 30 {
-            let _ = write!(
-                svg,
-                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                x + slot * 0.35,
-                height + 25.0,
-                escape(tick)
+impl PerEpoch<'_> {
+    fn draw(self, values: &[f64], colour: impl Fn(f64) -> &'static str) -> String {
+        let n = values.len();
+        let top = values
+            .iter()
+            .copied()
+            .chain(self.rule.as_ref().map(|(v, _)| *v))
+            .fold(0.0_f64, f64::max);
+        let mut canvas = Chart::new(self.name, self.title, Axis::slots("epoch", n), self.y)
+            .legend(self.keys)
+            .frame((0.5, n as f64 + 0.5), (0.0, top));
+        for (i, &value) in values.iter().enumerate() {
+            let at = i as f64 + 1.0;
+            canvas.bar(
+                (at - 0.35, at + 0.35),
+                (0.0, value),
+                &Mark {
+                    class: "mark",
+                    value,
+                    colour: colour(value),
+                    title: &format!("epoch {}: {value:.2}{}", i + 1, self.unit),
+                    ..Mark::default()
+                },
             );
         }
+        if let Some((value, text)) = &self.rule {
+            canvas.rule(*value, text);
+        }
+        canvas.finish()
     }
-    if let Some((value, text)) = line {
-        let y = height - value / top * height + 10.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{left}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#c00\" \
-             stroke-dasharray=\"6 4\"><title>{}</title></line><text x=\"{:.1}\" y=\"{:.1}\" \
-             text-anchor=\"end\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"3\">{}</text>",
-            escape(&text),
-            WIDTH - 4.0,
-            y - 4.0,
-            escape(&text)
+}
+
+/// AU per epoch against the threshold: an epoch below it in the fail colour.
+fn au_chart(au: &[f64], threshold: f64) -> String {
+    if au.is_empty() {
+        return chart::left_out("au", "No training epoch completed: there is no AU to draw.");
+    }
+    PerEpoch {
+        name: "au",
+        title: "AU per epoch",
+        y: Axis::linear("AU (%)").up_to(100.0),
+        unit: " %",
+        keys: vec![
+            Key::fill(
+                format!("epoch at or above {threshold:.0} % (passes)"),
+                PASS_COLOR,
+            ),
+            Key::fill(format!("epoch below {threshold:.0} % (fails)"), FAIL_COLOR),
+        ],
+        rule: Some((threshold, format!("threshold {threshold:.0} %"))),
+    }
+    .draw(au, |v| {
+        if v >= threshold {
+            PASS_COLOR
+        } else {
+            FAIL_COLOR
+        }
+    })
+}
+
+fn samples_chart(samples: &[f64]) -> String {
+    if samples.is_empty() {
+        return chart::left_out(
+            "samples",
+            "No training epoch completed: there is no throughput to draw.",
         );
     }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn open_svg(name: &str, title: &str, height: f64) -> String {
-    format!(
-        "<svg data-chart=\"{name}\" role=\"img\" aria-label=\"{t}\" viewBox=\"0 0 {WIDTH} \
-         {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" font-family=\"sans-serif\" \
-         font-size=\"11\" xmlns=\"http://www.w3.org/2000/svg\"><title>{t}</title>",
-        t = escape(title)
-    )
-}
-
-/// The y axis: 0, half and the top (the chart's title gives the unit).
-fn axis(svg: &mut String, left: f64, height: f64, top: f64) {
-    for fraction in [0.0, 0.5, 1.0] {
-        let y = height - fraction * height + 10.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{left}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            left - 4.0,
-            y + 4.0,
-            short(fraction * top)
-        );
+    PerEpoch {
+        name: "samples",
+        title: "Samples per second per epoch",
+        y: Axis::linear("samples/s (all accelerators)"),
+        unit: " samples/s",
+        keys: Vec::new(),
+        rule: None,
     }
+    .draw(samples, |_| COMPUTE_COLOR)
 }
 
-fn short(value: f64) -> String {
-    if value >= 1e9 {
-        format!("{:.1}G", value / 1e9)
-    } else if value >= 1e6 {
-        format!("{:.1}M", value / 1e6)
-    } else if value >= 1e3 {
-        format!("{:.1}k", value / 1e3)
-    } else if value >= 10.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.2}")
-    }
+/// The binary unit to draw `bytes` in, as the terminal says them: (bytes per unit, its name).
+fn binary_unit(bytes: f64) -> (f64, &'static str) {
+    [
+        (1u64 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ]
+    .into_iter()
+    .map(|(size, name)| (size as f64, name))
+    .find(|&(size, _)| bytes >= size)
+    .unwrap_or((1.0, "B"))
 }
 
-/// Per epoch, the bytes read as two stacked bars: from storage and from cache.
+/// Per epoch, the bytes read as two stacked bars: from storage and from cache (an outline
+/// where the storage's share is not known).
 fn storage_bars(epochs: &[Value]) -> String {
-    let height = 160.0;
+    if epochs.is_empty() {
+        return chart::left_out(
+            "storage",
+            "No epoch completed: there are no bytes read to draw.",
+        );
+    }
     let read: Vec<u64> = epochs
         .iter()
         .map(|e| e["bytes_read"].as_u64().unwrap_or(0))
         .collect();
-    let top = read.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
-    let left = 50.0;
-    let slot = (WIDTH - left) / epochs.len().max(1) as f64;
-    let mut svg = open_svg(
+    let (size, unit) = binary_unit(read.iter().copied().max().unwrap_or(0) as f64);
+    let known = epochs.iter().all(|e| e["bytes_from_storage"].is_u64());
+    let mut keys = vec![
+        Key::fill("from storage", STORAGE_COLOR),
+        Key::fill("from cache", CACHE_COLOR),
+    ];
+    if !known {
+        keys.push(Key::outline("read, from storage not known", "#999"));
+    }
+    let top = read.iter().copied().max().unwrap_or(0) as f64 / size;
+    let mut canvas = Chart::new(
         "storage",
         "Bytes from storage and from cache per epoch",
-        height + 30.0,
-    );
-    axis(&mut svg, left, height, top);
+        Axis::slots("epoch", epochs.len()),
+        Axis::linear(format!("bytes read ({unit})")),
+    )
+    .legend(keys)
+    .frame((0.5, epochs.len() as f64 + 0.5), (0.0, top));
     for (i, epoch) in epochs.iter().enumerate() {
         let total = read[i] as f64;
-        let stored = epoch["bytes_from_storage"]
-            .as_u64()
-            .map(|b| (b as f64).min(total));
-        let x = left + i as f64 * slot + slot * 0.15;
-        let w = slot * 0.7;
-        match stored {
+        let at = (i as f64 + 0.65, i as f64 + 1.35);
+        match epoch["bytes_from_storage"].as_u64() {
             Some(stored) => {
-                let (hs, hc) = (stored / top * height, (total - stored) / top * height);
-                let _ = write!(
-                    svg,
-                    "<rect class=\"mark\" data-value=\"{stored}\" x=\"{x:.1}\" y=\"{:.1}\" \
-                     width=\"{w:.1}\" height=\"{hs:.1}\" fill=\"{STORAGE_COLOR}\"><title>epoch \
-                     {}: {stored} bytes from storage</title></rect><rect class=\"cache\" \
-                     data-value=\"{}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" \
-                     height=\"{hc:.1}\" fill=\"{CACHE_COLOR}\"><title>epoch {}: {} bytes from \
-                     cache</title></rect>",
-                    height - hs + 10.0,
-                    i + 1,
-                    total - stored,
-                    height - hs - hc + 10.0,
-                    i + 1,
-                    total - stored
+                let stored = (stored as f64).min(total);
+                let cached = total - stored;
+                canvas.bar(
+                    at,
+                    (0.0, stored / size),
+                    &Mark {
+                        class: "mark",
+                        value: stored,
+                        colour: STORAGE_COLOR,
+                        title: &format!("epoch {}: {stored} bytes from storage", i + 1),
+                        ..Mark::default()
+                    },
+                );
+                canvas.bar(
+                    at,
+                    (stored / size, total / size),
+                    &Mark {
+                        class: "cache",
+                        value: cached,
+                        colour: CACHE_COLOR,
+                        title: &format!("epoch {}: {cached} bytes from cache", i + 1),
+                        ..Mark::default()
+                    },
                 );
             }
-            None => {
-                let h = total / top * height;
-                let _ = write!(
-                    svg,
-                    "<rect class=\"mark\" data-value=\"{total}\" x=\"{x:.1}\" y=\"{:.1}\" \
-                     width=\"{w:.1}\" height=\"{h:.1}\" fill=\"none\" stroke=\"#999\"><title>epoch \
-                     {}: {total} bytes read, from storage not known</title></rect>",
-                    height - h + 10.0,
-                    i + 1
-                );
-            }
+            None => canvas.bar(
+                at,
+                (0.0, total / size),
+                &Mark {
+                    class: "mark",
+                    value: total,
+                    colour: "#999",
+                    title: &format!(
+                        "epoch {}: {total} bytes read, from storage not known",
+                        i + 1
+                    ),
+                    hollow: true,
+                    ..Mark::default()
+                },
+            ),
         }
     }
-    svg.push_str("</svg>\n");
-    svg
+    canvas.finish()
 }
 
-/// A rank's steps in at most [`TIMELINE_COLUMNS`] columns, each the mean of its steps, stacked.
+/// A rank's steps in at most [`TIMELINE_COLUMNS`] columns, each the mean of its steps, stacked
+/// as shares of their time.
 fn timeline(rank: usize, steps: &Steps) -> String {
-    let height = 70.0;
+    if steps.is_empty() {
+        return chart::left_out(
+            "timeline",
+            &format!("Rank {rank} recorded no step: there is no timeline to draw."),
+        );
+    }
     let columns = steps.len().clamp(1, TIMELINE_COLUMNS);
     let per_column = steps.len().div_ceil(columns).max(1);
     let means: Vec<(f64, f64, f64)> = steps
@@ -690,56 +702,68 @@ fn timeline(rank: usize, steps: &Steps) -> String {
             (sum.0 / n, sum.1 / n, sum.2 / n)
         })
         .collect();
-    let left = 50.0;
-    let w = (WIDTH - left) / means.len().max(1) as f64;
-    let mut svg = open_svg(
+    let n = steps.len() as f64;
+    let mut canvas = Chart::new(
         "timeline",
-        &format!("Rank {rank}: {} steps", steps.len()),
-        height + 14.0,
-    );
-    let _ = write!(
-        svg,
-        "<g data-rank=\"{rank}\" data-steps=\"{}\"><text x=\"0\" y=\"{:.1}\">rank {rank}</text>",
-        steps.len(),
-        height / 2.0
+        format!("Rank {rank}: {} steps, where their time went", steps.len()),
+        Axis::linear("step (epochs one after another)")
+            .span(0.5, n + 0.5)
+            .whole(),
+        Axis::linear("time (%)").up_to(100.0),
+    )
+    .legend(vec![
+        Key::fill("waiting for data", LOAD_COLOR),
+        Key::fill("computing", COMPUTE_COLOR),
+        Key::fill("barrier and the rest", BARRIER_COLOR),
+    ])
+    .height(80.0)
+    .frame((0.5, n + 0.5), (0.0, 100.0));
+    canvas.group(
+        &format!("data-rank=\"{rank}\" data-steps=\"{}\"", steps.len()),
+        "",
     );
     for (i, &(load, compute, barrier)) in means.iter().enumerate() {
-        let x = left + i as f64 * w;
-        let mut y = height;
         let first = i * per_column + 1;
         let last = ((i + 1) * per_column).min(steps.len());
-        let _ = write!(
-            svg,
-            "<g class=\"column\"><title>steps {first}–{last}: load {:.1} ms, compute {:.1} ms, \
-             barrier {:.1} ms</title>",
-            load * 1e3,
-            compute * 1e3,
-            barrier * 1e3
+        canvas.group(
+            "class=\"column\"",
+            &format!(
+                "steps {first}–{last}: load {:.1} ms, compute {:.1} ms, barrier {:.1} ms",
+                load * 1e3,
+                compute * 1e3,
+                barrier * 1e3
+            ),
         );
         // The share of the steps' time each part took: where the time went, whatever the step's
         // length (a long first step would flatten every other column).
         let whole = (load + compute + barrier).max(f64::MIN_POSITIVE);
-        for (seconds, color) in [
+        let mut below = 0.0;
+        for (seconds, colour) in [
             (load, LOAD_COLOR),
             (compute, COMPUTE_COLOR),
             (barrier, BARRIER_COLOR),
         ] {
-            let h = seconds / whole * height;
-            y -= h;
-            let _ = write!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{h:.1}\" \
-                 fill=\"{color}\"/>",
-                w.max(0.5)
+            let share = seconds / whole * 100.0;
+            canvas.bar(
+                (first as f64 - 0.5, last as f64 + 0.5),
+                (below, below + share),
+                &Mark {
+                    class: "part",
+                    value: seconds,
+                    colour,
+                    ..Mark::default()
+                },
             );
+            below += share;
         }
-        svg.push_str("</g>");
+        canvas.end_group();
     }
-    svg.push_str("</g></svg>\n");
-    svg
+    canvas.end_group();
+    canvas.finish()
 }
 
-/// The read latencies in bins of a quarter power of two, as bars.
+/// The read latencies in bins of a quarter power of two, as bars on a log axis: an empty bin
+/// keeps its place.
 fn latency(buckets: &[Value]) -> String {
     let mut bins: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
     for bucket in buckets {
@@ -750,79 +774,84 @@ fn latency(buckets: &[Value]) -> String {
         let sum = bins.entry(bin).or_insert(0);
         *sum = sum.saturating_add(count);
     }
-    let ticks: Vec<String> = bins
-        .keys()
-        .map(|&b| crate::console::duration(2f64.powf(b as f64 / 4.0)))
-        .collect();
-    let counts: Vec<f64> = bins.values().map(|&c| c as f64).collect();
-    bars(
+    let bound = |bin: i64| 2f64.powf(bin as f64 / 4.0);
+    let (Some(first), Some(last)) = (bins.keys().next(), bins.keys().next_back()) else {
+        return chart::left_out("latency", "No read was timed: there is no latency to draw.");
+    };
+    let top = bins.values().copied().max().unwrap_or(0) as f64;
+    let mut canvas = Chart::new(
         "latency",
-        "Read latency histogram: reads per latency bin (from the bin's lower bound)",
-        ("from", &ticks),
-        &counts,
-        " reads",
-        None,
-        LOAD_COLOR,
+        "Read latency: reads per quarter-octave bin",
+        Axis::log10("read latency (log scale)").micros(),
+        Axis::linear("reads"),
     )
+    .frame((bound(*first), bound(last + 1)), (0.0, top));
+    for (&bin, &count) in &bins {
+        let (low, high) = (bound(bin), bound(bin + 1));
+        // A hair narrower than the bin, so that neighbours read as bars.
+        canvas.bar(
+            (
+                2f64.powf((bin as f64 + 0.05) / 4.0),
+                2f64.powf((bin as f64 + 0.95) / 4.0),
+            ),
+            (0.0, count as f64),
+            &Mark {
+                class: "mark",
+                value: count as f64,
+                colour: LOAD_COLOR,
+                title: &format!(
+                    "{} to {}: {count} reads",
+                    crate::console::duration(low),
+                    crate::console::duration(high)
+                ),
+                ..Mark::default()
+            },
+        );
+    }
+    canvas.finish()
 }
 
 /// Each checkpoint operation's seconds per rank.
 fn checkpoints(list: &[Value]) -> String {
-    let mut ticks = Vec::new();
+    let mut names = Vec::new();
     let mut values = Vec::new();
     for c in list {
         let op = c["operation"].as_str().unwrap_or("?");
         let index = c["index"].as_u64().unwrap_or(0);
         for (rank, seconds) in numbers(&c["per_rank_seconds"]).into_iter().enumerate() {
-            ticks.push(format!("{op} {index} r{rank}"));
+            names.push(format!("{op} {index}, rank {rank}"));
             values.push(seconds);
         }
     }
-    bars(
+    if values.is_empty() {
+        return chart::left_out(
+            "checkpoints",
+            "No checkpoint recorded its ranks' seconds: there is nothing to draw.",
+        );
+    }
+    let top = values.iter().copied().fold(0.0, f64::max);
+    let mut canvas = Chart::new(
         "checkpoints",
         "Checkpoint seconds per operation and rank",
-        ("", &ticks),
-        &values,
-        " s",
-        None,
-        BARRIER_COLOR,
+        Axis::named("operation and rank", names.clone()),
+        Axis::linear("seconds"),
     )
-}
-
-/// Two runs' values of one metric per epoch, side by side: A blue, B amber.
-pub(super) fn paired_bars(name: &str, a: &[f64], b: &[f64], unit: &str) -> String {
-    let height = 160.0;
-    let epochs = a.len().max(b.len()).max(1);
-    let top = a
-        .iter()
-        .chain(b)
-        .copied()
-        .fold(0.0_f64, f64::max)
-        .max(f64::MIN_POSITIVE)
-        * 1.1;
-    let left = 50.0;
-    let slot = (WIDTH - left) / epochs as f64;
-    let mut svg = open_svg(name, &format!("{name} per epoch, A and B"), height + 30.0);
-    axis(&mut svg, left, height, top);
-    for (run, values, color, shift) in [("A", a, STORAGE_COLOR, 0.1), ("B", b, BARRIER_COLOR, 0.5)]
-    {
-        for (i, &value) in values.iter().enumerate() {
-            let h = value / top * height;
-            let _ = write!(
-                svg,
-                "<rect class=\"mark\" data-run=\"{run}\" data-value=\"{value}\" x=\"{:.1}\" \
-                 y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{color}\"><title>{run}, \
-                 epoch {}: {value:.2}{}</title></rect>",
-                left + i as f64 * slot + slot * shift,
-                height - h + 10.0,
-                slot * 0.4,
-                i + 1,
-                escape(unit)
-            );
-        }
+    .frame((0.5, values.len() as f64 + 0.5), (0.0, top));
+    for (i, (&value, name)) in values.iter().zip(&names).enumerate() {
+        let at = i as f64 + 1.0;
+        canvas.bar(
+            (at - 0.35, at + 0.35),
+            (0.0, value),
+            &Mark {
+                class: "mark",
+                value,
+                colour: BARRIER_COLOR,
+                title: &format!("{name}: {value:.3} s"),
+                ..Mark::default()
+            },
+        );
     }
-    svg.push_str("</svg>\n");
-    svg
+    canvas.finish()
 }
 
 /// Text for HTML and SVG.

@@ -2,6 +2,7 @@
 //! DLIO's JSON files and log, Hydra's YAML files, our report.json, the page, its charts as image
 //! files, and the end-of-run table on standard output — and `dlio-rs compare`'s table and page.
 
+pub mod chart;
 pub mod compare;
 pub mod dlio;
 pub mod html;

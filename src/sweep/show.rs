@@ -1,13 +1,16 @@
 //! A sweep for people: each trial's figures and warnings as it ends, the table of trials with
 //! the answer and its margin on standard output, and the sweep's page (`report.html`: AU or
-//! checkpoint throughput against the count, the answer marked), drawn with the run page's
-//! chart pieces.
+//! checkpoint throughput against the count on a numeric axis, passing and failing trials told
+//! apart, the answer ringed), drawn by [`crate::report::chart`].
 
 use std::fmt::Write as _;
 
 use super::record::{Answer, Mode, Sweep, Trial};
 use super::search::unit;
-use crate::report::html::{bars, escape, section, COMPUTE_COLOR, STORAGE_COLOR, STYLE};
+use crate::report::chart::{
+    self, Axis, Chart, Key, Mark, Series, COMPUTE_COLOR, FAIL_COLOR, PASS_COLOR,
+};
+use crate::report::html::{escape, section, STYLE};
 
 /// A trial's figures and warnings, on the terminal.
 pub(super) fn tell_figures(trial: &Trial, state: &Sweep) {
@@ -256,9 +259,6 @@ impl Sweep {
 pub fn page(sweep: &Sweep) -> String {
     let mut trials: Vec<&Trial> = sweep.trials.iter().collect();
     trials.sort_by_key(|t| t.accelerators);
-    let ticks: Vec<String> = trials.iter().map(|t| t.accelerators.to_string()).collect();
-    let au: Vec<f64> = trials.iter().map(|t| t.au_percent).collect();
-    let samples: Vec<f64> = trials.iter().map(|t| t.samples_per_second).collect();
     let answer = sweep.render();
     let answer = answer.lines().last().unwrap_or("");
     let most = sweep.answer.and_then(|a| a.most_passing);
@@ -287,66 +287,72 @@ pub fn page(sweep: &Sweep) -> String {
         most.map_or("none".to_string(), |m| m.to_string()),
         escape(answer)
     );
-    let mut chart = match sweep.mode {
+    match sweep.mode {
         Mode::Training => {
-            section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (darker).");
+            section(&mut html, "AU against accelerators", "Each trial's mean training AU; the answer is the most accelerators at or above the threshold (ringed).");
             let threshold = sweep.au_threshold_percent;
-            bars(
-                "sweep-au",
-                "AU against accelerators, percent",
-                ("accelerators", &ticks),
+            let au: Vec<f64> = trials.iter().map(|t| t.au_percent).collect();
+            html.push_str(&against_count(
+                &trials,
                 &au,
-                "%",
-                Some((threshold, format!("threshold {threshold:.0} %"))),
-                STORAGE_COLOR,
-            )
+                most,
+                Chart::new(
+                    "sweep-au",
+                    "AU against accelerators",
+                    count_axis(&trials, "accelerators"),
+                    Axis::linear("AU (%)").up_to(100.0),
+                ),
+                (threshold, format!("threshold {threshold:.0} %")),
+                ("accelerators", " %"),
+            ));
         }
         Mode::Checkpointing => {
-            section(&mut html, "Save throughput per rank against ranks", "Each trial's checkpoint save GiB/s per rank; the answer is the most ranks at or above the hold (darker).");
+            section(&mut html, "Save throughput per rank against ranks", "Each trial's checkpoint save GiB/s per rank; the answer is the most ranks at or above the hold (ringed).");
             let per_rank: Vec<f64> = trials
                 .iter()
                 .map(|t| t.per_rank_gib_per_second.unwrap_or(0.0))
                 .collect();
             let hold = sweep.request.hold * per_rank.first().copied().unwrap_or(0.0);
-            bars(
-                "sweep-au",
-                "Checkpoint save GiB/s per rank against ranks",
-                ("ranks", &ticks),
+            html.push_str(&against_count(
+                &trials,
                 &per_rank,
-                " GiB/s",
-                Some((hold, format!("hold {:.0} %", sweep.request.hold * 100.0))),
-                STORAGE_COLOR,
-            )
-        }
-    };
-    if let Some(most) = most {
-        // The answer's bar, darker.
-        let what = match sweep.mode {
-            Mode::Training => "accelerators",
-            Mode::Checkpointing => "ranks",
-        };
-        let marker = format!("<title>{what} {most}:");
-        if let Some(at) = chart.find(&marker) {
-            if let Some(fill) = chart[..at].rfind(STORAGE_COLOR) {
-                chart.replace_range(fill..fill + STORAGE_COLOR.len(), "#1b3f66");
-            }
+                most,
+                Chart::new(
+                    "sweep-au",
+                    "Checkpoint save throughput per rank against ranks",
+                    count_axis(&trials, "ranks"),
+                    Axis::linear("save GiB/s per rank"),
+                ),
+                (hold, format!("hold {:.0} %", sweep.request.hold * 100.0)),
+                ("ranks", " GiB/s"),
+            ));
         }
     }
-    html.push_str(&chart);
     section(
         &mut html,
         "Throughput against accelerators",
         "Samples per second, all accelerators of the trial.",
     );
-    html.push_str(&bars(
+    let samples = Series {
+        name: "samples/s".into(),
+        colour: COMPUTE_COLOR,
+        points: trials
+            .iter()
+            .map(|t| (t.accelerators as f64, t.samples_per_second))
+            .collect(),
+    };
+    let chart = Chart::new(
         "sweep-samples",
         "Samples per second against accelerators",
-        ("accelerators", &ticks),
-        &samples,
-        " samples/s",
-        None,
-        COMPUTE_COLOR,
-    ));
+        count_axis(&trials, "accelerators"),
+        Axis::linear("samples/s (all accelerators)"),
+    );
+    html.push_str(&chart.lines(&[samples]).unwrap_or_else(|| {
+        chart::left_out(
+            "sweep-samples",
+            "No trial has ended: there is nothing to draw.",
+        )
+    }));
     html.push_str("<table><tr><th>accelerators</th><th>AU %</th><th>samples/s</th><th>MiB/s</th><th>valid</th><th>run</th></tr>");
     for t in &trials {
         let _ = write!(
@@ -362,6 +368,80 @@ pub fn page(sweep: &Sweep) -> String {
     }
     html.push_str("</table>\n</body></html>\n");
     html
+}
+
+/// The x axis of trials' counts: log2 where they span a factor of 8 or more (a bisection's 1, 2,
+/// 4, 8, 16 equally apart), else linear; either way each count at its value, never evenly
+/// spaced by rank.
+fn count_axis(trials: &[&Trial], title: &str) -> Axis {
+    let counts = chart::extent(trials.iter().map(|t| t.accelerators as f64));
+    match counts {
+        Some((least, most)) if least >= 1.0 && most / least >= 8.0 => Axis::log2(title),
+        _ => Axis::linear(title).whole(),
+    }
+}
+
+/// Each trial's `values` against its count, joined by a line: passing trials in the pass
+/// colour, failing ones in the fail colour, those not judged (not valid) as outlines, the
+/// answer ringed; the threshold (or hold) `rule` dashed. `noun` names the count in the marks'
+/// titles, `unit` follows their values.
+fn against_count(
+    trials: &[&Trial],
+    values: &[f64],
+    answer: Option<u64>,
+    chart: Chart,
+    rule: (f64, String),
+    (noun, unit): (&str, &str),
+) -> String {
+    let points: Vec<(f64, f64)> = trials
+        .iter()
+        .zip(values)
+        .map(|(t, &v)| (t.accelerators as f64, v))
+        .collect();
+    let (Some(x), Some(y)) = (
+        chart::extent(points.iter().map(|p| p.0)),
+        chart::extent(points.iter().map(|p| p.1).chain([rule.0])),
+    ) else {
+        return chart::left_out("sweep-au", "No trial has ended: there is nothing to draw.");
+    };
+    let mut keys = vec![
+        Key::fill("passes", PASS_COLOR),
+        Key::fill("fails", FAIL_COLOR),
+    ];
+    if trials.iter().any(|t| !t.valid()) {
+        keys.push(Key::outline("not valid, not judged", "#777"));
+    }
+    if let Some(answer) = answer {
+        keys.push(Key::outline(format!("answer: {answer}"), "#222"));
+    }
+    let mut canvas = chart.legend(keys).frame(x, (y.0.min(0.0), y.1));
+    canvas.line("trials", &points, "#bbb");
+    canvas.rule(rule.0, &rule.1);
+    for (t, &(x, y)) in trials.iter().zip(&points) {
+        let verdict = match (t.valid(), t.passed) {
+            (false, _) => "not valid, not judged",
+            (true, true) => "passes",
+            (true, false) => "fails",
+        };
+        canvas.point(
+            x,
+            y,
+            &Mark {
+                class: "mark",
+                value: y,
+                colour: match (t.valid(), t.passed) {
+                    (false, _) => "#777",
+                    (true, true) => PASS_COLOR,
+                    (true, false) => FAIL_COLOR,
+                },
+                title: &format!("{} {noun}: {y:.2}{unit}, {verdict}", t.accelerators),
+                hollow: !t.valid(),
+                attributes: &format!("data-x=\"{}\"", t.accelerators),
+            },
+            answer == Some(t.accelerators),
+        );
+    }
+    canvas.finish()
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! files alone (also without report.json, as for a run of Python DLIO); its charts show the
 //! run's values (a mark per epoch, a timeline per rank with its steps); a real browser (Chromium,
 //! headless) renders it without a console error and its screenshot is not blank; a 10,000-step
-//! run's page stays small.
+//! run's page stays small. Its charts are labelled for a slide: titles, axis titles with units,
+//! round ticks that cover the values, labels that do not overlap, a log latency axis, failing
+//! epochs in a colour of their own, and no empty chart.
 
 use std::path::Path;
 use std::process::Command;
@@ -142,6 +144,7 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
         );
     }
 
+    assert_eq!(svg::overlapping_labels(&html), None);
     let console = chromium(&out.join("report.html"), &tmp.join("shot.png"));
     assert_eq!(console, "", "console messages");
     let (share, colours) = ink(&tmp.join("shot.png"));
@@ -392,4 +395,264 @@ fn the_page_of_a_10000_step_run_stays_small() {
     assert!(html.contains("data-steps=\"10000\""));
     assert_eq!(html.matches("class=\"column\"").count(), 400);
     let _: Value = read_json(&out.join("summary.json"));
+}
+
+/// A run's output folder, forged as a run of 2 accelerators writes it (summary.json and
+/// report.json, no `{rank}_output.json`): `au` and `samples` per epoch, each epoch 3 GiB read
+/// (2 from storage) with the read figures `compare` reads and a cache share of 0, the latency
+/// buckets `latency` (µs, count) and `saves` checkpoint saves of 2 ranks.
+fn forged_run(dir: &Path, au: &[f64], samples: &[f64], latency: &[(f64, u64)], saves: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mean = au.iter().sum::<f64>() / au.len().max(1) as f64;
+    let summary = serde_json::json!({
+        "num_accelerators": 2,
+        "metric": {
+            "train_au_percentage": au,
+            "train_au_mean_percentage": if au.is_empty() { None } else { Some(mean) },
+            "train_au_meet_expectation": "fail",
+            "train_throughput_samples_per_second": samples,
+        },
+    });
+    let epochs: Vec<Value> = samples
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "bytes_read": 3u64 << 30,
+                "bytes_from_storage": 2u64 << 30,
+                "measured_mib_per_second": s / 10.0,
+                "p50_us": 5.0,
+                "p99_us": 900.0,
+                "cache_served_fraction": 0.0,
+            })
+        })
+        .collect();
+    let checkpoints: Vec<Value> = (1..=saves)
+        .map(|i| {
+            serde_json::json!({"operation": "save", "index": i, "per_rank_seconds": [0.5, 0.75]})
+        })
+        .collect();
+    let report = serde_json::json!({
+        "workload": "forged",
+        "train": {"au_threshold_percent": 90.0},
+        "epochs": epochs,
+        "read_latency_histogram_us": latency.iter().map(|(us, n)| serde_json::json!([us, n])).collect::<Vec<_>>(),
+        "checkpoints": {"list": checkpoints},
+    });
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    std::fs::write(dir.join("report.json"), report.to_string()).unwrap();
+}
+
+/// The marks' values of a chart.
+fn values(svg: &str) -> Vec<f64> {
+    svg::marks(svg)
+        .iter()
+        .map(|m| svg::number(m, "data-value"))
+        .collect()
+}
+
+/// A page of 120 epochs, 120 checkpoint bars and latencies from 3 µs to 42 ms: every chart has
+/// a title and two axis titles, round ticks that cover its values and labels that do not
+/// overlap; AU's axis ends at 100; failing epochs are in a colour of their own, said in the
+/// legend; the bytes are in GiB; the latency axis is log, in µs and ms, an empty bin keeping its
+/// place. The page renders in Chromium without a console message.
+#[test]
+fn charts_have_titles_round_ticks_and_labels_that_do_not_overlap() {
+    let tmp = Scratch::new("charts-labelled");
+    let out = tmp.join("out");
+    let au: Vec<f64> = (0..120).map(|i| 60.0 + (i * 7 % 40) as f64).collect();
+    let samples: Vec<f64> = (0..120).map(|i| 10_000.0 + 37.0 * i as f64).collect();
+    let latency = [
+        (3.5, 5),
+        (4.2, 40),
+        (5.0, 60),
+        (900.0, 3),
+        (1500.0, 2),
+        (42_000.0, 1),
+    ];
+    forged_run(&out, &au, &samples, &latency, 60);
+    dlio_rs(&tmp.path, &["report", &out.display().to_string()]).ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+
+    for name in ["au", "samples", "storage", "latency", "checkpoints"] {
+        let chart = svg::chart(&html, name);
+        let title = svg::of_class(chart, "chart-title");
+        assert!(!svg::text(title[0]).is_empty(), "{name}");
+        for axis in ["x", "y"] {
+            assert!(!svg::axis_title(chart, axis).is_empty(), "{name} {axis}");
+        }
+        let up = svg::ticks(chart, "y");
+        assert!(up.len() >= 3 && svg::round_steps(&up), "{name}: {up:?}");
+        assert!(up.iter().all(|t| t.label != "0.00"), "{name}: {up:?}");
+        // The ticks cover the values (the bytes' in GiB).
+        let marks = values(chart);
+        let scale = if name == "storage" {
+            (1u64 << 30) as f64
+        } else {
+            1.0
+        };
+        let most = marks.iter().fold(0.0, |m: f64, &v| m.max(v / scale));
+        assert!(
+            up[0].value <= 0.0 && up.last().unwrap().value >= most,
+            "{name}: {up:?}"
+        );
+    }
+    assert_eq!(svg::overlapping_labels(&html), None);
+
+    // AU: a percentage ends at 100; failing epochs in a colour of their own, the legend says which.
+    let chart = svg::chart(&html, "au");
+    let up = svg::ticks(chart, "y");
+    assert_eq!(
+        (up.last().unwrap().value, up.last().unwrap().label.as_str()),
+        (100.0, "100")
+    );
+    let marks = svg::marks(chart);
+    assert_eq!(values(chart), au);
+    let fill = |below: bool| -> std::collections::BTreeSet<&str> {
+        marks
+            .iter()
+            .filter(|m| (svg::number(m, "data-value") < 90.0) == below)
+            .map(|m| svg::attribute(m, "fill").unwrap())
+            .collect()
+    };
+    let (fails, passes) = (fill(true), fill(false));
+    assert!(
+        fails.len() == 1 && passes.len() == 1 && fails != passes,
+        "{fails:?} {passes:?}"
+    );
+    let legend = svg::legend(chart);
+    let swatch = |said: &str| {
+        legend
+            .iter()
+            .find(|g| g.contains(said))
+            .and_then(|g| svg::attribute(&g[g.find("<rect").unwrap()..], "fill"))
+            .unwrap_or_else(|| panic!("no legend entry saying {said}"))
+    };
+    assert!(fails.contains(swatch("fails")) && passes.contains(swatch("passes")));
+    // Epochs: whole numbers, round steps, within the run's 120.
+    let across = svg::ticks(chart, "x");
+    assert!(svg::round_steps(&across), "{across:?}");
+    assert!(across
+        .iter()
+        .all(|t| t.value.fract() == 0.0 && (1.0..=120.0).contains(&t.value)));
+
+    // Bytes: binary units, as the terminal says them, with a legend of both sources.
+    let chart = svg::chart(&html, "storage");
+    assert!(svg::axis_title(chart, "y").contains("GiB"));
+    assert_eq!(svg::legend(chart).len(), 2);
+    assert_eq!(
+        svg::ticks(chart, "x").len(),
+        svg::ticks(&svg::chart(&html, "au"), "x").len()
+    );
+
+    // Latency: a log axis in µs and ms (1 ms is "1 ms"); each bar at its bin's place on it.
+    let chart = svg::chart(&html, "latency");
+    let across = svg::ticks(chart, "x");
+    let labels: Vec<&str> = across.iter().map(|t| t.label.as_str()).collect();
+    for said in ["100 µs", "1 ms", "10 ms"] {
+        assert!(labels.contains(&said), "{said}: {labels:?}");
+    }
+    assert!(
+        labels
+            .iter()
+            .all(|l| !l.contains("k µs") && !l.contains(".0 ")),
+        "{labels:?}"
+    );
+    let at = |label: &str| across.iter().find(|t| t.label == label).unwrap().at;
+    let decade = at("1 ms") - at("100 µs");
+    assert!(
+        (at("10 ms") - at("1 ms") - decade).abs() < 0.2,
+        "{across:?}"
+    );
+    let place = |us: f64| at("1 ms") + (us / 1000.0).log10() * decade;
+    for (mark, (us, count)) in svg::marks(chart).iter().zip(latency) {
+        // The bar starts a twentieth into its quarter-octave bin.
+        let bin = (us.log2() * 4.0).floor();
+        let start = place(2f64.powf((bin + 0.05) / 4.0));
+        assert!(
+            (svg::number(mark, "x") - start).abs() < 0.2,
+            "{us} µs: {mark:.200}"
+        );
+        assert_eq!(svg::number(mark, "data-value"), count as f64);
+    }
+
+    // Checkpoints: 120 bars, their names thinned to fit.
+    let chart = svg::chart(&html, "checkpoints");
+    assert_eq!(svg::marks(chart).len(), 120);
+    let named = svg::ticks(chart, "x");
+    assert!(named.len() > 3 && named.len() < 120, "{named:?}");
+
+    assert_eq!(
+        chromium(&out.join("report.html"), &tmp.join("shot.png")),
+        ""
+    );
+}
+
+/// A chart with nothing to draw is left out, with the sentence saying why, never drawn empty:
+/// a run with no completed epoch and no timed read; in `compare`, a metric that is 0 in every
+/// epoch of both runs.
+#[test]
+fn a_chart_with_nothing_to_draw_is_left_out_with_its_reason() {
+    let tmp = Scratch::new("charts-left-out");
+    let out = tmp.join("empty");
+    forged_run(&out, &[], &[], &[], 0);
+    dlio_rs(&tmp.path, &["report", &out.display().to_string()]).ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for name in ["au", "samples", "storage", "timeline", "latency"] {
+        assert!(!html.contains(&format!("data-chart=\"{name}\"")), "{name}");
+        let why = html
+            .split(&format!("data-left-out=\"{name}\">"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name} is not said to be left out"));
+        let why = &why[..why.find("</p>").unwrap()];
+        assert!(why.ends_with('.') && why.contains(':'), "{name}: {why}");
+    }
+    assert!(!html.contains("<svg"), "{html}");
+    assert_eq!(
+        chromium(&out.join("report.html"), &tmp.join("shot.png")),
+        ""
+    );
+
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    forged_run(&a, &[95.0, 96.0], &[100.0, 110.0], &[(5.0, 10)], 0);
+    forged_run(&b, &[91.0, 93.0], &[90.0, 95.0], &[(5.0, 10)], 0);
+    let page = tmp.join("compare.html");
+    dlio_rs(
+        &tmp.path,
+        &[
+            "compare",
+            &a.display().to_string(),
+            &b.display().to_string(),
+            &format!("--html={}", page.display()),
+        ],
+    )
+    .ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("data-chart=\"cache share\""));
+    assert!(
+        html.contains("data-left-out=\"cache share\">Both runs' cache share is 0 in every epoch"),
+        "{html}"
+    );
+    // The others are drawn, each with a legend of both runs, and none with 0.00 ticks.
+    for name in [
+        "AU",
+        "samples/s",
+        "MiB/s read",
+        "read p50 µs",
+        "read p99 µs",
+    ] {
+        let chart = svg::chart(&html, name);
+        assert_eq!(svg::legend(chart).len(), 2, "{name}");
+        let up = svg::ticks(chart, "y");
+        assert!(svg::round_steps(&up), "{name}: {up:?}");
+        assert!(up.iter().all(|t| t.label != "0.00"), "{name}: {up:?}");
+    }
+    assert_eq!(
+        svg::ticks(svg::chart(&html, "AU"), "y")
+            .last()
+            .unwrap()
+            .value,
+        100.0
+    );
+    assert_eq!(svg::overlapping_labels(&html), None);
+    assert_eq!(chromium(&page, &tmp.join("compare.png")), "");
 }

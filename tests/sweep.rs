@@ -213,3 +213,106 @@ fn a_sweep_refuses_what_it_cannot_search() {
         assert!(!tmp.join("sweep/trial-1").exists());
     }
 }
+
+/// A saved sweep of `trials` (accelerators, AU %, valid), of 1 to 16 accelerators at a 90 %
+/// threshold, its answer `most_passing`, in `dir`; its page rebuilt by `dlio-rs report`.
+fn forged_sweep_page(tmp: &Scratch, dir: &str, trials: &[(u64, f64, bool)], most: u64) -> String {
+    let folder = tmp.join(dir);
+    std::fs::create_dir_all(&folder).unwrap();
+    let trials: Vec<Value> = trials
+        .iter()
+        .map(|&(n, au, valid)| {
+            serde_json::json!({
+                "accelerators": n, "au_percent": au, "passed": au >= 90.0,
+                "samples_per_second": 100.0 * n as f64, "mib_per_second": 10.0 * n as f64,
+                "bytes_read": 1000, "bytes_from_storage": 1000, "cache_share": 0.0,
+                "checkpoint_gib_per_second": null, "per_rank_gib_per_second": null,
+                "reasons": if valid { vec![] } else { vec!["page_cache: forged"] },
+                "output": format!("trial-{n}"),
+            })
+        })
+        .collect();
+    let fewest = trials
+        .iter()
+        .map(|t| int(t, "/accelerators"))
+        .find(|&n| n > most);
+    let sweep = serde_json::json!({
+        "request": {"words": ["workload=default"], "config_dir": null, "min": null, "max": 16,
+                    "precision": 1, "step": 1, "hold": 0.9},
+        "processes": 1, "mode": "training", "au_threshold_percent": 90.0, "generated": false,
+        "trials": trials,
+        "answer": {"most_passing": most, "fewest_failing": fewest},
+    });
+    std::fs::write(folder.join("sweep.json"), sweep.to_string()).unwrap();
+    dlio_rs(&tmp.path, &["report", &folder.display().to_string()]).ok();
+    std::fs::read_to_string(folder.join("report.html")).unwrap()
+}
+
+/// The sweep's page puts each trial at its count on a numeric axis — log2 for counts that
+/// span a factor of 8 or more (1, 2, 3, 4, 8, 16: 3 between 2 and 4, not evenly spaced), linear
+/// for others —, a failing trial in another colour than a passing one, said in the legend, the
+/// answer ringed.
+#[test]
+fn the_sweep_page_places_trials_at_their_counts() {
+    let tmp = Scratch::new("sweep-page");
+    let trials = [
+        (1, 99.0, true),
+        (2, 98.0, true),
+        (3, 97.0, false),
+        (4, 95.0, true),
+        (8, 91.0, true),
+        (16, 60.0, true),
+    ];
+    let html = forged_sweep_page(&tmp, "log", &trials, 8);
+    let chart = svg::chart(&html, "sweep-au");
+    let marks = svg::marks(chart);
+    assert_eq!(marks.len(), trials.len());
+    let place: Vec<(f64, f64)> = marks
+        .iter()
+        .map(|m| (svg::number(m, "data-x"), svg::number(m, "cx")))
+        .collect();
+    let per_doubling = (place[5].1 - place[0].1) / 4.0;
+    for &(n, cx) in &place {
+        assert!(
+            (cx - place[0].1 - n.log2() * per_doubling).abs() < 0.2,
+            "{place:?}"
+        );
+    }
+    let labels: Vec<String> = svg::ticks(chart, "x")
+        .into_iter()
+        .map(|t| t.label)
+        .collect();
+    assert_eq!(labels, ["1", "2", "4", "8", "16"]);
+    assert_eq!(svg::ticks(chart, "y").last().unwrap().value, 100.0);
+    let fill = |n: f64| svg::attribute(marks[place.iter().position(|p| p.0 == n).unwrap()], "fill");
+    assert_ne!(fill(16.0), fill(8.0));
+    let legend = svg::legend(chart);
+    for said in ["passes", "fails", "not valid", "answer: 8"] {
+        assert!(legend.iter().any(|g| g.contains(said)), "{said}");
+    }
+    assert!(legend
+        .iter()
+        .any(|g| g.contains("fails") && g.contains(fill(16.0).unwrap())));
+    assert_eq!(chart.matches("r=\"8\"").count(), 1);
+    // Samples/s against the same axis.
+    let samples = svg::chart(&html, "sweep-samples");
+    assert_eq!(svg::ticks(samples, "x").len(), 5);
+    assert_eq!(svg::overlapping_labels(&html), None);
+
+    // Counts within a factor of 8: linear, each at its value.
+    let html = forged_sweep_page(
+        &tmp,
+        "linear",
+        &[(2, 99.0, true), (3, 95.0, true), (5, 80.0, true)],
+        3,
+    );
+    let chart = svg::chart(&html, "sweep-au");
+    let place: Vec<(f64, f64)> = svg::marks(chart)
+        .iter()
+        .map(|m| (svg::number(m, "data-x"), svg::number(m, "cx")))
+        .collect();
+    let per_one = (place[2].1 - place[0].1) / 3.0;
+    assert!((place[1].1 - place[0].1 - per_one).abs() < 0.2, "{place:?}");
+    let across = svg::ticks(chart, "x");
+    assert!(svg::round_steps(&across) && across.iter().all(|t| t.value.fract() == 0.0));
+}

@@ -15,6 +15,7 @@ use serde_json::Value;
 pub mod fault_proxy;
 #[cfg(feature = "s3")]
 pub mod seaweed;
+pub mod svg;
 
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");

@@ -176,17 +176,56 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
         .says(&["has no summary.json"]);
 
     // Each chart as SVG and PNG for slides: AU, samples/s and the 2 timelines (report.json, with
-    // what the storage and latency charts need, was removed above).
-    let ran = dlio_rs(&tmp.path, &["report", &out.display().to_string(), "--png"]).ok();
+    // what the storage and latency charts need, was removed above), drawn by one browser start
+    // (a wrapper counts them).
+    let starts = tmp.join("starts");
+    let counting = tmp.join("counting.sh");
+    std::fs::write(
+        &counting,
+        format!(
+            "#!/bin/sh\necho start >> '{}'\nexec chromium \"$@\"\n",
+            starts.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &counting,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let browser = counting.display().to_string();
+    let ran = launch(
+        DLIO_RS,
+        &tmp.path,
+        &["report", &out.display().to_string(), "--png"],
+        &[("DLIO_RS_BROWSER", &browser)],
+    )
+    .ok();
     let pngs: Vec<&str> = ran.stdout.lines().filter(|l| l.ends_with(".png")).collect();
     assert_eq!(pngs.len(), 4, "{}", ran.context());
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 1);
     for png in pngs {
         let (share, colours) = ink(Path::new(png));
         assert!(
             share > 0.01 && colours >= 3,
             "{png}: {share} inked, {colours} colours"
         );
-        assert!(Path::new(png).with_extension("svg").is_file());
+        // The chart's SVG has its title and axis titles, and the PNG is it at twice its size.
+        let chart = std::fs::read_to_string(Path::new(png).with_extension("svg")).unwrap();
+        assert_eq!(svg::of_class(&chart, "chart-title").len(), 1);
+        assert!(
+            !svg::axis_title(&chart, "x").is_empty() && !svg::axis_title(&chart, "y").is_empty()
+        );
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+        let info = decoder.read_info().unwrap().info().clone();
+        assert_eq!(
+            (f64::from(info.width), f64::from(info.height)),
+            (
+                2.0 * svg::number(&chart, "width"),
+                2.0 * svg::number(&chart, "height")
+            ),
+            "{png}"
+        );
     }
 }
 
@@ -541,7 +580,7 @@ fn charts_have_titles_round_ticks_and_labels_that_do_not_overlap() {
     assert_eq!(svg::legend(chart).len(), 2);
     assert_eq!(
         svg::ticks(chart, "x").len(),
-        svg::ticks(&svg::chart(&html, "au"), "x").len()
+        svg::ticks(svg::chart(&html, "au"), "x").len()
     );
 
     // Latency: a log axis in µs and ms (1 ms is "1 ms"); each bar at its bin's place on it.

@@ -428,7 +428,7 @@ pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}.verdict{font-size:1.2em;padding:.5em;border-radius:4px}\
 .pass{background:#dff0d8}.fail{background:#f2dede}.unknown{background:#fcf8e3}.warn{background:#fcf8e3;padding:.4em}\
 .note{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:right;\
-border-bottom:1px solid #ddd}svg{display:block;margin:.5em 0}svg text{font-size:11px;fill:#333}\
+border-bottom:1px solid #ddd}svg{display:block;margin:.5em 0}svg text{fill:#333}\
 @media print{h2{break-before:auto}svg{break-inside:avoid}}";
 
 pub(crate) fn section(html: &mut String, title: &str, text: &str) {

@@ -1,13 +1,34 @@
-//! `dlio-rs report DIR --png`: each chart of a page as an SVG file and a PNG for slides. The PNG
-//! is drawn by a headless Chromium (`chromium`, `chromium-browser` or `google-chrome` on PATH,
-//! or `DLIO_RS_BROWSER`): the same renderer people view the page with, with the system's fonts,
-//! at twice the chart's size; dlio-rs carries no rasterizer or font of its own (docs/running.md).
+//! `dlio-rs report DIR --png`: each chart of a page as an SVG file and a PNG for slides, titled,
+//! with its axis titles and legend (all inside the SVG). The PNG is drawn by a headless Chromium
+//! (`chromium`, `chromium-browser` or `google-chrome` on PATH, or `DLIO_RS_BROWSER`): the same
+//! renderer people view the page with, with the system's fonts, at twice the chart's size;
+//! dlio-rs carries no rasterizer or font of its own (docs/running.md).
+//!
+//! A browser start costs about as much as the drawing, so one start draws a whole sheet: the
+//! charts stacked at known offsets in one page, shot once, the shot cut into one PNG per chart.
+//! A sheet is at most [`SHEET_HEIGHT`] pixels tall (its shot ~30 MB in memory); a page of more
+//! charts (many ranks' timelines) takes a start per sheet.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
+
+/// The most CSS pixels of charts stacked in one sheet (twice that in the PNG's rows).
+const SHEET_HEIGHT: u32 = 4000;
+/// The device pixels per CSS pixel of the PNGs.
+const SCALE: u32 = 2;
+
+/// A chart cut out of the page: its file stem (`NN-NAME`), its SVG, its size, and where it sits
+/// in its sheet.
+struct Cut {
+    stem: String,
+    svg: String,
+    width: u32,
+    height: u32,
+    top: u32,
+}
 
 /// Writes every chart of `page` into the folder `charts/` of the output folder `output` as
 /// `NN-NAME.svg` and `NN-NAME.png` (never through a link planted there); returns the PNG files.
@@ -18,7 +39,8 @@ pub fn charts(page: &str, output: &Path) -> Result<Vec<PathBuf>> {
         .and_then(|b| b.make_folders(charts).map(|()| b))
         .map_err(|e| Error::io("cannot create the charts folder", &output.join(charts), e))?;
     let folder = &output.join(charts);
-    let mut written = Vec::new();
+    let mut sheets: Vec<Vec<Cut>> = Vec::new();
+    let mut filled = SHEET_HEIGHT;
     for (i, svg) in page.split("<svg ").skip(1).enumerate() {
         let Some(end) = svg.find("</svg>") else {
             continue;
@@ -37,11 +59,142 @@ pub fn charts(page: &str, output: &Path) -> Result<Vec<PathBuf>> {
             .create_file(&charts.join(format!("{stem}.svg")))
             .and_then(|mut file| std::io::Write::write_all(&mut file, svg.as_bytes()))
             .map_err(|e| Error::on_object("cannot write", svg_path.display().to_string(), e))?;
-        let png_path = folder.join(format!("{stem}.png"));
-        screenshot(&browser, &svg_path, &png_path, width, height)?;
+        if filled + height > SHEET_HEIGHT {
+            sheets.push(Vec::new());
+            filled = 0;
+        }
+        if let Some(sheet) = sheets.last_mut() {
+            sheet.push(Cut {
+                stem,
+                svg,
+                width,
+                height,
+                top: filled,
+            });
+        }
+        filled += height;
+    }
+    let mut written = Vec::new();
+    for (n, sheet) in sheets.iter().enumerate() {
+        // Hidden names, which no earlier `--png` leaves: removed first, so that a link planted
+        // there is not followed, and afterwards whether the drawing worked or not.
+        let page_name = charts.join(format!(".sheet-{n}.html"));
+        let shot_name = charts.join(format!(".sheet-{n}.png"));
+        let drawn = draw_sheet(&browser, &beneath, folder, sheet, (&page_name, &shot_name));
+        for name in [&page_name, &shot_name] {
+            let _ = beneath.remove_file(name);
+        }
+        written.extend(drawn?);
+    }
+    Ok(written)
+}
+
+/// Draws the charts of one sheet with one browser start, and cuts the shot into their PNGs.
+fn draw_sheet(
+    browser: &Path,
+    beneath: &crate::folder::Beneath,
+    folder: &Path,
+    sheet: &[Cut],
+    (page_name, shot_name): (&Path, &Path),
+) -> Result<Vec<PathBuf>> {
+    let width = sheet.iter().map(|c| c.width).max().unwrap_or(880);
+    let height: u32 = sheet.iter().map(|c| c.height).sum();
+    // Each chart a block at its offset, on white, with nothing around it.
+    let mut html = String::from(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{margin:0;\
+         background:#fff}svg{display:block}</style></head><body>",
+    );
+    for cut in sheet {
+        html.push_str(&cut.svg);
+    }
+    html.push_str("</body></html>\n");
+    let page_path = folder.join(page_name.file_name().unwrap_or_default());
+    let shot_path = folder.join(shot_name.file_name().unwrap_or_default());
+    for name in [page_name, shot_name] {
+        match beneath.remove_file(name) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("cannot remove", &folder.join(name), e))
+            }
+            _ => {}
+        }
+    }
+    beneath
+        .create_file(page_name)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, html.as_bytes()))
+        .map_err(|e| Error::io("cannot write", &page_path, e))?;
+    let what = match (sheet.first(), sheet.last()) {
+        (Some(first), Some(last)) if sheet.len() > 1 => {
+            format!(
+                "the charts {} to {} in {}",
+                first.stem,
+                last.stem,
+                folder.display()
+            )
+        }
+        _ => format!(
+            "the chart {}",
+            folder.join(format!("{}.png", sheet[0].stem)).display()
+        ),
+    };
+    screenshot(browser, &page_path, &shot_path, (width, height), &what)?;
+    let (info, pixels) = decode(&shot_path, browser)?;
+    let channels = info.color_type.samples();
+    let row = info.line_size;
+    let mut written = Vec::new();
+    for cut in sheet {
+        let (x_bytes, top) = ((cut.width * SCALE) as usize * channels, cut.top * SCALE);
+        let rows = cut.height * SCALE;
+        if (top + rows) as usize * row > pixels.len() || x_bytes > row {
+            return Err(Error::run(format!(
+                "{} drew a {}×{} image for charts of {width}×{height} pixels",
+                browser.display(),
+                info.width,
+                info.height
+            )));
+        }
+        let mut image = Vec::with_capacity(x_bytes * rows as usize);
+        for y in top..top + rows {
+            let start = y as usize * row;
+            image.extend_from_slice(&pixels[start..start + x_bytes]);
+        }
+        let png_path = folder.join(format!("{}.png", cut.stem));
+        let name = Path::new(crate::folder::CHARTS_DIR).join(format!("{}.png", cut.stem));
+        let failed = |e: std::io::Error| Error::io("cannot write", &png_path, e);
+        let file = beneath.create_file(&name).map_err(failed)?;
+        let mut encoder =
+            ::png::Encoder::new(std::io::BufWriter::new(file), cut.width * SCALE, rows);
+        encoder.set_color(info.color_type);
+        encoder.set_depth(::png::BitDepth::Eight);
+        encoder
+            .write_header()
+            .and_then(|mut out| {
+                out.write_image_data(&image)?;
+                out.finish()
+            })
+            .map_err(|e| failed(std::io::Error::other(e)))?;
         written.push(png_path);
     }
     Ok(written)
+}
+
+/// The browser's shot of a sheet, as 8-bit pixels.
+fn decode(path: &Path, browser: &Path) -> Result<(::png::OutputInfo, Vec<u8>)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let failed = |e: ::png::DecodingError| {
+        Error::run(format!(
+            "{} drew {}, which cannot be read as a PNG image: {e}",
+            browser.display(),
+            path.display()
+        ))
+    };
+    let mut decoder = ::png::Decoder::new(std::io::Cursor::new(bytes));
+    // 8 bits per channel whatever the browser wrote (a palette, 16 bits), so that rows can be cut.
+    decoder.set_transformations(::png::Transformations::EXPAND | ::png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().map_err(failed)?;
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap_or(0)];
+    let info = reader.next_frame(&mut pixels).map_err(failed)?;
+    pixels.truncate(info.buffer_size());
+    Ok((info, pixels))
 }
 
 /// The value of the first `name="…"` in `tag`.
@@ -78,8 +231,8 @@ fn browser() -> Result<PathBuf> {
     ))
 }
 
-/// How long one chart may take to draw (`DLIO_RS_BROWSER_TIMEOUT`, seconds, else 60): a browser
-/// that hangs is stopped and named, never waited for forever.
+/// How long one browser start may take to draw its sheet of charts (`DLIO_RS_BROWSER_TIMEOUT`,
+/// seconds, else 60): a browser that hangs is stopped and named, never waited for forever.
 fn drawing_limit() -> Result<std::time::Duration> {
     match std::env::var("DLIO_RS_BROWSER_TIMEOUT") {
         Err(_) => Ok(std::time::Duration::from_secs(60)),
@@ -90,7 +243,7 @@ fn drawing_limit() -> Result<std::time::Duration> {
             .map(std::time::Duration::from_secs_f64)
             .ok_or_else(|| {
                 Error::usage(format!(
-                    "DLIO_RS_BROWSER_TIMEOUT={text}: give the seconds a chart may take to draw, \
+                    "DLIO_RS_BROWSER_TIMEOUT={text}: give the seconds a browser may take to draw, \
                      from 0.1 to 86400"
                 ))
             }),
@@ -113,20 +266,28 @@ fn file_url(path: &Path) -> String {
     url
 }
 
-fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -> Result<()> {
+/// Shoots the page `page` at `width`×`height` CSS pixels into `png`; `what` names the charts in
+/// an error.
+fn screenshot(
+    browser: &Path,
+    page: &Path,
+    png: &Path,
+    (width, height): (u32, u32),
+    what: &str,
+) -> Result<()> {
     let limit = drawing_limit()?;
-    let svg = svg.canonicalize().unwrap_or(svg.to_path_buf());
+    let page = page.canonicalize().unwrap_or(page.to_path_buf());
     let mut child = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
-            "--force-device-scale-factor=2",
+            &format!("--force-device-scale-factor={SCALE}"),
             "--default-background-color=ffffffff",
             &format!("--window-size={width},{height}"),
             &format!("--screenshot={}", png.display()),
-            &file_url(&svg),
+            &file_url(&page),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -176,16 +337,14 @@ fn screenshot(browser: &Path, svg: &Path, png: &Path, width: u32, height: u32) -
     let drawn = std::fs::read(png).is_ok_and(|bytes| bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
     match status {
         None => Err(Error::run(format!(
-            "{} did not draw {} within {:.1} s, and was stopped (DLIO_RS_BROWSER_TIMEOUT sets \
+            "{} did not draw {what} within {:.1} s, and was stopped (DLIO_RS_BROWSER_TIMEOUT sets \
              the limit)",
             browser.display(),
-            png.display(),
             limit.as_secs_f64()
         ))),
         Some(status) if !status.success() || !drawn => Err(Error::run(format!(
-            "{} did not draw {}: {}",
+            "{} did not draw {what}: {}",
             browser.display(),
-            png.display(),
             said.lines().last().unwrap_or(if drawn {
                 "no message"
             } else {

@@ -6,14 +6,14 @@
 //!
 //! Every mark carries its value in `data-value` (a test reads the picture's values there), and
 //! tick labels are thinned until they fit their place: no two labels of an axis overlap at the
-//! text width [`CHAR_WIDTH`] estimates. A chart with no data is not drawn ([`left_out`] says why).
+//! text width `CHAR_WIDTH` estimates. A chart with no data is not drawn ([`left_out`] says why).
 
 use std::fmt::Write as _;
 
 use super::html::escape;
 
 /// The width of every chart, in CSS pixels.
-pub const WIDTH: f64 = 880.0;
+const WIDTH: f64 = 880.0;
 /// Where the plot area starts and ends across: room at the left for the y tick labels and the
 /// y axis title, at the right for the last x tick label's half.
 const LEFT: f64 = 70.0;
@@ -22,7 +22,7 @@ const RIGHT: f64 = WIDTH - 20.0;
 const FONT: f64 = 11.0;
 /// The width of a character of [`FONT`]'s sans-serif, taken generously (a digit is 0.56 em, `µ`
 /// and most lower-case letters less, capitals more): labels spaced by it do not overlap.
-pub const CHAR_WIDTH: f64 = 0.62 * FONT;
+const CHAR_WIDTH: f64 = 0.62 * FONT;
 /// The least room between two tick labels of an axis, in pixels.
 const LABEL_GAP: f64 = 8.0;
 
@@ -42,7 +42,7 @@ const RULE_COLOR: &str = "#b00";
 
 /// How an axis places its values.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Scale {
+enum Scale {
     Linear,
     /// Powers of two equally apart (accelerator counts: 1, 2, 4, 8).
     Log2,
@@ -54,7 +54,7 @@ pub enum Scale {
 
 /// How tick values are written.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Labels {
+enum Labels {
     /// A number, large ones with k, M or G (10k): the axis title gives the unit.
     Number,
     /// Microseconds at their scale: `100 µs`, `1 ms`, `10 s`.
@@ -146,6 +146,8 @@ pub enum Swatch {
     Outline,
     /// A line (a series of a line chart).
     Line,
+    /// A dashed line (a threshold).
+    Rule,
 }
 
 /// A legend entry.
@@ -169,6 +171,14 @@ impl Key {
         Key {
             swatch: Swatch::Outline,
             ..Key::fill(name, colour)
+        }
+    }
+
+    /// The entry of a threshold drawn by [`Canvas::rule`].
+    pub fn rule(name: impl Into<String>) -> Key {
+        Key {
+            swatch: Swatch::Rule,
+            ..Key::fill(name, RULE_COLOR)
         }
     }
 }
@@ -260,13 +270,17 @@ impl Chart {
                         y - 8.5,
                         key.colour
                     ),
-                    Swatch::Line => format!(
+                    Swatch::Line | Swatch::Rule => format!(
                         "<line x1=\"{x:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" \
-                         stroke-width=\"2\"/>",
+                         stroke-width=\"2\"{}/>",
                         x + 10.0,
                         y - 4.0,
                         y - 4.0,
-                        key.colour
+                        key.colour,
+                        match key.swatch {
+                            Swatch::Rule => " stroke-dasharray=\"4 2\"",
+                            _ => "",
+                        }
                     ),
                 };
                 let _ = write!(
@@ -296,9 +310,10 @@ impl Chart {
             let _ = write!(
                 svg,
                 "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{bottom:.1}\" y2=\"{:.1}\" stroke=\"#888\"/>\
-                 <text class=\"tick-x\" data-tick=\"{value}\" x=\"{x:.1}\" y=\"{:.1}\" \
+                 <text class=\"tick-x\" data-tick=\"{value}\" x=\"{:.1}\" y=\"{:.1}\" \
                  text-anchor=\"middle\">{}</text>",
                 bottom + 4.0,
+                centre(x, label, true),
                 bottom + 15.0,
                 escape(label)
             );
@@ -463,18 +478,16 @@ impl Canvas {
         );
     }
 
-    /// A dashed line across at `y` (a threshold), labelled at its right end.
+    /// A dashed line across at `y` (a threshold), named `label` on hover; the legend names it
+    /// ([`Key::rule`]), where no bar can hide the name.
     pub fn rule(&mut self, y: f64, label: &str) {
         let at = self.y.at(y);
         let _ = write!(
             self.svg,
             "<line class=\"rule\" data-value=\"{y}\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{at:.1}\" \
-             y2=\"{at:.1}\" stroke=\"{RULE_COLOR}\" stroke-dasharray=\"6 4\"><title>{l}</title>\
-             </line><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" paint-order=\"stroke\" \
-             stroke=\"#fff\" stroke-width=\"3\">{l}</text>",
-            RIGHT - 4.0,
-            at - 4.0,
-            l = escape(label)
+             y2=\"{at:.1}\" stroke=\"{RULE_COLOR}\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\">\
+             <title>{}</title></line>",
+            escape(label)
         );
     }
 
@@ -524,31 +537,40 @@ impl Placed {
 /// for an x axis (its labels side by side), else a y axis (labels one above the other).
 fn place(axis: &Axis, data: (f64, f64), pixels: (f64, f64), across: bool) -> Placed {
     let length = (pixels.1 - pixels.0).abs();
-    // Labels fit when the widest (across) or a line of text (up) is smaller than the room
-    // between two ticks.
+    // Labels fit when two neighbours across are their half widths and a gap apart (where they
+    // are drawn: kept inside the chart at its edges), or, up, a line of text and two gaps.
     let fits = |ticks: &[(f64, String)], placed: &dyn Fn(f64) -> f64| {
-        let need = if across {
-            ticks.iter().map(|(_, l)| text_width(l)).fold(0.0, f64::max) + LABEL_GAP
-        } else {
-            FONT + 2.0 * LABEL_GAP
-        };
-        ticks
-            .windows(2)
-            .all(|w| (placed(w[1].0) - placed(w[0].0)).abs() >= need)
+        ticks.windows(2).all(|w| {
+            let (a, b) = (&w[0], &w[1]);
+            let apart =
+                (centre(placed(b.0), &b.1, across) - centre(placed(a.0), &a.1, across)).abs();
+            match across {
+                true => apart >= (text_width(&a.1) + text_width(&b.1)) / 2.0 + LABEL_GAP,
+                false => apart >= FONT + 2.0 * LABEL_GAP,
+            }
+        })
     };
     let (lo, hi, log, ticks) = match &axis.scale {
         Scale::Named(names) => {
             let (lo, hi) = axis.span.unwrap_or((0.5, names.len() as f64 + 0.5));
             let slot = length / (hi - lo).max(1.0);
             let widest = names.iter().map(|n| text_width(n)).fold(0.0, f64::max);
-            // Every `every`-th name, so that the widest fits its room.
-            let every = ((widest + LABEL_GAP) / slot).ceil().max(1.0) as usize;
-            let ticks = names
-                .iter()
-                .enumerate()
-                .step_by(every)
-                .map(|(i, n)| (i as f64 + 1.0, n.clone()))
-                .collect();
+            // Every `every`-th name, from as many as the widest allows, fewer until they fit.
+            let mut every = ((widest + LABEL_GAP) / slot).ceil().max(1.0) as usize;
+            let placed = |v: f64| pixels.0 + (v - lo) / (hi - lo) * (pixels.1 - pixels.0);
+            let mut ticks = Vec::new();
+            for _ in 0..64 {
+                ticks = names
+                    .iter()
+                    .enumerate()
+                    .step_by(every)
+                    .map(|(i, n)| (i as f64 + 1.0, n.clone()))
+                    .collect();
+                if fits(&ticks, &placed) {
+                    break;
+                }
+                every += every.div_ceil(2);
+            }
             (lo, hi, false, ticks)
         }
         Scale::Linear => {
@@ -677,6 +699,16 @@ fn place(axis: &Axis, data: (f64, f64), pixels: (f64, f64), across: bool) -> Pla
         from: pixels.0,
         to: pixels.1,
         ticks,
+    }
+}
+
+/// Where the label `label` of a tick at the pixel `at` is drawn: centred on its tick, but, across,
+/// kept inside the chart (the last one of an axis reaching to the right edge would be cut).
+fn centre(at: f64, label: &str, across: bool) -> f64 {
+    let half = text_width(label) / 2.0 + 2.0;
+    match across {
+        true => at.min(WIDTH - half).max(half),
+        false => at,
     }
 }
 
@@ -827,6 +859,41 @@ mod tests {
         let names: Vec<String> = (0..300).map(|i| format!("save {i} r0")).collect();
         let (values, _) = ticks(&Axis::named("operation", names), (0.5, 300.5), true);
         assert!(values.len() < 30 && values[0] == 1.0, "{values:?}");
+    }
+
+    #[test]
+    fn a_line_chart_draws_each_series_in_its_legend_and_none_without_points() {
+        let series = |points: Vec<(f64, f64)>| {
+            vec![
+                Series {
+                    name: "AU".into(),
+                    colour: STORAGE_COLOR,
+                    points: points.clone(),
+                },
+                Series {
+                    name: "reads in flight".into(),
+                    colour: LOAD_COLOR,
+                    points: points.iter().map(|&(x, y)| (x, y / 10.0)).collect(),
+                },
+            ]
+        };
+        let chart = || {
+            Chart::new(
+                "run",
+                "Over the run",
+                Axis::linear("time (s)"),
+                Axis::linear("AU (%)").up_to(100.0),
+            )
+        };
+        let svg = chart()
+            .lines(&series(vec![(0.0, 80.0), (1.5, 95.5), (3.0, 90.0)]))
+            .unwrap();
+        assert_eq!(svg.matches("class=\"legend\"").count(), 2);
+        assert!(svg.contains("data-series=\"AU\" data-value=\"80 95.5 90\""));
+        assert!(svg.contains("data-series=\"reads in flight\" data-value=\"8 9.55 9\""));
+        assert!(svg.contains("data-axis=\"x\"") && svg.contains(">time (s)</text>"));
+        assert!(svg.contains(">100</text>"), "{svg}");
+        assert!(chart().lines(&series(Vec::new())).is_none());
     }
 
     #[test]

@@ -516,8 +516,10 @@ impl PerEpoch<'_> {
             .copied()
             .chain(self.rule.as_ref().map(|(v, _)| *v))
             .fold(0.0_f64, f64::max);
+        let mut keys = self.keys;
+        keys.extend(self.rule.as_ref().map(|(_, text)| Key::rule(text.clone())));
         let mut canvas = Chart::new(self.name, self.title, Axis::slots("epoch", n), self.y)
-            .legend(self.keys)
+            .legend(keys)
             .frame((0.5, n as f64 + 0.5), (0.0, top));
         for (i, &value) in values.iter().enumerate() {
             let at = i as f64 + 1.0;

@@ -408,6 +408,7 @@ fn against_count(
         Key::fill("passes", PASS_COLOR),
         Key::fill("fails", FAIL_COLOR),
     ];
+    keys.push(Key::rule(rule.1.clone()));
     if trials.iter().any(|t| !t.valid()) {
         keys.push(Key::outline("not valid, not judged", "#777"));
     }

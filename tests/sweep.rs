@@ -1,6 +1,6 @@
 //! `dlio-rs sweep` on a storage of known speed (`storage.throttle`): it finds the known answer,
 //! each trial is a valid measurement, a second run continues from the saved trials, and a sweep
-//! of other words in the same folder is refused.
+//! of other words in the same folder is refused. Its page draws each trial at its count.
 
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the end-to-end tests: scratch folders, running the binaries as processes,
-//! and reading their JSON outputs.
+//! and reading their JSON outputs (and, in `svg`, the pages' charts).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

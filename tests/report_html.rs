@@ -76,6 +76,19 @@ fn ink(png_path: &Path) -> (f64, usize) {
     (inked as f64 / count as f64, colours.len())
 }
 
+/// Whether any pixel of the rows `rows` of the image is not white.
+fn inked_rows(png_path: &Path, rows: std::ops::Range<usize>) -> bool {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let channels = info.color_type.samples();
+    rows.flat_map(|y| pixels[y * info.line_size..(y + 1) * info.line_size].chunks(channels))
+        .any(|px| px[..3].iter().any(|&c| c < 240))
+}
+
 #[test]
 fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
     let tmp = Scratch::new("report-html");
@@ -694,4 +707,100 @@ fn a_chart_with_nothing_to_draw_is_left_out_with_its_reason() {
     );
     assert_eq!(svg::overlapping_labels(&html), None);
     assert_eq!(chromium(&page, &tmp.join("compare.png")), "");
+}
+
+/// A page taller than one sheet (24 ranks' timelines): `--png` takes a browser start per sheet
+/// of at most 4000 pixels of charts, not one per chart, and every chart's PNG, the second
+/// sheet's too, is its chart at twice its size and not blank.
+#[test]
+fn png_charts_of_a_tall_page_take_a_browser_start_per_sheet() {
+    let tmp = Scratch::new("png-sheets");
+    let out = tmp.join("out");
+    let ranks = 24;
+    forged_run(&out, &[95.0, 80.0], &[100.0, 90.0], &[(5.0, 10)], 0);
+    let mut summary = read_json(&out.join("summary.json"));
+    summary["num_accelerators"] = ranks.into();
+    std::fs::write(out.join("summary.json"), summary.to_string()).unwrap();
+    for rank in 0..ranks {
+        let steps = serde_json::json!({
+            "1": {"load": {"block1": [0.1, 0.2]}, "compute": {"block1": [0.2, 0.2]},
+                  "proc": {"block1": [0.35, 0.45]}},
+        });
+        std::fs::write(out.join(format!("{rank}_output.json")), steps.to_string()).unwrap();
+    }
+    let starts = tmp.join("starts");
+    let counting = tmp.join("counting.sh");
+    std::fs::write(
+        &counting,
+        format!(
+            "#!/bin/sh\necho start >> '{}'\nexec chromium \"$@\"\n",
+            starts.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &counting,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let browser = counting.display().to_string();
+    let ran = launch(
+        DLIO_RS,
+        &tmp.path,
+        &["report", &out.display().to_string(), "--png"],
+        &[("DLIO_RS_BROWSER", &browser)],
+    )
+    .ok();
+    let pngs: Vec<&str> = ran.stdout.lines().filter(|l| l.ends_with(".png")).collect();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let heights: Vec<f64> = svg::charts(&html)
+        .iter()
+        .map(|c| svg::number(c, "height"))
+        .collect();
+    assert_eq!(pngs.len(), heights.len(), "{}", ran.context());
+    assert_eq!(html.matches("data-chart=\"timeline\"").count(), ranks);
+    // Sheets filled in order, a chart that would pass 4000 pixels starting the next.
+    let mut sheets = 0;
+    let mut filled = f64::INFINITY;
+    for h in &heights {
+        if filled + h > 4000.0 {
+            sheets += 1;
+            filled = 0.0;
+        }
+        filled += h;
+    }
+    assert!(sheets > 1 && sheets < pngs.len(), "{sheets} sheets");
+    assert_eq!(
+        std::fs::read_to_string(&starts).unwrap().lines().count(),
+        sheets
+    );
+    for (png, height) in pngs.iter().zip(&heights) {
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+        let info = decoder.read_info().unwrap().info().clone();
+        assert_eq!(
+            (info.width, f64::from(info.height)),
+            (1760, 2.0 * height),
+            "{png}"
+        );
+        let (share, colours) = ink(Path::new(png));
+        assert!(
+            share > 0.01 && colours >= 3,
+            "{png}: {share} inked, {colours} colours"
+        );
+        // Cut at the chart's own edges: its title in the top rows, nothing of the next chart's
+        // in the bottom ones.
+        let rows = info.height as usize;
+        assert!(inked_rows(Path::new(png), 10..40), "{png}: no title");
+        assert!(
+            !inked_rows(Path::new(png), rows - 6..rows),
+            "{png}: ink at the bottom"
+        );
+    }
+    // Nothing of the sheets is left behind.
+    let left: Vec<String> = std::fs::read_dir(out.join("charts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

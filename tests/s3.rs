@@ -676,4 +676,15 @@ fn a_paused_server_shows_as_a_stall_in_the_time_series_while_it_lasts() {
         "reads before the stall"
     );
     crate::timeseries::assert_contiguous(&runs);
+    // The page draws the stall: intervals that read nothing while both readers were in reads.
+    let html = std::fs::read_to_string(tmp.join("out-npz/report.html")).unwrap();
+    let read = svg::series(svg::chart(&html, "throughput-over-time"), "read");
+    let in_flight = svg::chart(&html, "in-flight-over-time");
+    let in_flight = svg::series(in_flight, "reads in flight, all reader threads");
+    let stalled = read
+        .iter()
+        .zip(&in_flight)
+        .filter(|(r, f)| **r == 0.0 && **f > 1.9)
+        .count();
+    assert!(stalled >= 5, "{stalled} stalled points drawn");
 }

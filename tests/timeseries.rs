@@ -388,3 +388,46 @@ fn a_taken_port_is_a_usage_error_naming_it() {
         "output.timeseries_interval above 0",
     ]);
 }
+
+/// The page draws the run over time from timeseries.jsonl: one point per interval (fewer than
+/// the page's 400), the values of the run's lines.
+#[test]
+fn the_page_draws_the_run_over_time() {
+    let tmp = Scratch::new("timeseries_page");
+    run_quiet(
+        &tmp.path,
+        2,
+        &throttled_words(&tmp, &["++workload.reader.odirect=True"]),
+    )
+    .ok();
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let runs = of_kind(&lines, "run");
+    let html = std::fs::read_to_string(tmp.join("out/report.html")).unwrap();
+    let close = |drawn: Vec<f64>, key: &str| {
+        assert_eq!(drawn.len(), runs.len(), "{key}");
+        for (d, run) in drawn.iter().zip(&runs) {
+            let v = num(run, key);
+            assert!(
+                (d - v).abs() <= 1e-9 * v.abs().max(1.0),
+                "{key}: {d} against {v}"
+            );
+        }
+    };
+    let throughput = svg::chart(&html, "throughput-over-time");
+    close(svg::series(throughput, "read"), "/mib_per_second");
+    let au = svg::chart(&html, "au-over-time");
+    close(svg::series(au, "AU, mean of the ranks"), "/au_percent");
+    let in_flight = svg::chart(&html, "in-flight-over-time");
+    let in_flight = svg::series(in_flight, "reads in flight, all reader threads");
+    close(in_flight, "/reads_in_flight");
+    // O_DIRECT: everything read came from the disk the data is on, which has its charts.
+    let disk = svg::chart(&html, "disk-reads-over-time");
+    let device = svg::of_class(disk, "series");
+    assert!(svg::attribute(device[0], "data-series").is_some_and(|s| s.contains(" on ")));
+    assert!(
+        svg::series(disk, svg::attribute(device[0], "data-series").unwrap())
+            .iter()
+            .any(|&mib| mib > 0.0)
+    );
+    assert_eq!(svg::overlapping_labels(&html), None);
+}

@@ -88,21 +88,8 @@ pub const MAX_SUMMARY_JSON: u64 = 128 << 20;
 /// /dev/zero, or a forged file, would exhaust memory). `None` when there is no file.
 pub fn read_text_file(path: &Path, limit: u64) -> io::Result<Option<String>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) if file.metadata()?.is_file() => file,
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file (a FIFO, a device or a socket is there)",
-            ))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(file) = open_regular_file(path)? else {
+        return Ok(None);
     };
     let mut text = String::new();
     file.take(limit + 1).read_to_string(&mut text)?;
@@ -113,6 +100,25 @@ pub fn read_text_file(path: &Path, limit: u64) -> io::Result<Option<String>> {
         ));
     }
     Ok(Some(text))
+}
+
+/// Opens `path` to read it, if it is there: a regular file only (never waiting on a FIFO or a
+/// device planted there); `None` where nothing is.
+pub fn open_regular_file(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) if file.metadata()?.is_file() => Ok(Some(file)),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a socket is there)",
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Reads back a file a run wrote (`report`, `compare`, `audit`, a sweep resumed), as

@@ -57,7 +57,15 @@ pub fn from_folder(dir: &Path) -> Result<String> {
             timelines.push((rank, steps_of(&path, &output)?));
         }
     }
-    Ok(render(dir, &summary, ours.as_ref(), ranks, &timelines))
+    let over_time = super::over_time::read(dir)?;
+    Ok(render(
+        dir,
+        &summary,
+        ours.as_ref(),
+        ranks,
+        &timelines,
+        over_time.as_ref(),
+    ))
 }
 
 /// The fields the page and `compare` read have the types a run writes (a number where a number
@@ -252,6 +260,7 @@ fn render(
     ours: Option<&Value>,
     ranks: usize,
     timelines: &[(usize, Steps)],
+    over_time: Option<&super::over_time::OverTime>,
 ) -> String {
     let metric = &summary["metric"];
     let workload = ours
@@ -302,6 +311,21 @@ fn render(
     match ours.and_then(|o| o["epochs"].as_array()) {
         Some(epochs) => html.push_str(&storage_bars(epochs)),
         None => html.push_str(NO_REPORT),
+    }
+    section(
+        &mut html,
+        "The run over time",
+        "What the run did second by second (timeseries.jsonl): throughput, AU, reads in flight \
+         and the disks the run's folders are on. A stall of the storage shows as throughput and \
+         AU falling to 0 while the reads in flight stay up.",
+    );
+    match over_time {
+        Some(over_time) => html.push_str(&over_time.charts()),
+        None => html.push_str(&chart::left_out(
+            "over-time",
+            "No timeseries.jsonl in the folder (a run of Python DLIO, or one with \
+             output.timeseries_interval 0): there is no time series to draw.",
+        )),
     }
     section(&mut html, "Steps per rank", "Each column is a run of consecutive steps, epochs one after the other: the share of their time spent waiting for data (bottom), computing and waiting at the barrier and the rest (top). Hover a column for its milliseconds.");
     if timelines.is_empty() {

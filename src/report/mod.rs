@@ -9,6 +9,7 @@ pub mod html;
 pub mod hydra;
 pub mod log;
 pub mod ours;
+pub mod over_time;
 pub mod png;
 pub mod terminal;
 

@@ -135,3 +135,17 @@ pub fn legend(svg: &str) -> Vec<&str> {
         .map(|g| &g[..g.find("</g>").unwrap()])
         .collect()
 }
+
+/// The y values of the line `series` (its `data-series`) in the chart `svg`.
+pub fn series(svg: &str, series: &str) -> Vec<f64> {
+    let needle = format!("data-series=\"{series}\"");
+    let at = svg
+        .find(&needle)
+        .unwrap_or_else(|| panic!("no series {series} in {svg:.300}"));
+    let tag = &svg[svg[..at].rfind('<').unwrap()..];
+    attribute(tag, "data-value")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}

@@ -265,6 +265,13 @@ pub trait SampleReader: Send {
         buf: &mut ReadBuffer,
     ) -> Result<SampleRead>;
 
+    /// Whether sample `sample` of the file at `key` would be served from what the reader holds
+    /// (the row group in hand), with no request to the storage: such samples are timed together
+    /// (docs/metrics.md, "Read latency percentiles"). Never where in doubt.
+    fn in_hand(&self, _key: &str, _sample: u64) -> bool {
+        false
+    }
+
     /// The reader thread moves off the file it read last (or its phase ends): whatever the
     /// reader kept of it (a stream's place and buffer, parsed metadata) goes, as a framework
     /// closing the file forgets it, so that coming back to the file reads it again.

@@ -35,4 +35,9 @@ impl SampleReader for Synthetic {
     ) -> Result<SampleRead> {
         Ok(SampleRead::default())
     }
+
+    /// Nothing is fetched: every sample is served at once.
+    fn in_hand(&self, _: &str, _: u64) -> bool {
+        true
+    }
 }

@@ -26,7 +26,7 @@ use crate::format::{FileFormat, ReadBuffer, SampleReader};
 use crate::plan::{EpochPlan, Phase};
 use crate::stats::Histogram;
 use crate::storage::Storage;
-use crate::timeseries::{RankCounters, ReadMeter};
+use crate::timeseries::{RankCounters, ReadMeter, ReadStamp};
 use trace::{RankTrace, Read, ThreadTrace, TraceThread};
 
 /// What a batch cost to load.
@@ -167,37 +167,66 @@ impl<'a> BatchSource<'a> {
     }
 
     fn read_batch(&self, step: u64, state: &mut ReaderState) -> Result<LoadedBatch> {
-        let mut loaded = LoadedBatch::default();
         let samples = self.plan.batch(self.rank, step);
         #[cfg(feature = "fault-injection")]
         let samples = fault::plant(samples.collect(), self.epoch, self.rank, step);
         // A sample's read starts where the last one ended: one clock read per sample, which
         // counts where samples are a few hundred bytes served from a row group in hand (dlrm).
+        let loaded = self.read_samples(step, samples, state);
+        if let Some(meter) = state.meter {
+            meter.reads_pause();
+        }
+        loaded
+    }
+
+    /// The samples of a batch read one after another: the loop of [`BatchSource::read_batch`].
+    fn read_samples(
+        &self,
+        step: u64,
+        samples: impl IntoIterator<Item = crate::plan::SampleRef>,
+        state: &mut ReaderState,
+    ) -> Result<LoadedBatch> {
+        let mut loaded = LoadedBatch::default();
         let mut started = Instant::now();
+        let mut stamp = state.meter.map(|meter| meter.reads_begin(started));
+        // Samples the reader serves from what it holds (a parquet row group's rows) are timed
+        // together: a clock read costs as much as serving one, and they are alike. Where each
+        // read is traced, or a preprocessing sleep follows each, every sample is timed alone.
+        let together = self.trace.is_none() && self.preprocess_time.is_zero();
+        let mut held = HeldRun::default();
         for sample in samples {
             if let Some(reason) = self.comm.aborted() {
                 return Err(reason);
             }
             crate::interrupt::check()?;
-            if let Some(meter) = state.meter {
-                meter.begin(started);
-            }
-            if state.file_in_hand != Some(sample.file) {
+            let mut in_hand = state.file_in_hand == Some(sample.file);
+            if !in_hand {
                 self.dataset
                     .write_file_key(&mut state.key, self.split, sample.file);
                 state
                     .take_file(sample.file, self.storage)
                     .or_else(interrupted_first)?;
             }
+            in_hand = together && in_hand && state.reader.in_hand(&state.key, sample.sample);
+            if !in_hand && held.samples > 0 {
+                started = held.settle(state, &mut stamp, started);
+            }
             let read = state
                 .reader
                 .read_sample(self.storage, &state.key, sample.sample, &mut state.buffer)
                 .or_else(interrupted_first)?;
+            loaded.samples += 1;
+            loaded.bytes += read.bytes;
+            if in_hand {
+                held.samples += 1;
+                held.bytes += read.bytes;
+                continue;
+            }
             let ended = Instant::now();
-            let duration = ended - started;
-            state.latency.record(duration.as_nanos() as u64);
-            if let Some(meter) = state.meter {
-                meter.end(started, ended, read.bytes);
+            let ns = (ended - started).as_nanos() as u64;
+            state.latency.record(ns);
+            if let (Some(meter), Some(stamp)) = (state.meter, stamp.as_mut()) {
+                meter.read_ended(stamp, ns, read.bytes);
             }
             if let Some(trace) = self.trace {
                 let read = Read {
@@ -216,8 +245,6 @@ impl<'a> BatchSource<'a> {
                 };
                 state.traced.read(trace, &read)?;
             }
-            loaded.samples += 1;
-            loaded.bytes += read.bytes;
             started = ended;
             if !self.preprocess_time.is_zero() {
                 state
@@ -225,11 +252,43 @@ impl<'a> BatchSource<'a> {
                     .sleep(self.preprocess_time.draw(&mut state.rng));
             }
             // Neither writing the trace nor the preprocessing sleep is the next sample's read.
-            if self.trace.is_some() || !self.preprocess_time.is_zero() {
+            if !together {
                 started = Instant::now();
+                stamp = state.meter.map(|meter| meter.reads_begin(started));
             }
         }
+        if held.samples > 0 {
+            held.settle(state, &mut stamp, started);
+        }
         Ok(loaded)
+    }
+}
+
+/// Samples served from what the reader holds, read since the clock was last read.
+#[derive(Default)]
+struct HeldRun {
+    samples: u64,
+    bytes: u64,
+}
+
+impl HeldRun {
+    /// Reads the clock: the time since `started` is the run's, shared evenly by its samples;
+    /// returns the clock's reading, where the next read starts.
+    fn settle(
+        &mut self,
+        state: &mut ReaderState,
+        stamp: &mut Option<ReadStamp>,
+        started: Instant,
+    ) -> Instant {
+        let now = Instant::now();
+        let total = (now - started).as_nanos() as u64;
+        let each = total / self.samples;
+        state.latency.record_many(each, self.samples);
+        if let (Some(meter), Some(stamp)) = (state.meter, stamp.as_mut()) {
+            meter.reads_ended(stamp, self.samples, total, self.bytes);
+        }
+        *self = HeldRun::default();
+        now
     }
 }
 

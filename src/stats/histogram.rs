@@ -45,6 +45,13 @@ impl Histogram {
         self.add(bucket_of(ns), 1);
     }
 
+    /// Records `count` values of `ns` nanoseconds.
+    pub fn record_many(&mut self, ns: u64, count: u64) {
+        if count > 0 {
+            self.add(bucket_of(ns), count);
+        }
+    }
+
     /// The bucket a value of `ns` nanoseconds falls in: for counts kept elsewhere (atomics a
     /// thread bumps), later made a histogram with [`Histogram::from_counts`].
     pub fn bucket(ns: u64) -> usize {

@@ -179,6 +179,14 @@ impl Busy {
         });
     }
 
+    /// The stretch under way ended, `ns` long, and the next began at `at_ns`.
+    fn end_and_begin(&self, ns: u64, at_ns: u64) {
+        self.guarded(|| {
+            bump(&self.done_ns, ns);
+            self.since.store(at_ns + 1, Ordering::Relaxed);
+        });
+    }
+
     /// (busy ns up to `now_ns`, the stretch under way included; whether one is under way).
     fn read(&self, now_ns: u64) -> (u64, bool) {
         loop {
@@ -229,6 +237,12 @@ pub(super) struct Holder {
     pub storage_done: u64,
 }
 
+/// Where a thread's reads are, in nanoseconds from the meter's base.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadStamp {
+    at_ns: u64,
+}
+
 /// What the sampler sees of one meter at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct MeterReading {
@@ -272,21 +286,45 @@ impl ReadMeter {
         holder.tid = None;
     }
 
-    /// A read begins at `at`.
-    pub fn begin(&self, at: Instant) {
-        self.inside.begin(nanos_between(self.base, at));
+    /// Reads begin at `at`, one after another: the stamp the next [`ReadMeter::read_ended`]
+    /// takes. (Times go as nanoseconds from here on, so that a sample's read costs no clock
+    /// conversion beyond the latency its reader measures anyway.)
+    pub fn reads_begin(&self, at: Instant) -> ReadStamp {
+        let at_ns = nanos_between(self.base, at);
+        self.inside.begin(at_ns);
+        ReadStamp { at_ns }
     }
 
-    /// The read begun at `began` ended at `ended`, with `bytes` bytes.
-    pub fn end(&self, began: Instant, ended: Instant, bytes: u64) {
-        let ns = nanos_between(began, ended);
+    /// The read begun at `stamp` ended after `ns` nanoseconds, with `bytes` bytes; the next
+    /// begins at once (its stamp is updated), unless [`ReadMeter::reads_pause`] says otherwise.
+    pub fn read_ended(&self, stamp: &mut ReadStamp, ns: u64, bytes: u64) {
         bump(&self.reads, 1);
         bump(&self.bytes, bytes);
         bump(
             &self.latency[Histogram::bucket(ns.min(LATENCY_CEILING_NS))],
             1,
         );
-        self.inside.end(ns);
+        stamp.at_ns += ns;
+        self.inside.end_and_begin(ns, stamp.at_ns);
+    }
+
+    /// `count` reads from `stamp` ended after `ns` nanoseconds together (samples served from
+    /// what the reader holds, timed as one), with `bytes` bytes: each counts `ns / count`.
+    pub fn reads_ended(&self, stamp: &mut ReadStamp, count: u64, ns: u64, bytes: u64) {
+        bump(&self.reads, count);
+        bump(&self.bytes, bytes);
+        let each = ns / count.max(1);
+        bump(
+            &self.latency[Histogram::bucket(each.min(LATENCY_CEILING_NS))],
+            count,
+        );
+        stamp.at_ns += ns;
+        self.inside.end_and_begin(ns, stamp.at_ns);
+    }
+
+    /// No read is under way (the batch is done, or the reader does something else).
+    pub fn reads_pause(&self) {
+        self.inside.end(0);
     }
 
     /// The meter at `now_ns` (from the base).
@@ -330,13 +368,18 @@ mod tests {
         assert!(counters.rank(3).is_none() && counters.rank(6).is_none());
         let meter = counters.rank(5).unwrap().meter(1);
         let at = |ms| base + Duration::from_millis(ms);
-        meter.begin(at(100));
+        let mut stamp = meter.reads_begin(at(100));
         let during = meter.read(300_000_000);
         assert!(during.reading);
         assert_eq!(during.busy_ns, 200_000_000);
-        meter.end(at(100), at(400), 4096);
-        let after = meter.read(500_000_000);
-        assert_eq!((after.reads, after.bytes), (1, 4096));
+        meter.read_ended(&mut stamp, 300_000_000, 4096);
+        // The next read began as this one ended.
+        let next = meter.read(500_000_000);
+        assert_eq!((next.reads, next.bytes), (1, 4096));
+        assert_eq!(next.busy_ns, 400_000_000);
+        assert!(next.reading);
+        meter.reads_pause();
+        let after = meter.read(600_000_000);
         assert_eq!(after.busy_ns, 300_000_000);
         assert!(!after.reading);
         let mut counts = vec![0; bucket_count()];

@@ -25,7 +25,7 @@ mod sampler;
 
 use std::path::{Path, PathBuf};
 
-pub use counters::{Counters, RankCounters, ReadMeter};
+pub use counters::{Counters, RankCounters, ReadMeter, ReadStamp};
 pub use exporter::Exporter;
 pub use merge::merge;
 pub use sampler::{Sampler, Sources};

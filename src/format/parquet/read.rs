@@ -378,6 +378,23 @@ impl SampleReader for RowGroupReader<'_> {
         Ok(SampleRead { offset, bytes })
     }
 
+    fn in_hand(&self, key: &str, sample: u64) -> bool {
+        if self.key != key || sample >= self.footer.rows {
+            return false;
+        }
+        match self.in_hand {
+            InHand::All => true,
+            InHand::RowGroup(held) => {
+                let g = self
+                    .footer
+                    .groups
+                    .partition_point(|group| group.first_row + group.rows <= sample);
+                held == g
+            }
+            InHand::Nothing => false,
+        }
+    }
+
     fn put_down(&mut self) {
         self.key.clear();
         self.in_hand = InHand::Nothing;

@@ -6,7 +6,7 @@
 //!
 //! A browser start costs about as much as the drawing, so one start draws a whole sheet: the
 //! charts stacked at known offsets in one page, shot once, the shot cut into one PNG per chart.
-//! A sheet is at most [`SHEET_HEIGHT`] pixels tall (its shot at most 1760 × 8000 pixels, ~42 MB
+//! A sheet is at most `SHEET_HEIGHT` pixels tall (its shot at most 1760 × 8000 pixels, ~42 MB
 //! decoded); a page of more charts (many ranks' timelines) takes a start per sheet.
 
 use std::os::unix::process::CommandExt;

@@ -6,7 +6,7 @@
 //! 0) has its [`ReadMeter`]: reads completed, their bytes and latencies, and the time spent
 //! inside reads. The rank's thread alone writes the training steps, their compute time and the
 //! checkpoint bytes ([`RankCounters`]). Time inside reads and inside compute is kept as a
-//! [`Busy`]: the time of the stretches ended, and when the one under way began — so a read
+//! `Busy`: the time of the stretches ended, and when the one under way began — so a read
 //! stalled for a minute counts as in flight for that minute (not only once it ends), and a
 //! 10-second compute step counts in each interval it spans.
 

@@ -61,7 +61,7 @@ impl Exporter {
     }
 
     /// Answers scrapes until [`Exporter::stop`]; one at a time, each bounded by
-    /// [`CLIENT_TIMEOUT`].
+    /// `CLIENT_TIMEOUT`.
     pub fn serve(&self) {
         for stream in self.listener.incoming() {
             if self.stop.load(Ordering::SeqCst) {

@@ -6,14 +6,14 @@
 //!
 //! - [`counters`]: the ranks' running totals, plain atomics each written by one thread (a read
 //!   costs its reader a few stores), and the time inside reads, the read under way included.
-//! - [`host`]: the kernel's counters of the host (`/proc/stat`, `/proc/meminfo`,
+//! - `host`: the kernel's counters of the host (`/proc/stat`, `/proc/meminfo`,
 //!   `/proc/diskstats` of the run's devices).
-//! - [`sampler`]: one thread per process that wakes at each interval's end and appends that
+//! - `sampler`: one thread per process that wakes at each interval's end and appends that
 //!   interval's lines (one per rank, one for the process), flushed at once: memory does not grow
 //!   with the run's length.
-//! - [`exporter`]: the live endpoint for dashboards (Prometheus's text format), a page the
+//! - `exporter`: the live endpoint for dashboards (Prometheus's text format), a page the
 //!   sampler renders each interval.
-//! - [`merge`]: in a run of several processes, each writes `timeseries/{process}.jsonl` as it
+//! - `merge`: in a run of several processes, each writes `timeseries/{process}.jsonl` as it
 //!   goes; at the end they send their lines to process 0 a few intervals at a time, which writes
 //!   the run's file with the host and run lines (memory bounded by the chunk, not the run).
 

@@ -89,6 +89,36 @@ fn inked_rows(png_path: &Path, rows: std::ops::Range<usize>) -> bool {
         .any(|px| px[..3].iter().any(|&c| c < 240))
 }
 
+/// `dlio-rs report OUT --png` with a browser that counts its starts: the run, and the starts.
+fn png_with_counted_browser(tmp: &Scratch, out: &Path) -> (Ran, usize) {
+    let starts = tmp.join("starts");
+    let _ = std::fs::remove_file(&starts);
+    let counting = tmp.join("counting.sh");
+    std::fs::write(
+        &counting,
+        format!(
+            "#!/bin/sh\necho start >> '{}'\nexec chromium \"$@\"\n",
+            starts.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &counting,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let browser = counting.display().to_string();
+    let ran = launch(
+        DLIO_RS,
+        &tmp.path,
+        &["report", &out.display().to_string(), "--png"],
+        &[("DLIO_RS_BROWSER", &browser)],
+    )
+    .ok();
+    let started = std::fs::read_to_string(&starts).unwrap_or_default();
+    (ran, started.lines().count())
+}
+
 #[test]
 fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
     let tmp = Scratch::new("report-html");
@@ -192,34 +222,12 @@ fn a_run_writes_a_report_page_that_shows_its_values_and_renders() {
     // reads in flight, and the scratch folder's disk: reads and busy) and the 2 timelines
     // (report.json, with what the storage and latency charts need, was removed above), drawn by
     // one browser start (a wrapper counts them).
-    let starts = tmp.join("starts");
-    let counting = tmp.join("counting.sh");
-    std::fs::write(
-        &counting,
-        format!(
-            "#!/bin/sh\necho start >> '{}'\nexec chromium \"$@\"\n",
-            starts.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &counting,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let browser = counting.display().to_string();
-    let ran = launch(
-        DLIO_RS,
-        &tmp.path,
-        &["report", &out.display().to_string(), "--png"],
-        &[("DLIO_RS_BROWSER", &browser)],
-    )
-    .ok();
+    let (ran, starts) = png_with_counted_browser(&tmp, &out);
     let pngs: Vec<&str> = ran.stdout.lines().filter(|l| l.ends_with(".png")).collect();
     // The disk's two charts where the scratch folder is on a block device (not tmpfs).
     let disks = rebuilt.matches("data-chart=\"disk-").count();
     assert_eq!(pngs.len(), 7 + disks, "{}", ran.context());
-    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 1);
+    assert_eq!(starts, 1);
     for png in pngs {
         let (share, colours) = ink(Path::new(png));
         assert!(
@@ -731,29 +739,7 @@ fn png_charts_of_a_tall_page_take_a_browser_start_per_sheet() {
         });
         std::fs::write(out.join(format!("{rank}_output.json")), steps.to_string()).unwrap();
     }
-    let starts = tmp.join("starts");
-    let counting = tmp.join("counting.sh");
-    std::fs::write(
-        &counting,
-        format!(
-            "#!/bin/sh\necho start >> '{}'\nexec chromium \"$@\"\n",
-            starts.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &counting,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let browser = counting.display().to_string();
-    let ran = launch(
-        DLIO_RS,
-        &tmp.path,
-        &["report", &out.display().to_string(), "--png"],
-        &[("DLIO_RS_BROWSER", &browser)],
-    )
-    .ok();
+    let (ran, starts) = png_with_counted_browser(&tmp, &out);
     let pngs: Vec<&str> = ran.stdout.lines().filter(|l| l.ends_with(".png")).collect();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let heights: Vec<f64> = svg::charts(&html)
@@ -773,10 +759,7 @@ fn png_charts_of_a_tall_page_take_a_browser_start_per_sheet() {
         filled += h;
     }
     assert!(sheets > 1 && sheets < pngs.len(), "{sheets} sheets");
-    assert_eq!(
-        std::fs::read_to_string(&starts).unwrap().lines().count(),
-        sheets
-    );
+    assert_eq!(starts, sheets);
     for (png, height) in pngs.iter().zip(&heights) {
         let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
         let info = decoder.read_info().unwrap().info().clone();

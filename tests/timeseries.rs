@@ -229,27 +229,8 @@ pub fn parsed(page: &str) -> Value {
         from prometheus_client.parser import text_string_to_metric_families as families\n\
         print(json.dumps({f.name: [[s.name, s.labels, s.value] for s in f.samples]\n\
                           for f in families(sys.stdin.read())}))";
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 with prometheus_client (pip install prometheus_client, as .ci/run does)");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(page.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the page: {}\n{page}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    // prometheus_client: pip install prometheus_client, as .ci/run does.
+    python_json(script, page, "Prometheus's parser (prometheus_client)")
 }
 
 /// The value of the sample `name` with label `key` = `value` (or the first sample).

@@ -426,6 +426,12 @@ pub struct Canvas {
 
 impl Canvas {
     /// A bar from `x.0` to `x.1` across and from `y.0` to `y.1` up.
+    /// A bar from 0 to `value` in slot `slot` (from 1) of a slotted x axis.
+    pub fn slot_bar(&mut self, slot: usize, value: f64, mark: &Mark) {
+        let at = slot as f64;
+        self.bar((at - 0.35, at + 0.35), (0.0, value), mark);
+    }
+
     pub fn bar(&mut self, x: (f64, f64), y: (f64, f64), mark: &Mark) {
         let (left, right) = (self.x.at(x.0), self.x.at(x.1));
         let (low, high) = (self.y.at(y.0), self.y.at(y.1));

@@ -546,10 +546,9 @@ impl PerEpoch<'_> {
             .legend(keys)
             .frame((0.5, n as f64 + 0.5), (0.0, top));
         for (i, &value) in values.iter().enumerate() {
-            let at = i as f64 + 1.0;
-            canvas.bar(
-                (at - 0.35, at + 0.35),
-                (0.0, value),
+            canvas.slot_bar(
+                i + 1,
+                value,
                 &Mark {
                     class: "mark",
                     value,
@@ -864,10 +863,9 @@ fn checkpoints(list: &[Value]) -> String {
     )
     .frame((0.5, values.len() as f64 + 0.5), (0.0, top));
     for (i, (&value, name)) in values.iter().zip(&names).enumerate() {
-        let at = i as f64 + 1.0;
-        canvas.bar(
-            (at - 0.35, at + 0.35),
-            (0.0, value),
+        canvas.slot_bar(
+            i + 1,
+            value,
             &Mark {
                 class: "mark",
                 value,

@@ -612,11 +612,18 @@ pub fn phase_lines_and_table_rows(ran: &Ran) -> (Vec<PhaseFigures>, Vec<PhaseFig
 
 /// The rows of a CSV document, as Python's csv module reads it (strict: a stray quote fails).
 pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    use std::io::Write;
     let script = "import csv, io, json, sys\n\
                   text = sys.stdin.buffer.read().decode('utf-8')\n\
                   rows = list(csv.reader(io.StringIO(text, newline=''), strict=True))\n\
                   print(json.dumps(rows))\n";
+    let rows = python_json(script, text, "Python's csv module");
+    serde_json::from_value(rows).unwrap()
+}
+
+/// What the Python `script` prints as JSON, given `input` on its standard input; `reader` names
+/// what reads it in the failure's message.
+pub fn python_json(script: &str, input: &str, reader: &str) -> Value {
+    use std::io::Write;
     let mut child = Command::new("python3")
         .args(["-c", script])
         .stdin(Stdio::piped())
@@ -628,12 +635,12 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
         .stdin
         .take()
         .unwrap()
-        .write_all(text.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "Python's csv module refused the document: {}\n{text}",
+        "{reader} refused the document: {}\n{input}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()

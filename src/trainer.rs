@@ -98,13 +98,23 @@ impl TrainerTrace {
         record_span(&self.files, &mut self.records, kind, (epoch, step), started)
     }
 
-    /// Ends the trace: the run's span (from `started`), the trainer's last records, the files
-    /// given their names.
-    fn close(mut self, started: Instant) -> Result<()> {
+    /// Ends the trace: the run's span (from `started`), the trainer's last records written out,
+    /// the files given their names.
+    fn close(mut self, ctx: &RunContext, started: Instant) -> Result<()> {
         self.span(SpanKind::Run, (0, 0), started)?;
-        self.records.flush(&self.files)?;
+        write_trace(ctx, &self.files, &mut self.records)?;
         self.files.complete()
     }
+}
+
+/// Writes out the records of `files` (the readers' handed in, then the trainer's `records`), the
+/// files' keys made as the readers made them.
+fn write_trace(ctx: &RunContext, files: &RankTrace, records: &mut ThreadTrace) -> Result<()> {
+    let keys = |phase: Phase, file: u64, key: &mut String| {
+        ctx.dataset
+            .write_file_key(key, ctx.dataset.split(phase), file);
+    };
+    files.write_out(records, &keys)
 }
 
 /// Records a span of `kind` from `started` to now in the trainer's `records` for `files`.
@@ -214,7 +224,7 @@ pub fn train_rank(ctx: &RunContext, rank: usize) -> Result<RankRecord> {
     end_together(ctx.comm, trained)?;
     record.checkpoints = checkpoints.map(|c| c.records).unwrap_or_default();
     if let Some(trace) = trace {
-        trace.close(run_started)?;
+        trace.close(ctx, run_started)?;
     }
     Ok(record)
 }
@@ -288,7 +298,7 @@ pub fn checkpoint_only_rank(
     })();
     end_together(ctx.comm, done)?;
     if let Some(trace) = trace {
-        trace.close(run_started)?;
+        trace.close(ctx, run_started)?;
     }
     Ok(RankRecord {
         rank,
@@ -490,11 +500,21 @@ fn run_phase(
         let readers = loader.finish();
         // The training loop's error, if any, is the cause; a reader's is a consequence.
         result.and(readers)
-    })?;
+    });
+    let (phase_ended, end) = (Instant::now(), ctx.clock.now());
+    // Only now, the phase's time taken, is its trace formatted: its readers' records and the
+    // trainer's, whatever the phase's outcome, so a phase that failed or was interrupted leaves
+    // what it read. The phase's error, if any, is the cause.
+    let written = match (files, records.as_deref_mut()) {
+        (Some(files), Some(records)) => write_trace(ctx, files, records),
+        _ => Ok(()),
+    };
+    let readers = readers?;
+    written?;
     resources.buffers = readers.buffers;
     record.read_latency = readers.read_latency;
     record.bytes_from_storage = readers.bytes_from_storage;
-    record.end = ctx.clock.now();
+    record.end = end;
     block.end = record.end;
     // A step checkpoint after the last step leaves an empty block, which DLIO still reports (AU
     // 0 with weight 0, and NaN warnings); it measures nothing and is left out.
@@ -506,7 +526,15 @@ fn run_phase(
             Phase::Train => SpanKind::Train,
             Phase::Eval => SpanKind::Eval,
         };
-        record_span(files, records, kind, (epoch, 0), phase_started)?;
+        // The phase as it was measured, without the writing of its trace.
+        let span = Span {
+            kind,
+            epoch,
+            step: 0,
+            started: phase_started,
+            ended: phase_ended,
+        };
+        records.span(files, &span)?;
     }
     Ok(record)
 }

@@ -58,7 +58,6 @@ pub struct BatchSource<'a> {
 /// A reader's private state: its buffer, the format's reader, its latency record and its draws of
 /// preprocess time.
 struct ReaderState<'a> {
-    thread: usize,
     buffer: ReadBuffer,
     reader: Box<dyn SampleReader + 'a>,
     latency: Histogram,
@@ -113,14 +112,21 @@ impl ReaderState<'_> {
         Ok(())
     }
 
-    /// Ends the reader's phase: its file released, its last trace rows written, its storage bytes
-    /// counted.
+    /// Ends the reader's phase: its file released, its trace records handed to the rank's trace
+    /// (written out once the phase's timings are taken), its storage bytes counted.
     fn close(&mut self, source: &BatchSource) -> Result<()> {
+        // First, so that what the thread read is traced even when releasing its file fails.
+        if let Some(trace) = source.trace {
+            let thread = self.traced.thread();
+            trace.hand_in(std::mem::replace(
+                &mut self.traced,
+                ThreadTrace::new(thread),
+            ));
+        }
         self.release_file(source.storage)?;
         if self.tells_storage {
             source.storage.release_all();
         }
-        let trace = source.trace;
         let read_bytes_now = crate::system::thread_read_bytes();
         if let Some(meter) = self.meter {
             meter.detach(read_bytes_now);
@@ -129,10 +135,7 @@ impl ReaderState<'_> {
             .read_bytes_at_start
             .zip(read_bytes_now)
             .map(|(start, end)| end.saturating_sub(start));
-        match trace {
-            Some(trace) => self.traced.flush(trace),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 
@@ -149,7 +152,6 @@ impl<'a> BatchSource<'a> {
             meter.attach(crate::system::thread_id(), read_bytes_at_start);
         }
         ReaderState {
-            thread: index,
             buffer,
             reader: self.format.reader(),
             latency: Histogram::default(),
@@ -233,9 +235,7 @@ impl<'a> BatchSource<'a> {
                     epoch: self.epoch,
                     phase: self.phase,
                     step: step + 1,
-                    rank: self.rank,
-                    thread: state.thread,
-                    key: &state.key,
+                    file: sample.file,
                     sample: sample.sample,
                     image_idx: sample.file * self.dataset.samples_per_file + sample.sample,
                     offset: read.offset,

@@ -68,6 +68,11 @@ impl Clock {
         instant.saturating_duration_since(self.start).as_micros() as u64
     }
 
+    /// Nanoseconds from the clock's start to `instant` (0 before it): `micros_at` is this / 1000.
+    pub fn nanos_at(&self, instant: Instant) -> u64 {
+        instant.saturating_duration_since(self.start).as_nanos() as u64
+    }
+
     pub fn wall(&self, seconds: f64) -> SystemTime {
         self.start_wall + std::time::Duration::from_secs_f64(seconds.max(0.0))
     }

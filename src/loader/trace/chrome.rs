@@ -12,7 +12,8 @@
 //! The metadata events open the array, so every later event starts with its separator (`,`) and
 //! a thread's chunk can be appended anywhere after them; the file's last line closes the array.
 
-use super::{Args, RankTrace, Read, Span, SpanKind, Step, TraceThread};
+use super::record::{ReadRecord, SpanRecord, StepRecord};
+use super::{span_us, Args, RankTrace, SpanKind, TraceThread};
 
 /// What closes a finished file.
 pub(super) const TAIL: &[u8] = b"\n]}\n";
@@ -72,27 +73,33 @@ fn event(
     out.push(b'}');
 }
 
-pub(super) fn read(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, read: &Read) {
-    let times = trace.span_us(read.started, read.ended);
+pub(super) fn read(
+    out: &mut Vec<u8>,
+    trace: &RankTrace,
+    thread: TraceThread,
+    read: &ReadRecord,
+    key: &str,
+) {
+    let times = span_us(read.started, read.ended);
     event(out, trace, thread, ("read", "read"), times, |args| {
         args.int("epoch", read.epoch)
             .str("phase", read.phase.as_str())
             .int("step", read.step)
-            .str("file", read.key)
+            .str("file", key)
             .int("sample", read.sample)
             .int("offset", read.offset)
             .int("length", read.length);
     });
 }
 
-pub(super) fn step(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, step: &Step) {
+pub(super) fn step(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, step: &StepRecord) {
     let args = |args: &mut Args| {
         args.int("epoch", step.epoch)
             .str("phase", step.phase.as_str())
             .int("step", step.step);
     };
     let mut part = |name: &str, started, ended| {
-        let times = trace.span_us(started, ended);
+        let times = span_us(started, ended);
         event(out, trace, thread, (name, "step"), times, args);
     };
     part("step", step.started, step.ended);
@@ -103,7 +110,7 @@ pub(super) fn step(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, st
     }
 }
 
-pub(super) fn span(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, span: &Span) {
+pub(super) fn span(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, span: &SpanRecord) {
     let name = match span.kind {
         SpanKind::Run => ("run", "run"),
         SpanKind::Epoch => ("epoch", "epoch"),
@@ -112,7 +119,7 @@ pub(super) fn span(out: &mut Vec<u8>, trace: &RankTrace, thread: TraceThread, sp
         SpanKind::CheckpointSave => ("checkpoint save", "checkpoint"),
         SpanKind::CheckpointLoad => ("checkpoint load", "checkpoint"),
     };
-    let times = trace.span_us(span.started, span.ended);
+    let times = span_us(span.started, span.ended);
     event(out, trace, thread, name, times, |args| {
         match span.kind {
             SpanKind::Run => args.int("rank", trace.rank),

@@ -10,23 +10,30 @@
 //!   default, and what its tools read).
 //!
 //! Records are semantic ([`Read`], [`Step`], [`Span`]); each format decides which events a record
-//! makes. Each thread (the trainer, each reader) encodes its records into its own buffer per
-//! format ([`ThreadTrace`]) and appends it to the rank's file once it holds [`FLUSH_AT`] bytes: a
-//! few integer formats per record, one locked write per chunk, and memory bounded by the number of
-//! threads, never by the length of the run. Chunks of different threads interleave, so a file is
-//! in time order only within a chunk, which each format's readers allow (the audit reads rows by
-//! step, Perfetto and DFTracer's tools sort by time). A file is written under a temporary name and
-//! renamed when its rank finishes, so a trace that exists is complete.
+//! makes. While the run is measured a thread only keeps its records ([`ThreadTrace`]), in a
+//! compact fixed-size binary form ([`record`]): a time is kept as nanoseconds since the run's
+//! start, a file as its index, and nothing is formatted, so a traced read costs the reader a few
+//! stores. A thread holds at most [`record::HELD`] bytes of them in memory and spills the rest to
+//! an unlinked file, so memory is bounded by the number of threads, never by the length of the
+//! run. The records are formatted into the files only where no time is measured
+//! ([`RankTrace::write_out`]): after each phase's timings are taken (whether it ended, failed or
+//! was interrupted), the records of its reader threads, thread by thread, then the trainer's; and
+//! the trainer's last ones when the run ends. So each phase's rows and events follow those of the
+//! phase before, each thread's together and in the order it made them, which each format's
+//! readers allow (the audit reads rows by step, Perfetto and DFTracer's tools sort by time). A
+//! file is written under a temporary name and renamed when its rank finishes, so a trace that
+//! exists is complete.
 //!
-//! Times are read once, as [`Instant`]s, and converted per format: microseconds since the run's
-//! start for the CSV and Chrome (Perfetto shows a trace from its first event anyway), since the
-//! Unix epoch for DFTracer (as DLIO's traces have them, so that traces of many hosts line up). A
-//! span's duration is the difference of its converted ends, so a span that holds another in time
-//! holds it in the file too, to the microsecond.
+//! Times are converted per format when formatted: microseconds since the run's start for the CSV
+//! and Chrome (Perfetto shows a trace from its first event anyway), since the Unix epoch for
+//! DFTracer (as DLIO's traces have them, so that traces of many hosts line up). A span's duration
+//! is the difference of its converted ends, so a span that holds another in time holds it in the
+//! file too, to the microsecond.
 
 pub mod chrome;
 pub mod csv;
 pub mod pfw;
+mod record;
 
 use std::fs::File;
 use std::io::Write;
@@ -39,13 +46,15 @@ use crate::error::{Error, Result};
 use crate::folder::Beneath;
 use crate::plan::Phase;
 use crate::stats::Clock;
+use record::Record;
 
 pub use csv::HEADER;
 
 /// The trace's folder, in the output folder.
 pub const TRACE_DIR: &str = "trace";
 
-/// A thread's records of one format are appended to the file once they fill this many bytes.
+/// The text of one format is appended to its file, as records are written out, in chunks of this
+/// many bytes (a DFTracer chunk is one gzip member).
 pub const FLUSH_AT: usize = 64 * 1024;
 
 /// One file of a rank's trace, written under a temporary name until [`TraceFile::complete`].
@@ -94,9 +103,18 @@ impl TraceFile {
 }
 
 /// Whether `name` is a file a trace writes in `trace/`: `{rank}.csv`, `{rank}.json`,
-/// `trace-{rank}-of-{world}.pfw.gz`, or one of them still under its temporary name.
+/// `trace-{rank}-of-{world}.pfw.gz`, or one of them still under its temporary name; or a spill
+/// file, `.{rank}-{tid}.spill`, left by a run killed in the instant between its making and its
+/// unlinking.
 fn is_trace_file(name: &str) -> bool {
     let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let spill = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".spill"))
+        .and_then(|n| n.split_once('-'));
+    if spill.is_some_and(|(rank, tid)| number(rank) && number(tid)) {
+        return true;
+    }
     let finished = |name: &str| {
         if let Some(stem) = name.strip_suffix(".csv").or(name.strip_suffix(".json")) {
             return number(stem);
@@ -162,6 +180,14 @@ impl TraceThread {
         }
     }
 
+    /// The CSV's `thread` column: the reader thread's index, 0 when the trainer reads.
+    fn index(self) -> usize {
+        match self {
+            TraceThread::Trainer => 0,
+            TraceThread::Reader(k) => k,
+        }
+    }
+
     fn name(self) -> String {
         match self {
             TraceThread::Trainer => "trainer".into(),
@@ -170,16 +196,14 @@ impl TraceThread {
     }
 }
 
-/// One sample read.
-pub struct Read<'a> {
+/// One sample read. The rank and the thread are the trace's and the recording thread's.
+pub struct Read {
     pub epoch: u64,
     pub phase: Phase,
     /// 1-based.
     pub step: u64,
-    pub rank: u64,
-    /// The reader thread's index: the CSV's `thread` column (0 when the trainer reads).
-    pub thread: usize,
-    pub key: &'a str,
+    /// The file's index in its split: its key is made again when the trace is written.
+    pub file: u64,
     /// The sample's index in its file.
     pub sample: u64,
     /// The sample's index in its split (file × samples per file + sample): DLIO's `image_idx`.
@@ -237,15 +261,23 @@ pub struct RankShape {
     pub reads: bool,
 }
 
-/// One rank's trace files.
+/// Makes the key of file `file` of the split of `phase` into the string given (emptied first):
+/// what the readers read it by, [`crate::dataset::Dataset::write_file_key`].
+pub type Keys<'a> = &'a dyn Fn(Phase, u64, &mut String);
+
+/// One rank's trace files, and the records of the threads that have finished a phase, waiting
+/// for [`RankTrace::write_out`].
 pub struct RankTrace {
     clock: Clock,
     /// The clock's start in microseconds since the Unix epoch.
     wall_start_us: u64,
     rank: u64,
+    /// The output folder, in whose trace folder the threads' spill files are made.
+    output: Beneath,
     csv: Option<TraceFile>,
     chrome: Option<TraceFile>,
     pfw: Option<pfw::PfwFile>,
+    handed_in: Mutex<Vec<ThreadTrace>>,
 }
 
 impl RankTrace {
@@ -285,24 +317,58 @@ impl RankTrace {
             clock: *clock,
             wall_start_us,
             rank,
+            output: Beneath::open(output).map_err(|e| write_error(output, e))?,
             csv,
             chrome,
             pfw,
+            handed_in: Mutex::new(Vec::new()),
         })
     }
 
-    /// Microseconds from the run's start to `instant`.
-    fn micros(&self, instant: Instant) -> u64 {
-        self.clock.micros_at(instant)
+    /// Nanoseconds from the run's start to `instant`: the one conversion a record's time gets
+    /// while the run is measured.
+    fn nanos(&self, instant: Instant) -> u64 {
+        self.clock.nanos_at(instant)
     }
 
-    /// Start and duration in microseconds of the span from `started` to `ended`.
-    fn span_us(&self, started: Instant, ended: Instant) -> (u64, u64) {
-        let ts = self.micros(started);
-        (ts, self.micros(ended).saturating_sub(ts))
+    /// Opens a spill file for `thread`: made in the trace folder, opened again to read it back,
+    /// and unlinked at once.
+    fn spill_file(&self, thread: TraceThread) -> Result<record::Spill> {
+        let name = Path::new(TRACE_DIR).join(format!(".{}-{}.spill", self.rank, thread.tid()));
+        let path = self.output.path(&name);
+        let error = |e| write_error(&path, e);
+        let writer = self.output.create_file(&name).map_err(error)?;
+        let reader = self.output.open_file(&name);
+        self.output.remove_file(&name).map_err(error)?;
+        Ok(record::Spill::new(writer, reader.map_err(error)?, path))
     }
 
-    /// Gives the finished files their final names; every thread has flushed its records.
+    /// Takes the records of a thread that has finished its phase, to be written by
+    /// [`RankTrace::write_out`]; never fails, so a reader that failed still leaves what it read.
+    pub fn hand_in(&self, records: ThreadTrace) {
+        self.handed_in
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(records);
+    }
+
+    /// Formats into the rank's files the records handed in (thread by thread, in thread order,
+    /// each thread's in the order it made them), then the trainer's `own`; `keys` makes the
+    /// files' keys. Called where no time is measured: after a phase's timings are taken, and
+    /// when the run ends.
+    pub fn write_out(&self, own: &mut ThreadTrace, keys: Keys) -> Result<()> {
+        let mut handed_in =
+            std::mem::take(&mut *self.handed_in.lock().unwrap_or_else(|p| p.into_inner()));
+        handed_in.sort_by_key(|t| t.thread.tid());
+        let mut out = Formatted::new(self, keys);
+        for mut records in handed_in {
+            records.write_into(&mut out)?;
+        }
+        own.write_into(&mut out)?;
+        out.flush_over(1)
+    }
+
+    /// Gives the finished files their final names; every record has been written out.
     pub fn complete(self) -> Result<()> {
         if let Some(file) = self.csv {
             file.complete(b"")?;
@@ -318,9 +384,110 @@ impl RankTrace {
     }
 }
 
-/// A thread's records not yet appended to the rank's files: one buffer per format.
+/// Start and duration in microseconds of the span between two times in nanoseconds since the
+/// run's start: the duration is the difference of the converted ends, so a span that holds
+/// another in time holds it in the file too.
+fn span_us(started: u64, ended: u64) -> (u64, u64) {
+    let ts = started / 1000;
+    (ts, (ended / 1000).saturating_sub(ts))
+}
+
+/// A thread's trace records not yet written out, in their compact form ([`record`]): at most
+/// [`record::HELD`] bytes in memory, the rest in its spill file.
 pub struct ThreadTrace {
     thread: TraceThread,
+    held: Vec<u8>,
+    spill: Option<record::Spill>,
+}
+
+impl ThreadTrace {
+    pub fn new(thread: TraceThread) -> ThreadTrace {
+        ThreadTrace {
+            thread,
+            held: Vec::new(),
+            spill: None,
+        }
+    }
+
+    pub fn thread(&self) -> TraceThread {
+        self.thread
+    }
+
+    pub fn read(&mut self, trace: &RankTrace, read: &Read) -> Result<()> {
+        let record = Record::Read(record::ReadRecord {
+            epoch: read.epoch,
+            phase: read.phase,
+            step: read.step,
+            file: read.file,
+            sample: read.sample,
+            image_idx: read.image_idx,
+            offset: read.offset,
+            length: read.length,
+            started: trace.nanos(read.started),
+            ended: trace.nanos(read.ended),
+        });
+        self.keep(trace, &record)
+    }
+
+    pub fn step(&mut self, trace: &RankTrace, step: &Step) -> Result<()> {
+        let record = Record::Step(record::StepRecord {
+            epoch: step.epoch,
+            phase: step.phase,
+            step: step.step,
+            started: trace.nanos(step.started),
+            loaded: trace.nanos(step.loaded),
+            computed: trace.nanos(step.computed),
+            met: step.met.map(|met| trace.nanos(met)),
+            ended: trace.nanos(step.ended),
+        });
+        self.keep(trace, &record)
+    }
+
+    pub fn span(&mut self, trace: &RankTrace, span: &Span) -> Result<()> {
+        let record = Record::Span(record::SpanRecord {
+            kind: span.kind,
+            epoch: span.epoch,
+            step: span.step,
+            started: trace.nanos(span.started),
+            ended: trace.nanos(span.ended),
+        });
+        self.keep(trace, &record)
+    }
+
+    /// Appends `record` to those held, spilling them first when they fill [`record::HELD`].
+    fn keep(&mut self, trace: &RankTrace, record: &Record) -> Result<()> {
+        if self.held.len() + record::RECORD > record::HELD {
+            let spill = match &mut self.spill {
+                Some(spill) => spill,
+                None => self.spill.insert(trace.spill_file(self.thread)?),
+            };
+            spill.append(&self.held)?;
+            self.held.clear();
+        }
+        record.encode(&mut self.held);
+        Ok(())
+    }
+
+    /// Formats every record the thread made into `out`, the spilled ones first, and forgets them.
+    fn write_into(&mut self, out: &mut Formatted) -> Result<()> {
+        let thread = self.thread;
+        if let Some(spill) = &mut self.spill {
+            spill.drain(|block| out.records(thread, block))?;
+        }
+        out.records(thread, &self.held)?;
+        self.held.clear();
+        Ok(())
+    }
+}
+
+/// The formats' text of records being written out: one buffer per format, appended to its file
+/// once it holds [`FLUSH_AT`] bytes.
+struct Formatted<'t> {
+    trace: &'t RankTrace,
+    keys: Keys<'t>,
+    /// The key of `key_of`'s file: consecutive reads of one file make it once.
+    key: String,
+    key_of: Option<(Phase, u64)>,
     csv: Vec<u8>,
     chrome: Vec<u8>,
     pfw: Vec<u8>,
@@ -328,10 +495,13 @@ pub struct ThreadTrace {
     pfw_compressed: Vec<u8>,
 }
 
-impl ThreadTrace {
-    pub fn new(thread: TraceThread) -> ThreadTrace {
-        ThreadTrace {
-            thread,
+impl<'t> Formatted<'t> {
+    fn new(trace: &'t RankTrace, keys: Keys<'t>) -> Formatted<'t> {
+        Formatted {
+            trace,
+            keys,
+            key: String::new(),
+            key_of: None,
             csv: Vec::new(),
             chrome: Vec::new(),
             pfw: Vec::new(),
@@ -339,50 +509,59 @@ impl ThreadTrace {
         }
     }
 
-    pub fn read(&mut self, trace: &RankTrace, read: &Read) -> Result<()> {
-        if trace.csv.is_some() {
-            csv::row(&mut self.csv, trace, read);
+    /// Formats the records encoded in `bytes`, made by `thread`.
+    fn records(&mut self, thread: TraceThread, bytes: &[u8]) -> Result<()> {
+        for bytes in bytes.chunks_exact(record::RECORD) {
+            let record = Record::decode(bytes).ok_or_else(|| {
+                Error::run("a trace record read back is not one written (its spill file changed)")
+            })?;
+            self.record(thread, &record);
+            self.flush_over(FLUSH_AT)?;
         }
-        if trace.chrome.is_some() {
-            chrome::read(&mut self.chrome, trace, self.thread, read);
-        }
-        if let Some(file) = &trace.pfw {
-            pfw::read(&mut self.pfw, trace, file, self.thread, read);
-        }
-        self.flush_full(trace)
+        Ok(())
     }
 
-    pub fn step(&mut self, trace: &RankTrace, step: &Step) -> Result<()> {
-        if trace.chrome.is_some() {
-            chrome::step(&mut self.chrome, trace, self.thread, step);
+    fn record(&mut self, thread: TraceThread, record: &Record) {
+        let trace = self.trace;
+        match record {
+            Record::Read(read) => {
+                if self.key_of != Some((read.phase, read.file)) {
+                    (self.keys)(read.phase, read.file, &mut self.key);
+                    self.key_of = Some((read.phase, read.file));
+                }
+                let key = &self.key;
+                if trace.csv.is_some() {
+                    csv::row(&mut self.csv, trace, thread, read, key);
+                }
+                if trace.chrome.is_some() {
+                    chrome::read(&mut self.chrome, trace, thread, read, key);
+                }
+                if let Some(file) = &trace.pfw {
+                    pfw::read(&mut self.pfw, trace, file, thread, read, key);
+                }
+            }
+            Record::Step(step) => {
+                if trace.chrome.is_some() {
+                    chrome::step(&mut self.chrome, trace, thread, step);
+                }
+                if let Some(file) = &trace.pfw {
+                    pfw::step(&mut self.pfw, trace, file, thread, step);
+                }
+            }
+            Record::Span(span) => {
+                if trace.chrome.is_some() {
+                    chrome::span(&mut self.chrome, trace, thread, span);
+                }
+                if let Some(file) = &trace.pfw {
+                    pfw::span(&mut self.pfw, trace, file, thread, span);
+                }
+            }
         }
-        if let Some(file) = &trace.pfw {
-            pfw::step(&mut self.pfw, trace, file, self.thread, step);
-        }
-        self.flush_full(trace)
-    }
-
-    pub fn span(&mut self, trace: &RankTrace, span: &Span) -> Result<()> {
-        if trace.chrome.is_some() {
-            chrome::span(&mut self.chrome, trace, self.thread, span);
-        }
-        if let Some(file) = &trace.pfw {
-            pfw::span(&mut self.pfw, trace, file, self.thread, span);
-        }
-        self.flush_full(trace)
-    }
-
-    fn flush_full(&mut self, trace: &RankTrace) -> Result<()> {
-        self.flush_over(trace, FLUSH_AT)
-    }
-
-    /// Appends every record held to the rank's files.
-    pub fn flush(&mut self, trace: &RankTrace) -> Result<()> {
-        self.flush_over(trace, 1)
     }
 
     /// Appends each buffer that holds at least `at` bytes.
-    fn flush_over(&mut self, trace: &RankTrace, at: usize) -> Result<()> {
+    fn flush_over(&mut self, at: usize) -> Result<()> {
+        let trace = self.trace;
         let files = [
             (&mut self.csv, trace.csv.as_ref()),
             (&mut self.chrome, trace.chrome.as_ref()),
@@ -496,13 +675,7 @@ mod tests {
                 epoch: 2,
                 phase: Phase::Eval,
                 step: i / 4 + 1,
-                rank: 3,
-                thread: 1,
-                key: if i == 5 {
-                    "train/a,\"b\"/x.npz"
-                } else {
-                    "train/img_1_of_8.npz"
-                },
+                file: u64::from(i == 5),
                 sample: i % 4,
                 image_idx: i,
                 offset: i,
@@ -531,8 +704,17 @@ mod tests {
             ended: at(19),
         };
         trainer.span(&trace, &save).unwrap();
-        reader.flush(&trace).unwrap();
-        trainer.flush(&trace).unwrap();
+        // The reader hands its records in at the end of its phase; the trainer writes them out.
+        let keys = |phase: Phase, file: u64, key: &mut String| {
+            assert_eq!(phase, Phase::Eval);
+            key.clear();
+            key.push_str(match file {
+                1 => "train/a,\"b\"/x.npz",
+                _ => "train/img_1_of_8.npz",
+            });
+        };
+        trace.hand_in(reader);
+        trace.write_out(&mut trainer, &keys).unwrap();
         for name in ["3.csv", "3.json", "trace-3-of-4.pfw.gz"] {
             assert!(!dir.join(name).exists(), "{name} named before completion");
         }
@@ -550,14 +732,14 @@ mod tests {
         assert_eq!(
             lines[6],
             format!(
-                "2,eval,2,3,1,\"train/a,\"\"b\"\"/x.npz\",1,5,1099511627776,{},7",
+                "2,eval,2,3,0,\"train/a,\"\"b\"\"/x.npz\",1,5,1099511627776,{},7",
                 start(5)
             )
         );
         assert_eq!(
             lines[7],
             format!(
-                "2,eval,2,3,1,train/img_1_of_8.npz,2,6,1099511627776,{},7",
+                "2,eval,2,3,0,train/img_1_of_8.npz,2,6,1099511627776,{},7",
                 start(6)
             )
         );
@@ -620,6 +802,68 @@ mod tests {
         std::fs::remove_dir_all(output).unwrap();
     }
 
+    /// More records than a thread holds go to its spill file and come back in order, and the
+    /// spill file serves again after a write-out; none is left in the trace folder.
+    #[test]
+    fn records_beyond_what_a_thread_holds_spill_and_come_back_in_order() {
+        let output =
+            std::env::temp_dir().join(format!("dlio-rs-trace-spill-{}", std::process::id()));
+        std::fs::create_dir_all(&output).unwrap();
+        let clock = Clock::start();
+        let shape = RankShape {
+            rank: 0,
+            world: 1,
+            readers: 0,
+            reads: true,
+        };
+        let trace = RankTrace::create(&output, TraceFormat::Csv, &shape, &clock).unwrap();
+        let mut trainer = ThreadTrace::new(TraceThread::Trainer);
+        let keys = |_: Phase, file: u64, key: &mut String| {
+            key.clear();
+            key.push_str(&format!("train/f{file}"));
+        };
+        let held = (record::HELD / record::RECORD) as u64;
+        let base = Instant::now();
+        let mut count = 0u64;
+        for (phase, reads) in [(1, 2 * held + 5), (2, held + 1)] {
+            for i in 0..reads {
+                let read = Read {
+                    epoch: phase,
+                    phase: Phase::Train,
+                    step: 1,
+                    file: count,
+                    sample: 0,
+                    image_idx: i,
+                    offset: 0,
+                    length: 1,
+                    started: base,
+                    ended: base,
+                };
+                trainer.read(&trace, &read).unwrap();
+                count += 1;
+            }
+            let left: Vec<_> = std::fs::read_dir(output.join(TRACE_DIR))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            assert_eq!(left, [".0.csv.partial"], "a spill file has a name");
+            trace.write_out(&mut trainer, &keys).unwrap();
+        }
+        trace.complete().unwrap();
+        let text = std::fs::read_to_string(output.join(TRACE_DIR).join("0.csv")).unwrap();
+        let files: Vec<u64> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                l.split(',').nth(5).unwrap()["train/f".len()..]
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(files, (0..count).collect::<Vec<u64>>());
+        std::fs::remove_dir_all(output).unwrap();
+    }
+
     #[test]
     fn json_strings_escape_what_json_forbids() {
         let mut out = Vec::new();
@@ -639,6 +883,7 @@ mod tests {
             ".0.csv.partial",
             ".7.json.partial",
             ".trace-0-of-1.pfw.gz.partial",
+            ".0-2.spill",
         ] {
             assert!(is_trace_file(name), "{name}");
         }
@@ -651,6 +896,8 @@ mod tests {
             "trace-1-of-2.pfw",
             "0.csv.partial",
             ".0.csv",
+            ".0-a.spill",
+            "0-2.spill",
             "keep.txt",
         ] {
             assert!(!is_trace_file(name), "{name}");

@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use super::{Args, RankShape, RankTrace, Read, Span, SpanKind, Step, TraceFile, TraceThread};
+use super::record::{ReadRecord, SpanRecord, StepRecord};
+use super::{span_us, Args, RankShape, RankTrace, SpanKind, TraceFile, TraceThread};
 use crate::error::Result;
 
 /// A rank's `.pfw.gz` file, with its event counter and its host's hash.
@@ -189,9 +190,10 @@ pub(super) fn read(
     trace: &RankTrace,
     file: &PfwFile,
     thread: TraceThread,
-    read: &Read,
+    read: &ReadRecord,
+    key: &str,
 ) {
-    let times = trace.span_us(read.started, read.ended);
+    let times = span_us(read.started, read.ended);
     event(
         out,
         (trace, file),
@@ -204,7 +206,7 @@ pub(super) fn read(
                 .int("step", read.step)
                 .int("image_idx", read.image_idx)
                 .int("image_size", read.length)
-                .str("fname", read.key)
+                .str("fname", key)
                 .int("offset", read.offset);
         },
     );
@@ -215,10 +217,10 @@ pub(super) fn step(
     trace: &RankTrace,
     file: &PfwFile,
     thread: TraceThread,
-    step: &Step,
+    step: &StepRecord,
 ) {
     let mut part = |name_cat: (&str, &str), started, ended| {
-        let times = trace.span_us(started, ended);
+        let times = span_us(started, ended);
         event(out, (trace, file), thread, name_cat, times, |args| {
             args.int("epoch", step.epoch)
                 .str("phase", step.phase.as_str())
@@ -242,7 +244,7 @@ pub(super) fn span(
     trace: &RankTrace,
     file: &PfwFile,
     thread: TraceThread,
-    span: &Span,
+    span: &SpanRecord,
 ) {
     let name = match span.kind {
         SpanKind::Run => ("ai_root", "ai_root"),
@@ -252,7 +254,7 @@ pub(super) fn span(
         SpanKind::CheckpointSave => ("capture", "checkpoint"),
         SpanKind::CheckpointLoad => ("restart", "checkpoint"),
     };
-    let times = trace.span_us(span.started, span.ended);
+    let times = span_us(span.started, span.ended);
     event(out, (trace, file), thread, name, times, |args| {
         match span.kind {
             SpanKind::Run => args,

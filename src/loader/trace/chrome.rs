@@ -10,7 +10,7 @@
 //! Reads are spans of the thread that read, inside the data wait when the trainer reads itself.
 //!
 //! The metadata events open the array, so every later event starts with its separator (`,`) and
-//! a thread's chunk can be appended anywhere after them; the file's last line closes the array.
+//! a chunk of events can be appended anywhere after them; the file's last line closes the array.
 
 use super::record::{ReadRecord, SpanRecord, StepRecord};
 use super::{span_us, Args, RankTrace, SpanKind, TraceThread};

@@ -1,21 +1,23 @@
 //! DFTracer's trace (`.pfw.gz`), as Python DLIO writes it through DFTracer 2.2 with
 //! `DFTRACER_ENABLE=1 DFTRACER_INC_METADATA=1`: `trace/trace-{rank}-of-{world}.pfw.gz`, one JSON
 //! object per line, no enclosing array, gzip-compressed (DFTracer's tools read only compressed
-//! traces). Each chunk a thread appends is one gzip member: concatenated members are one gzip
-//! stream, and a file cut short by a crash keeps every member written before it.
+//! traces). Each chunk appended as records are written out is one gzip member: concatenated
+//! members are one gzip stream, and a file cut short by a crash keeps every member written before
+//! it.
 //!
 //! The file opens with DFTracer's metadata lines (`"ph":4`): `HH` (the host's hash `hhash` and its
 //! name), one `thread_name` per thread, `CM` (the time unit, `US`), then its `start` event; it ends
-//! with its `end` event, whose `num_events` counts the events before it. Each event in between is
-//! a complete event (`"ph":1`, `"type":6`, DFTracer's number for events logged from Python) with a
-//! sequential `id`, `ts` in microseconds since the Unix epoch, `dur` in microseconds, and `args`
-//! that start with `hhash`. Names and categories are those of the `dftracer.python.ai` events
-//! DLIO's code carries: `item` (data) per sample read, `fetch.iter` (dataloader) the wait for a
-//! batch, `fetch.block` (dataloader) the step's work after it, `compute` (compute), `capture` and
-//! `restart` (checkpoint), `train`, `evaluate` and `epoch.block` (pipeline), `ai_root` the run;
-//! the barrier, which DLIO does not trace, is `barrier` (comm), the name DFTracer's AI events give
-//! it. `pid` is the rank (DLIO asks DFTracer for its rank as the process id), `tid` the thread as
-//! in the Chrome trace. docs/valid-measurement.md lists the sources and what differs from DLIO.
+//! with its `end` event, whose `num_events` counts the events before it. Each event in between is a
+//! complete event (`"ph":1`, `"type":6`, DFTracer's number for events logged from Python) with a
+//! sequential `id` (given as the records are written out, so in file order), `ts` in microseconds
+//! since the Unix epoch, `dur` in microseconds, and `args` that start with `hhash`. Names and
+//! categories are those of the `dftracer.python.ai` events DLIO's code carries: `item` (data) per
+//! sample read, `fetch.iter` (dataloader) the wait for a batch, `fetch.block` (dataloader) the
+//! step's work after it, `compute` (compute), `capture` and `restart` (checkpoint), `train`,
+//! `evaluate` and `epoch.block` (pipeline), `ai_root` the run; the barrier, which DLIO does not
+//! trace, is `barrier` (comm), the name DFTracer's AI events give it. `pid` is the rank (DLIO asks
+//! DFTracer for its rank as the process id), `tid` the thread as in the Chrome trace.
+//! docs/valid-measurement.md lists the sources and what differs from DLIO.
 
 use std::io::Write;
 use std::path::Path;

@@ -11,9 +11,9 @@
 //!
 //! Records are semantic ([`Read`], [`Step`], [`Span`]); each format decides which events a record
 //! makes. While the run is measured a thread only keeps its records ([`ThreadTrace`]), in a
-//! compact fixed-size binary form ([`record`]): a time is kept as nanoseconds since the run's
+//! compact fixed-size binary form (`record`): a time is kept as nanoseconds since the run's
 //! start, a file as its index, and nothing is formatted, so a traced read costs the reader a few
-//! stores. A thread holds at most [`record::HELD`] bytes of them in memory and spills the rest to
+//! stores. A thread holds at most `record::HELD` bytes of them in memory and spills the rest to
 //! an unlinked file, so memory is bounded by the number of threads, never by the length of the
 //! run. The records are formatted into the files only where no time is measured
 //! ([`RankTrace::write_out`]): after each phase's timings are taken (whether it ended, failed or
@@ -392,8 +392,8 @@ fn span_us(started: u64, ended: u64) -> (u64, u64) {
     (ts, (ended / 1000).saturating_sub(ts))
 }
 
-/// A thread's trace records not yet written out, in their compact form ([`record`]): at most
-/// [`record::HELD`] bytes in memory, the rest in its spill file.
+/// A thread's trace records not yet written out, in their compact form (`record`): at most
+/// `record::HELD` bytes in memory, the rest in its spill file.
 pub struct ThreadTrace {
     thread: TraceThread,
     held: Vec<u8>,

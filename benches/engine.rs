@@ -298,55 +298,43 @@ fn p4(dir: &Path) -> bool {
 /// The trace's cost in each format: P1 traced beside P1 untraced, interleaved (the formats in
 /// turn, each round starting with the next), as paired ratios to the untraced runs around them.
 fn p5(dir: &Path) -> bool {
-    const FORMATS: [&str; 3] = ["csv", "chrome", "pfw"];
-    let dataset = small_files();
-    let data = generated_dataset(dir, "p1", &dataset);
-    let training = Training {
-        dataset: &dataset,
-        batch: 64,
-        read_threads: 2,
-        computation_time: 0.0,
-        epochs: 3,
-        accelerators: 1,
-    };
-    let run = |round: usize, format: Option<&str>| {
-        let out = dir.join(format!("p5-out-{round}-{}", format.unwrap_or("untraced")));
-        let mut w = training.words(&data, &out);
-        w.push(format!("++workload.output.trace={}", format.is_some()));
-        if let Some(format) = format {
-            w.push(format!("++workload.output.trace_format={format}"));
-        }
-        mean_of(&dlio(&w).0, "samples_per_second")
-    };
-    let mut plain = vec![run(0, None)];
-    let mut traced = vec![Vec::new(); FORMATS.len()];
-    let mut ratios = vec![Vec::new(); FORMATS.len()];
-    for round in 0..ROUNDS {
-        for k in 0..FORMATS.len() {
-            let f = (round + k) % FORMATS.len();
-            traced[f].push(run(round, Some(FORMATS[f])));
-        }
-        plain.push(run(round + 1, None));
-        let around = (plain[round] + plain[round + 1]) / 2.0;
-        for f in 0..FORMATS.len() {
-            ratios[f].push(traced[f][round] / around);
-        }
-    }
+    const FORMATS: [(&str, &[&str]); 3] = [
+        (
+            "csv",
+            &[
+                "++workload.output.trace=True",
+                "++workload.output.trace_format=csv",
+            ],
+        ),
+        (
+            "chrome",
+            &[
+                "++workload.output.trace=True",
+                "++workload.output.trace_format=chrome",
+            ],
+        ),
+        (
+            "pfw",
+            &[
+                "++workload.output.trace=True",
+                "++workload.output.trace_format=pfw",
+            ],
+        ),
+    ];
+    let variants: Vec<&[&str]> = FORMATS.iter().map(|(_, words)| *words).collect();
+    let (plain, figures) = paired_with_p1(dir, "p5", &["++workload.output.trace=False"], &variants);
     println!(
         "P5 trace cost (P1 with output.trace=True in each output.trace_format beside P1 without)"
     );
     println!(
-        "   untraced {:.0} samples/s (median of {})",
-        median(plain),
+        "   untraced {plain:.0} samples/s (median of {})",
         ROUNDS + 1
     );
     let mut ok = true;
-    for ((format, traced), ratios) in FORMATS.iter().zip(traced).zip(ratios) {
-        let ratio = median(ratios);
+    for ((format, _), (traced, ratio)) in FORMATS.iter().zip(figures) {
         ok &= ratio >= 0.95;
         println!(
-            "   {format:<6} {:.0} samples/s, paired ratio {:.1}% (median of {ROUNDS}; target ≥ 95%)  {}",
-            median(traced),
+            "   {format:<6} {traced:.0} samples/s, paired ratio {:.1}% (median of {ROUNDS}; target ≥ 95%)  {}",
             ratio * 100.0,
             verdict(ratio >= 0.95)
         );

@@ -322,7 +322,8 @@ fn p5(dir: &Path) -> bool {
         ),
     ];
     let variants: Vec<&[&str]> = FORMATS.iter().map(|(_, words)| *words).collect();
-    let (plain, figures) = paired_with_p1(dir, "p5", &["++workload.output.trace=False"], &variants);
+    let (plain, figures) =
+        paired_with_p1(dir, "p5", 3, &["++workload.output.trace=False"], &variants);
     println!(
         "P5 trace cost (P1 with output.trace=True in each output.trace_format beside P1 without)"
     );
@@ -342,13 +343,15 @@ fn p5(dir: &Path) -> bool {
     ok
 }
 
-/// P1 with each of `variants` (its words) beside P1 with `baseline`'s, interleaved: the variants
+/// P1 for `epochs` epochs with each of `variants` (its words) beside P1 with `baseline`'s,
+/// interleaved: the variants
 /// in turn, each round starting with the next, and each variant's samples/s paired with the
 /// baseline runs around its round. The baseline's median, and each variant's median and median
 /// paired ratio.
 fn paired_with_p1(
     dir: &Path,
     name: &str,
+    epochs: u64,
     baseline: &[&str],
     variants: &[&[&str]],
 ) -> (f64, Vec<(f64, f64)>) {
@@ -359,7 +362,7 @@ fn paired_with_p1(
         batch: 64,
         read_threads: 2,
         computation_time: 0.0,
-        epochs: 3,
+        epochs,
         accelerators: 1,
     };
     let run = |round: usize, which: Option<usize>| {
@@ -408,9 +411,12 @@ fn p10(dir: &Path) -> bool {
         ),
     ];
     let variants: Vec<&[&str]> = VARIANTS.iter().map(|(_, words)| *words).collect();
+    // P1's epochs take ~15 ms: 200 of them make runs of a few seconds, in which the sampler
+    // and the metrics page work every second as they do in a long run.
     let (plain, figures) = paired_with_p1(
         dir,
         "p10",
+        200,
         &["++workload.output.timeseries_interval=0"],
         &variants,
     );

@@ -20,6 +20,8 @@ use crate::error::{Error, Result};
 
 /// Longest request head read.
 const MAX_HEAD: usize = 8 * 1024;
+/// The pause after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// How long a client may take to send its request, and to take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -67,9 +69,14 @@ impl Exporter {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            if let Ok(stream) = stream {
+            match stream {
                 // A client that misbehaves only loses its own answer.
-                let _ = self.answer(stream);
+                Ok(stream) => {
+                    let _ = self.answer(stream);
+                }
+                // Out of descriptors or memory: a pause, so that a failing accept does not spin
+                // a core the run's readers need.
+                Err(_) => std::thread::sleep(ACCEPT_BACKOFF),
             }
         }
     }

@@ -383,7 +383,13 @@ fn run_phase(
         split: ctx.dataset.split(phase),
         format: ctx.format,
         storage: ctx.storage,
-        preprocess_time: &config.reader.preprocess_time,
+        // DLIO's TFRecord pipeline never calls its preprocessing sleep (its map is a parse that
+        // returns a constant).
+        preprocess_time: if plan.interleave().is_some() {
+            &TimeSpec::ZERO
+        } else {
+            &config.reader.preprocess_time
+        },
         comm: ctx.comm,
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
         trace: files,

@@ -33,6 +33,7 @@ struct Counts {
     repeated: u64,
     unplanned: u64,
     remainder_read: u64,
+    read_ahead: u64,
 }
 
 pub struct SegmentCheck<'a> {
@@ -118,6 +119,9 @@ impl<'a> SegmentCheck<'a> {
         violations: &mut Violations,
         order: Option<&mut OrderTracker>,
     ) {
+        if self.plan.interleave().is_some() {
+            return self.check_pipelined(rank, row, violations, order);
+        }
         self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
         let slot = (row.thread < self.threads_per_rank).then_some(row.thread as usize);
         let measured_position = self.measure_position(rank, row, slot);
@@ -147,6 +151,117 @@ impl<'a> SegmentCheck<'a> {
         }
         if let Some(problem) = self.placement_problem(rank, row, slot, position) {
             violations.add(|| format!("{}: {problem}", about()));
+        }
+    }
+
+    /// [`SegmentCheck::check`] for the TensorFlow pipeline: each record read once, by its file's
+    /// worker, in its file's order, traced under the step the pipeline pulled it in for; past
+    /// the steps' records, only what the pipeline's buffers let it read ahead.
+    fn check_pipelined(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        violations: &mut Violations,
+        order: Option<&mut OrderTracker>,
+    ) {
+        let Some(file) = self.names.index_of(&row.file) else {
+            self.counts.unplanned += 1;
+            let split = self.phase.as_str();
+            violations.add(|| {
+                format!(
+                    "{}: {} is not a file of the {split} split",
+                    row_context(rank, row),
+                    row.file
+                )
+            });
+            return;
+        };
+        let sample = SampleRef {
+            file,
+            sample: row.sample,
+        };
+        let about = || describe_read(rank, row);
+        let (Some(global), Some((owner, position))) = (
+            self.plan.position_of(sample),
+            self.plan.interleaved_place(sample),
+        ) else {
+            self.counts.unplanned += 1;
+            violations.add(|| format!("{}: no rank's shard holds it", about()));
+            return;
+        };
+        let interleave = *self.plan.interleave().expect("checked by the caller");
+        let (shard_file, record) = interleave.record_at(position);
+        let pulled_for = self.plan.pulled_for(position) + 1;
+        let worker = shard_file % interleave.workers();
+        let problem = if owner != rank {
+            Some(format!("in rank {owner}'s shard"))
+        } else if row.step != pulled_for {
+            Some(format!("pulled in for step {pulled_for}"))
+        } else if row.thread != worker {
+            Some(format!(
+                "read by thread {}, but its file is worker {worker}'s",
+                row.thread
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.counts.unplanned += 1;
+            violations.add(|| format!("{}: {problem}", about()));
+            return;
+        }
+        let steps = self.plan.steps();
+        self.highest_step[rank as usize] =
+            self.highest_step[rank as usize].max(row.step.min(steps));
+        let threads = &mut self.threads[rank as usize];
+        if threads.len() <= worker as usize {
+            threads.resize(worker as usize + 1, ThreadState::default());
+        }
+        let thread = &mut threads[worker as usize];
+        let previous = thread.last_planned.replace((shard_file, record));
+        if let Some((last_file, last_record)) =
+            previous.filter(|&last| last >= (shard_file, record))
+        {
+            violations.add(|| {
+                format!(
+                    "{}: read out of order: record {record} of the shard's file {shard_file} after record {last_record} of file {last_file} by the same worker",
+                    about()
+                )
+            });
+        }
+        if global >= self.plan.samples_read() {
+            if record < self.plan.readable_of_file(shard_file) {
+                self.counts.read_ahead += 1;
+            } else {
+                self.counts.unplanned += 1;
+                violations.add(|| {
+                    format!(
+                        "{}: read further ahead than the pipeline's buffers allow",
+                        about()
+                    )
+                });
+            }
+            return;
+        }
+        if !self.read.insert(global) {
+            self.counts.repeated += 1;
+            violations.add_repeat(
+                || format!("{} read a second time", about()),
+                RepeatToLocate {
+                    message: 0,
+                    epoch: self.epoch,
+                    phase: self.phase,
+                    file: row.file.clone(),
+                    sample: row.sample,
+                    rank,
+                    line: row.line,
+                },
+            );
+            return;
+        }
+        self.counts.distinct += 1;
+        if let Some(order) = order {
+            order.record(sample, rank, Some(global));
         }
     }
 
@@ -316,11 +431,19 @@ impl<'a> SegmentCheck<'a> {
             listed += 1;
         }
         violations.add_unlisted(missing - listed);
+        // The TensorFlow pipeline's last steps may pull no record: the shuffle buffer's fill
+        // ran ahead of them to the shard's end.
+        let traced_steps = match plan.interleave() {
+            Some(_) if steps > 0 => {
+                (plan.pulled_for(plan.needed_for(steps - 1).saturating_sub(1)) + 1).min(steps)
+            }
+            _ => steps,
+        };
         for (rank, &highest) in highest_step.iter().enumerate() {
-            if has_trace[rank] && highest != steps {
+            if has_trace[rank] && highest != traced_steps {
                 violations.add(|| {
                     format!(
-                        "{}: epoch {epoch} {}: rank {rank} took {highest} steps, the plan has {steps}",
+                        "{}: epoch {epoch} {}: rank {rank} took {highest} steps, the plan has {traced_steps}",
                         trace_label(rank as u64),
                         phase.as_str()
                     )
@@ -344,6 +467,7 @@ impl<'a> SegmentCheck<'a> {
             mean_displacement_fraction: change.mean_displacement,
             rank_files_changed_fraction: change.rank_files_changed,
             remainder_read: counts.remainder_read,
+            read_ahead: counts.read_ahead,
         };
         (summary, read)
     }

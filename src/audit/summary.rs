@@ -38,6 +38,9 @@ pub struct PhaseAudit {
     /// Reads of the remainder (counted in `unplanned` too).
     #[serde(skip)]
     pub remainder_read: u64,
+    /// Samples the TensorFlow pipeline read past those its steps take, within what its buffers
+    /// allow: the shuffle buffer's fill for the last batches, and the prefetch's read-ahead.
+    pub read_ahead: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,6 +110,13 @@ impl PhaseAudit {
                 line,
                 "{} in the remainder, {} of them read against the plan",
                 self.samples_not_read, self.remainder_read
+            );
+        }
+        if self.read_ahead > 0 {
+            let _ = write!(
+                line,
+                "; {} more read ahead by the pipeline's buffers",
+                self.read_ahead
             );
         }
         if let (Some(changed), Some(displacement)) =

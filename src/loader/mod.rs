@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod tfdata;
 pub mod trace;
 
 use crate::comm::Comm;
@@ -23,7 +24,7 @@ use crate::compute::{spin_until, tighten_timer_slack, time_rng, Sleeper, TimeSpe
 use crate::dataset::{Dataset, SplitLayout};
 use crate::error::{Error, Result};
 use crate::format::{FileFormat, ReadBuffer, SampleReader};
-use crate::plan::{EpochPlan, Phase};
+use crate::plan::{EpochPlan, Phase, SampleRef};
 use crate::stats::Histogram;
 use crate::storage::Storage;
 use crate::timeseries::{RankCounters, ReadMeter, ReadStamp};
@@ -175,6 +176,20 @@ impl<'a> BatchSource<'a> {
         // A sample's read starts where the last one ended: one clock read per sample, which
         // counts where samples are a few hundred bytes served from a row group in hand (dlrm).
         let loaded = self.read_samples(step, samples, state);
+        if let Some(meter) = state.meter {
+            meter.reads_pause();
+        }
+        loaded
+    }
+
+    /// One sample read alone, for `step` (the TensorFlow pipeline reads record by record).
+    fn read_one(
+        &self,
+        step: u64,
+        sample: SampleRef,
+        state: &mut ReaderState,
+    ) -> Result<LoadedBatch> {
+        let loaded = self.read_samples(step, std::iter::once(sample), state);
         if let Some(meter) = state.meter {
             meter.reads_pause();
         }
@@ -451,6 +466,8 @@ impl Drop for ClosedOnDrop {
 
 enum Mode<'scope, 'env> {
     Inline(Box<ReaderState<'env>>),
+    /// The TensorFlow loader's `tf.data` pipeline over a TFRecord shard.
+    Pipeline(tfdata::Pipeline<'scope, 'env>),
     Threads {
         handoffs: ClosedOnDrop,
         readers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
@@ -483,6 +500,13 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         buffers: Vec<ReadBuffer>,
     ) -> Result<Loader<'scope, 'env>> {
         let mut buffers = buffers.into_iter();
+        if let Some(pipeline) = tfdata::Pipeline::start(scope, source, &mut buffers) {
+            return Ok(Loader {
+                source,
+                next_step: 0,
+                mode: Mode::Pipeline(pipeline?),
+            });
+        }
         if settings.read_threads == 0 {
             let state =
                 source.reader_state(TraceThread::Trainer, buffers.next().unwrap_or_default());
@@ -562,6 +586,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         self.next_step += 1;
         match &mut self.mode {
             Mode::Inline(state) => self.source.read_batch(step, state),
+            Mode::Pipeline(pipeline) => pipeline.next_batch(step),
             Mode::Threads { handoffs, readers } => {
                 let thread = (step % handoffs.len() as u64) as usize;
                 let handoff = &handoffs[thread];
@@ -611,6 +636,19 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 let closed = state.close(self.source);
                 add(*state);
                 closed?;
+            }
+            Mode::Pipeline(pipeline) => {
+                let mut outcome = Ok(());
+                for worker in pipeline.finish() {
+                    match worker {
+                        Ok((state, closed)) => {
+                            add(state);
+                            outcome = outcome.and(closed);
+                        }
+                        Err(e) => outcome = Err(e),
+                    }
+                }
+                outcome?;
             }
             Mode::Threads { handoffs, readers } => {
                 drop(handoffs);

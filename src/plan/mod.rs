@@ -14,9 +14,11 @@
 //! k mod lanes (see `Lanes`). TensorFlow's sample shuffle is a buffer that reorders records after
 //! they are read, so it does not change what storage sees, and the read order is the stream's.
 
+pub mod interleave;
 pub mod permutation;
 
-use crate::config::{Config, Format, Shuffle};
+use crate::config::{Config, DataLoader, Format, Shuffle};
+pub use interleave::{Interleave, FILES_AHEAD_PER_LANE, RECORDS_AHEAD};
 pub use permutation::{mix64, Permutation};
 
 /// A sample: its file (index into the split's file list) and its index inside that file.
@@ -63,6 +65,20 @@ pub struct PlanSpec {
     /// With file sharding: the lanes a rank's files are dealt to, one per reader thread
     /// (`max(read_threads, 1)`); otherwise 1.
     pub lanes: u64,
+    /// With file sharding, the TensorFlow loader's `tf.data` pipeline: the rank's records are
+    /// read in the interleave order ([`Interleave`]) through its buffers, rather than dealt to
+    /// lanes batch by batch.
+    pub pipeline: Option<PipelineBuffers>,
+}
+
+/// The buffers of the TensorFlow loader's pipeline, which decide when each record is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineBuffers {
+    /// Records of the shuffle buffer (`reader.shuffle_size`; 0 when samples are not shuffled,
+    /// as DLIO then adds no shuffle).
+    pub shuffle: u64,
+    /// Batches of the prefetch buffer (`reader.prefetch_size`; 0: pulled when the trainer asks).
+    pub prefetch: u64,
 }
 
 impl PlanSpec {
@@ -82,6 +98,15 @@ impl PlanSpec {
         let file_sharded = config.dataset.format == Format::Tfrecord && files >= world;
         PlanSpec {
             file_sharded,
+            pipeline: (file_sharded && config.reader.data_loader == DataLoader::Tensorflow).then(
+                || PipelineBuffers {
+                    shuffle: match config.reader.sample_shuffle {
+                        Shuffle::Off => 0,
+                        Shuffle::Seed | Shuffle::Random => config.reader.shuffle_size,
+                    },
+                    prefetch: config.reader.prefetch_size,
+                },
+            ),
             // Both phases read with the same threads (the loader's `reader.read_threads`).
             lanes: if file_sharded {
                 config.reader.read_threads.max(1)
@@ -179,6 +204,8 @@ pub struct EpochPlan {
     samples_order: Option<Permutation>,
     /// With file sharding: how the ranks' files are dealt to their reader threads.
     lanes: Option<Lanes>,
+    /// With the TensorFlow pipeline: each rank's shard read as the interleave reads it.
+    interleave: Option<Shards>,
 }
 
 fn shuffle_key(kind: Shuffle, spec: &PlanSpec, epoch: u64, purpose: u64) -> Option<u64> {
@@ -203,7 +230,16 @@ impl EpochPlan {
             .filter(|_| !spec.file_sharded)
             .map(|key| Permutation::new(spec.total_samples(), key));
         let steps = spec.steps();
-        let lanes = spec.file_sharded.then(|| Lanes {
+        let interleave = spec
+            .pipeline
+            .filter(|_| spec.file_sharded)
+            .map(|buffers| Shards {
+                world: spec.world,
+                buffers,
+                order: Interleave::new(spec.files_per_rank(), spec.samples_per_file, spec.lanes),
+                read: steps * spec.batch,
+            });
+        let lanes = (spec.file_sharded && spec.pipeline.is_none()).then(|| Lanes {
             world: spec.world,
             files: spec.files_per_rank(),
             samples_per_file: spec.samples_per_file,
@@ -217,6 +253,7 @@ impl EpochPlan {
             files_order,
             samples_order,
             lanes,
+            interleave,
         }
     }
 
@@ -252,10 +289,11 @@ impl EpochPlan {
     /// order is then not computed again.
     fn sample_at_after(&self, position: u64, last: &mut Option<(u64, u64)>) -> SampleRef {
         let spf = self.spec.samples_per_file;
-        let global = match (&self.samples_order, &self.lanes) {
-            (Some(p), _) => p.apply(position),
-            (None, Some(lanes)) => lanes.stream_index(position),
-            (None, None) => position,
+        let global = match (&self.samples_order, &self.lanes, &self.interleave) {
+            (Some(p), _, _) => p.apply(position),
+            (None, Some(lanes), _) => lanes.stream_index(position),
+            (None, None, Some(shards)) => shards.stream_index(position),
+            (None, None, None) => position,
         };
         let (file, sample) = (global / spf, global % spf);
         let file = match (&self.files_order, *last) {
@@ -283,11 +321,81 @@ impl EpochPlan {
             None => sample.file,
         };
         let global = file * spf + sample.sample;
-        Some(match (&self.samples_order, &self.lanes) {
-            (Some(p), _) => p.invert(global),
-            (None, Some(lanes)) => lanes.stream_position(global),
-            (None, None) => global,
+        Some(match (&self.samples_order, &self.lanes, &self.interleave) {
+            (Some(p), _, _) => p.invert(global),
+            (None, Some(lanes), _) => lanes.stream_position(global),
+            (None, None, Some(shards)) => shards.stream_position(global),
+            (None, None, None) => global,
         })
+    }
+
+    /// The interleave order of each rank's shard, when the plan reads in `tf.data`'s order.
+    pub fn interleave(&self) -> Option<&Interleave> {
+        self.interleave.as_ref().map(|shards| &shards.order)
+    }
+
+    /// The TensorFlow pipeline's buffers, when the plan reads in `tf.data`'s order.
+    pub fn pipeline(&self) -> Option<PipelineBuffers> {
+        self.interleave.as_ref().map(|shards| shards.buffers)
+    }
+
+    /// The step (0-based) whose batch the pipeline pulls the record at interleave `position`
+    /// in for: the first batch pulls the shuffle buffer's fill and itself; later ones, one
+    /// record per record they take. Positions past the last step's are read ahead.
+    pub fn pulled_for(&self, position: u64) -> u64 {
+        let shuffle = self.pipeline().map_or(0, |b| b.shuffle);
+        position.saturating_sub(shuffle) / self.spec.batch.max(1)
+    }
+
+    /// Records the pipeline must have handed on (read) before step `step`'s batch leaves it.
+    pub fn needed_for(&self, step: u64) -> u64 {
+        let (Some(order), Some(buffers)) = (self.interleave(), self.pipeline()) else {
+            return (step + 1) * self.spec.batch;
+        };
+        ((step + 1) * self.spec.batch + buffers.shuffle).min(order.len())
+    }
+
+    /// How many records of the shard's file `file` the pipeline may read by the epoch's end:
+    /// those its buffers call for once the last step is taken, and [`RECORDS_AHEAD`] more.
+    pub fn readable_of_file(&self, file: u64) -> u64 {
+        let (Some(order), Some(buffers)) = (self.interleave(), self.pipeline()) else {
+            return 0;
+        };
+        let handed_on =
+            ((self.steps + buffers.prefetch) * self.spec.batch + buffers.shuffle).min(order.len());
+        (order.taken_of_file(file, handed_on) + RECORDS_AHEAD).min(order.records_per_file())
+    }
+
+    /// Where a sample lies in the interleave orders: (rank, position in its order), when the
+    /// plan reads in `tf.data`'s order and a rank's shard holds the sample.
+    pub fn interleaved_place(&self, sample: SampleRef) -> Option<(u64, u64)> {
+        let shards = self.interleave.as_ref()?;
+        let global = self.position_of(sample)?;
+        let (read, shard, world) = (shards.read, shards.order.len(), self.spec.world);
+        if global < read * world {
+            Some((global / read, global % read))
+        } else if global - read * world < (shard - read) * world {
+            let past = global - read * world;
+            Some((past / (shard - read), read + past % (shard - read)))
+        } else {
+            None
+        }
+    }
+
+    /// The record at `position` of `rank`'s interleave order (see [`EpochPlan::interleave`]);
+    /// positions from `steps × batch` on are those no step takes.
+    pub fn interleaved_record(&self, rank: u64, position: u64) -> Option<SampleRef> {
+        let shards = self.interleave.as_ref()?;
+        let (read, shard) = (shards.read, shards.order.len());
+        if rank >= self.spec.world || position >= shard {
+            return None;
+        }
+        let global = if position < read {
+            rank * read + position
+        } else {
+            read * self.spec.world + rank * (shard - read) + (position - read)
+        };
+        Some(self.sample_at(global))
     }
 
     /// The samples of batch `step` (0-based) of `rank`.
@@ -297,6 +405,55 @@ impl EpochPlan {
         let mut last = None;
         (start..start + self.spec.batch)
             .map(move |position| self.sample_at_after(position, &mut last))
+    }
+}
+
+/// The order of each rank's shard as `tf.data`'s interleave reads it (the TensorFlow loader).
+///
+/// Positions: each rank's first `steps × batch` records of its interleave order, rank after rank
+/// (batch `k` names the records the pipeline hands on for step `k` before its shuffle buffer mixes
+/// them); then the rest of each rank's order, rank after rank, which the pipeline may read ahead
+/// but no step takes; then the files no rank was given.
+#[derive(Debug, Clone, Copy)]
+struct Shards {
+    world: u64,
+    buffers: PipelineBuffers,
+    order: Interleave,
+    /// Records each rank's steps take.
+    read: u64,
+}
+
+impl Shards {
+    /// The index in the file order (file slot × samples per file + record) of a position.
+    fn stream_index(&self, position: u64) -> u64 {
+        let (read, shard) = (self.read, self.order.len());
+        let tail = shard - read;
+        let (rank, local) = if position < read * self.world {
+            (position / read, position % read)
+        } else if position - read * self.world < tail * self.world {
+            let past = position - read * self.world;
+            (past / tail, read + past % tail)
+        } else {
+            return position;
+        };
+        let (file, record) = self.order.record_at(local);
+        rank * shard + file * self.order.records_per_file() + record
+    }
+
+    /// The inverse of [`Shards::stream_index`].
+    fn stream_position(&self, index: u64) -> u64 {
+        let (read, shard) = (self.read, self.order.len());
+        if index >= shard * self.world {
+            return index;
+        }
+        let (rank, local) = (index / shard, index % shard);
+        let spf = self.order.records_per_file();
+        let at = self.order.position(local / spf, local % spf);
+        if at < read {
+            rank * read + at
+        } else {
+            read * self.world + rank * (shard - read) + (at - read)
+        }
     }
 }
 

@@ -20,6 +20,7 @@ fn spec(files: u64, spf: u64, batch: u64, world: u64, shuffle: Shuffle) -> PlanS
         seed_change_epoch: true,
         file_sharded: false,
         lanes: 1,
+        pipeline: None,
     }
 }
 
@@ -44,7 +45,7 @@ proptest! {
     fn every_sample_at_most_once_and_equal_steps(
         files in 0u64..300, spf in 1u64..9, batch in 1u64..40, world in 1u64..9,
         (fs, ss) in shuffles(), epoch in 0u64..4, cap in 0u64..5, sharded: bool,
-        lanes in 1u64..6,
+        lanes in 1u64..6, interleaved: bool,
     ) {
         let mut s = spec(files, spf, batch, world, Shuffle::Off);
         s.file_shuffle = fs;
@@ -52,6 +53,7 @@ proptest! {
         s.max_steps = cap;
         s.file_sharded = sharded && files >= world;
         s.lanes = lanes;
+        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
         let plan = EpochPlan::new(s.clone(), epoch);
         let full = if s.file_sharded {
             files / world * spf / batch
@@ -90,7 +92,7 @@ proptest! {
     fn position_of_inverts_sample_at(
         files in 0u64..200, spf in 1u64..7, batch in 1u64..12, world in 1u64..5,
         (fs, ss) in shuffles(), epoch in 0u64..4, sharded: bool, cap in 0u64..6,
-        lanes in 1u64..7,
+        lanes in 1u64..7, interleaved: bool,
     ) {
         let mut s = spec(files, spf, batch, world, Shuffle::Off);
         s.file_shuffle = fs;
@@ -98,6 +100,7 @@ proptest! {
         s.file_sharded = sharded && files >= world;
         s.max_steps = cap;
         s.lanes = lanes;
+        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
         let plan = EpochPlan::new(s, epoch);
         for position in 0..files * spf {
             prop_assert_eq!(plan.position_of(plan.sample_at(position)), Some(position));
@@ -173,6 +176,44 @@ proptest! {
                     }
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    /// In `tf.data`'s order, a rank's batches are its interleave order cut in batches, its
+    /// shard's files are whole files of the file order, and the order goes on past the last step
+    /// (what the pipeline may read ahead) over the rest of the shard, each record once.
+    #[test]
+    fn interleaved_batches_cut_the_interleave_order(
+        files in 1u64..60, spf in 1u64..6, batch in 1u64..10, world in 1u64..4,
+        lanes in 1u64..6, cap in 0u64..8, file_shuffle: bool, epoch in 0u64..3,
+    ) {
+        let mut s = spec(files.max(world), spf, batch, world, Shuffle::Off);
+        s.file_shuffle = if file_shuffle { Shuffle::Seed } else { Shuffle::Off };
+        s.sample_shuffle = Shuffle::Seed;
+        s.file_sharded = true;
+        s.pipeline = Some(PipelineBuffers { shuffle: 3, prefetch: 1 });
+        s.lanes = lanes;
+        s.max_steps = cap;
+        let plan = EpochPlan::new(s.clone(), epoch);
+        let order = *plan.interleave().unwrap();
+        prop_assert_eq!(order.lanes(), lanes);
+        let shard_files = s.files / world;
+        let file_at = |slot: u64| plan.files_order.as_ref().map_or(slot, |p| p.apply(slot));
+        for rank in 0..world {
+            let mut seen = HashSet::new();
+            for position in 0..order.len() {
+                let record = plan.interleaved_record(rank, position).unwrap();
+                let (file, sample) = order.record_at(position);
+                prop_assert_eq!(record, SampleRef { file: file_at(rank * shard_files + file), sample });
+                prop_assert!(seen.insert(record));
+                let (step, at) = (position / batch, position % batch);
+                if step < plan.steps() {
+                    prop_assert_eq!(plan.batch(rank, step).nth(at as usize), Some(record));
+                }
+            }
+            prop_assert_eq!(plan.interleaved_record(rank, order.len()), None);
         }
     }
 }

@@ -1,0 +1,322 @@
+//! The TensorFlow loader over a TFRecord shard: DLIO's `tf.data` pipeline
+//! (`reader/tf_reader.py`), replayed for what storage sees of it.
+//!
+//! DLIO builds, per rank and epoch:
+//! `TFRecordDataset(files, buffer_size=transfer_size, num_parallel_reads=read_threads)` over the
+//! rank's whole files → `shuffle(shuffle_size)` (when `sample_shuffle` is on) →
+//! `batch(batch_size, drop_remainder=True)` → `map(parse, computation_threads)` →
+//! `prefetch(prefetch_size)`. What each stage does to the reads:
+//!
+//! - the parallel reads are TensorFlow's (legacy) parallel interleave: a cycle of `N =
+//!   read_threads` files handing on one record each in turn ([`Interleave`]), and `2N` files
+//!   more opened ahead of the cycle (`prefetch_input_elements`' default, `2 × cycle_length`);
+//!   each of these `3N` files is read by its own worker thread, from its first record to its
+//!   last, at most [`RECORDS_AHEAD`] records ahead of what the cycle has taken from it
+//!   (`buffer_output_elements`' default, `2 × block_length`). Every file is read through the
+//!   TFRecord stream reader's buffer of `transfer_size` bytes (256 KiB by default);
+//! - the shuffle buffer holds `shuffle_size` records: before the first batch leaves it, the
+//!   interleave must have handed on `shuffle_size + batch_size` records, and from then on one
+//!   record per record taken out. It reorders records after they are read, so it changes when
+//!   records are read, not which or in what order;
+//! - the map is DLIO's `_parse_image`, which returns a constant: it costs nothing, whatever
+//!   `computation_threads` is, and DLIO's TFRecord reader calls no preprocessing sleep;
+//! - the prefetch holds `prefetch_size` batches ready: the pipeline pulls records for them
+//!   while the trainer computes; with 0 it pulls only when the trainer asks.
+//!
+//! Here the worker threads read; a count stands for the interleave, the shuffle buffer and the
+//! prefetch: the pipeline has handed on the first `X` records of the rank's interleave order,
+//! where `X` is the least of what the trainer's batches and the buffers call for and the first
+//! record not read yet. Batch `k` is ready once `X` reaches `(k + 1) × batch + shuffle_size`
+//! (or the shard's end). It counts the records pulled into the pipeline for it and their bytes
+//! ([`EpochPlan::pulled_for`]: the first batch's include the shuffle buffer's fill), which is
+//! also the step their reads are traced under; records read ahead for steps the epoch does not
+//! take are not counted.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{Scope, ScopedJoinHandle};
+
+use super::trace::TraceThread;
+use super::{BatchSource, LoadedBatch, ReaderState};
+use crate::compute::tighten_timer_slack;
+use crate::error::{Error, Result};
+use crate::format::ReadBuffer;
+use crate::plan::{EpochPlan, Interleave, PipelineBuffers, RECORDS_AHEAD};
+
+/// Where the workers and the trainer are, under one lock.
+struct Progress {
+    /// Each worker's file (of the shard) and the records of it read.
+    file: Vec<u64>,
+    read: Vec<u64>,
+    /// Each lane's first file not read to its end (≥ the shard's files once the lane is done).
+    lane_next: Vec<u64>,
+    /// Batches the trainer asked for, and took.
+    asked: u64,
+    taken: u64,
+    /// Records read and their bytes, by the step they were pulled for (steps not yet taken).
+    pulled: BTreeMap<u64, LoadedBatch>,
+    /// The first failure of a worker, for the trainer.
+    failure: Option<Error>,
+    failed: bool,
+    closed: bool,
+    workers_done: usize,
+    sleepers: usize,
+}
+
+struct Shared {
+    order: Interleave,
+    buffers: PipelineBuffers,
+    batch: u64,
+    workers: u64,
+    progress: Mutex<Progress>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sleeps until `done(progress)`; the guard comes back.
+    fn wait<'g>(
+        &self,
+        mut progress: MutexGuard<'g, Progress>,
+        done: impl Fn(&Shared, &Progress) -> bool,
+    ) -> MutexGuard<'g, Progress> {
+        while !done(self, &progress) {
+            progress.sleepers += 1;
+            progress = self
+                .changed
+                .wait(progress)
+                .unwrap_or_else(|p| p.into_inner());
+            progress.sleepers -= 1;
+        }
+        progress
+    }
+
+    fn changed(&self, progress: &Progress) {
+        if progress.sleepers > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// The first record of the interleave order not read yet.
+    fn first_unread(&self, progress: &Progress) -> u64 {
+        let workers = self.workers;
+        self.order.first_unread(&progress.lane_next, |file| {
+            let worker = (file % workers) as usize;
+            if progress.file[worker] == file {
+                progress.read[worker]
+            } else {
+                0
+            }
+        })
+    }
+
+    /// The records the pipeline has handed on: as many as its buffers call for, up to the first
+    /// not read.
+    fn handed_on(&self, progress: &Progress) -> u64 {
+        let batches = if self.buffers.prefetch > 0 {
+            progress.taken + self.buffers.prefetch
+        } else {
+            progress.asked
+        };
+        let wanted = batches
+            .saturating_mul(self.batch)
+            .saturating_add(self.buffers.shuffle);
+        wanted
+            .min(self.order.len())
+            .min(self.first_unread(progress))
+    }
+
+    /// Whether record `record` of the shard's file `file` may be read now.
+    fn may_read(&self, progress: &Progress, file: u64, record: u64) -> bool {
+        record < self.order.taken_of_file(file, self.handed_on(progress)) + RECORDS_AHEAD
+    }
+}
+
+/// The running pipeline of one rank's epoch.
+pub(super) struct Pipeline<'scope, 'env> {
+    plan: &'env EpochPlan,
+    shared: Arc<Shared>,
+    workers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
+}
+
+impl<'scope, 'env> Pipeline<'scope, 'env> {
+    /// Starts the workers of `source`'s plan, which reads in `tf.data`'s order: one per file
+    /// open at once ([`Interleave::workers`]); `buffers` are handed to them in turn. `None` when
+    /// the plan reads otherwise.
+    pub(super) fn start(
+        scope: &'scope Scope<'scope, 'env>,
+        source: &'env BatchSource<'env>,
+        buffers: &mut dyn Iterator<Item = ReadBuffer>,
+    ) -> Option<Result<Pipeline<'scope, 'env>>> {
+        let plan: &EpochPlan = source.plan;
+        let (order, pipeline_buffers) = (*plan.interleave()?, plan.pipeline()?);
+        let workers = order.workers();
+        let shared = Arc::new(Shared {
+            order,
+            buffers: pipeline_buffers,
+            batch: plan.batch_size(),
+            workers,
+            progress: Mutex::new(Progress {
+                file: (0..workers).collect(),
+                read: vec![0; workers as usize],
+                lane_next: (0..order.lanes()).collect(),
+                asked: 0,
+                taken: 0,
+                pulled: BTreeMap::new(),
+                failure: None,
+                failed: false,
+                closed: false,
+                workers_done: 0,
+                sleepers: 0,
+            }),
+            changed: Condvar::new(),
+        });
+        let mut pipeline = Pipeline {
+            plan,
+            shared,
+            workers: Vec::with_capacity(workers as usize),
+        };
+        for worker in 0..workers {
+            let shared = Arc::clone(&pipeline.shared);
+            let buffer = buffers.next().unwrap_or_default();
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                tighten_timer_slack();
+                super::yield_to_the_trainer();
+                let mut state = source.reader_state(TraceThread::Reader(worker as usize), buffer);
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    work(&shared, source, worker, &mut state)
+                }))
+                .unwrap_or_else(|_| {
+                    Err(Error::run(format!(
+                        "reader thread {worker} failed unexpectedly (a bug in dlio-rs)"
+                    )))
+                });
+                let mut progress = shared.lock();
+                progress.workers_done += 1;
+                if let Err(e) = read {
+                    if !progress.failed {
+                        progress.failed = true;
+                        progress.failure = Some(e);
+                    }
+                }
+                shared.changed(&progress);
+                drop(progress);
+                let closed = state.close(source);
+                (state, closed)
+            });
+            match spawned {
+                Ok(handle) => pipeline.workers.push(handle),
+                Err(e) => {
+                    pipeline.close();
+                    return Some(Err(Error::run(format!(
+                        "cannot start reader thread {worker} of {workers}: {e}; lower workload.reader.read_threads"
+                    ))));
+                }
+            }
+        }
+        Some(Ok(pipeline))
+    }
+
+    /// Batch `step`, once the records it needs are read.
+    pub(super) fn next_batch(&mut self, step: u64) -> Result<LoadedBatch> {
+        let shared = &*self.shared;
+        let mut progress = shared.lock();
+        progress.asked = step + 1;
+        shared.changed(&progress);
+        let needed = self.plan.needed_for(step);
+        let workers = self.workers.len();
+        progress = shared.wait(progress, |shared, p| {
+            p.failed || p.workers_done == workers || shared.first_unread(p) >= needed
+        });
+        if progress.failed {
+            return Err(progress.failure.take().unwrap_or_else(|| {
+                Error::run("a reader thread failed (its error was reported for an earlier step)")
+            }));
+        }
+        if shared.first_unread(&progress) < needed {
+            return Err(Error::run(format!(
+                "the reader threads stopped before step {} was read",
+                step + 1
+            )));
+        }
+        let pulled = progress.pulled.remove(&step).unwrap_or_default();
+        progress.taken = step + 1;
+        shared.changed(&progress);
+        Ok(pulled)
+    }
+
+    /// Tells the workers to stop (the epoch ended, or failed).
+    fn close(&self) {
+        let mut progress = self.shared.lock();
+        progress.closed = true;
+        self.shared.changed(&progress);
+    }
+
+    /// Stops the workers and hands back their states, with the first failure to close one.
+    pub(super) fn finish(mut self) -> Vec<Result<(ReaderState<'env>, Result<()>)>> {
+        self.close();
+        std::mem::take(&mut self.workers)
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .map_err(|_| Error::run("a reader thread panicked"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Pipeline<'_, '_> {
+    /// However the loader goes (finished, or unwound), no worker waits forever.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A worker's files, read record by record as the pipeline lets it.
+fn work(shared: &Shared, source: &BatchSource, worker: u64, state: &mut ReaderState) -> Result<()> {
+    let order = &shared.order;
+    let (files, records) = (order.files(), order.records_per_file());
+    for file in (worker..files).step_by(shared.workers as usize) {
+        for record in 0..records {
+            let progress = shared.wait(shared.lock(), |shared, p| {
+                p.closed || p.failed || shared.may_read(p, file, record)
+            });
+            if progress.closed || progress.failed {
+                return Ok(());
+            }
+            drop(progress);
+            let position = order.position(file, record);
+            let sample = source
+                .plan
+                .interleaved_record(source.rank, position)
+                .ok_or_else(|| Error::run("the TensorFlow pipeline left its shard (a bug)"))?;
+            let step = source.plan.pulled_for(position);
+            let loaded = source.read_one(step, sample, state)?;
+            let mut progress = shared.lock();
+            let pulled = progress.pulled.entry(step).or_default();
+            pulled.samples += loaded.samples;
+            pulled.bytes += loaded.bytes;
+            let slot = worker as usize;
+            progress.read[slot] = record + 1;
+            if record + 1 == records {
+                progress.file[slot] = file + shared.workers;
+                progress.read[slot] = 0;
+                let lane = (file % order.lanes()) as usize;
+                // Files of the lane read to their end before this one (a file opened ahead
+                // that is shorter than the read-ahead) are passed over too.
+                while progress.lane_next[lane] < files && {
+                    let next = progress.lane_next[lane];
+                    progress.file[(next % shared.workers) as usize] > next
+                } {
+                    progress.lane_next[lane] += order.lanes();
+                }
+            }
+            shared.changed(&progress);
+        }
+    }
+    Ok(())
+}

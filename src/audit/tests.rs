@@ -391,6 +391,7 @@ fn json_report_has_the_documented_keys() {
             "order_changed_fraction",
             "mean_displacement_fraction",
             "rank_files_changed_fraction",
+            "read_ahead",
         ]
     );
     assert_eq!(json["passed"], true);

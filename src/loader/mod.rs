@@ -895,7 +895,7 @@ mod tests {
         for (threads, prefetch_size, batch) in [(2u64, 2u64, 3u64), (3, 8, 1), (1, 2, 2), (4, 2, 5)]
         {
             let yaml =
-                format!("dataset:\n  num_files_train: 240\nreader:\n  batch_size: {batch}\n");
+                format!("dataset:\n  num_files_train: 240\nreader:\n  data_loader: pytorch\n  batch_size: {batch}\n");
             let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
             let plan =
                 crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
@@ -929,6 +929,198 @@ mod tests {
                 }
                 let report = loader.finish().unwrap();
                 assert_eq!(report.read_latency.count(), plan.steps() * batch);
+            });
+        }
+    }
+
+    /// Records each read as (file key, sample) and which thread read it, in read order.
+    #[derive(Default)]
+    struct RecordingFormat(Mutex<Vec<(String, u64, std::thread::ThreadId)>>);
+
+    impl FileFormat for RecordingFormat {
+        fn encode(
+            &self,
+            _: &str,
+            _: &crate::dataset::FileShape,
+            _: &mut rand::rngs::SmallRng,
+            _: &mut crate::format::Encoded,
+        ) -> Result<()> {
+            Ok(())
+        }
+
+        fn reader(&self) -> Box<dyn SampleReader + '_> {
+            Box::new(self)
+        }
+    }
+
+    impl SampleReader for &RecordingFormat {
+        fn read_sample(
+            &mut self,
+            _: &dyn Storage,
+            key: &str,
+            sample: u64,
+            _: &mut ReadBuffer,
+        ) -> Result<crate::format::SampleRead> {
+            let mut reads = self.0.lock().unwrap();
+            reads.push((key.to_string(), sample, std::thread::current().id()));
+            Ok(crate::format::SampleRead {
+                offset: 0,
+                bytes: 10,
+            })
+        }
+    }
+
+    /// The TensorFlow pipeline's reads, against its rule restated record by record: before the
+    /// trainer takes batch k, the workers read exactly what the rule lets them (the cycle hands
+    /// on records in interleave order up to the first unread one, as far as the prefetch and
+    /// shuffle buffers call for; each open file's worker reads up to 2 records past what the
+    /// cycle took from it), each file is read in order by one thread, `3 × read_threads` files
+    /// are open before the first batch, and each batch counts the records pulled in for it.
+    #[test]
+    fn the_tensorflow_pipeline_reads_what_its_buffers_call_for() {
+        use crate::config::value::Value;
+        use crate::config::Config;
+        use crate::plan::PlanSpec;
+        use std::collections::{HashMap, HashSet};
+        for (threads, prefetch, shuffle, batch, files, spf) in [
+            (2u64, 2u64, 5u64, 4u64, 14u64, 6u64),
+            (1, 0, 1, 3, 5, 4),
+            (3, 1, 40, 2, 20, 3),
+            (4, 3, 7, 5, 9, 8),
+            (2, 1, 1, 1, 7, 1),
+        ] {
+            let yaml = format!(
+                "dataset:\n  format: tfrecord\n  num_files_train: {files}\n  \
+                 num_samples_per_file: {spf}\nreader:\n  data_loader: tensorflow\n  \
+                 read_threads: {threads}\n  batch_size: {batch}\n  prefetch_size: {prefetch}\n  \
+                 shuffle_size: {shuffle}\n  sample_shuffle: seed\n"
+            );
+            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+            let plan =
+                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let order = *plan
+                .interleave()
+                .expect("the TensorFlow loader over TFRecord");
+            let dataset = Dataset::from_config(&config);
+            let format = RecordingFormat::default();
+            let storage = crate::storage::LocalFs::new("/nonexistent");
+            let comm = crate::comm::ThreadGroup::new(1);
+            let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
+            let key_of = |file: u64| {
+                let mut key = String::new();
+                dataset.write_file_key(&mut key, &dataset.train, file);
+                key
+            };
+            // Interleave position of each (key, sample).
+            let position: HashMap<(String, u64), u64> = (0..order.len())
+                .map(|p| {
+                    let record = plan.interleaved_record(0, p).unwrap();
+                    ((key_of(record.file), record.sample), p)
+                })
+                .collect();
+            // The rule, restated: what may be read once `taken` batches are taken (`asked` asked).
+            let allowed = |taken: u64, asked: u64| -> u64 {
+                let wanted = if prefetch > 0 {
+                    taken + prefetch
+                } else {
+                    asked
+                };
+                let target = (wanted * batch + shuffle).min(order.len());
+                let mut read = vec![0u64; order.files() as usize];
+                loop {
+                    let first_unread = (0..order.len())
+                        .find(|&p| {
+                            let (f, r) = order.record_at(p);
+                            read[f as usize] <= r
+                        })
+                        .unwrap_or(order.len());
+                    let handed = target.min(first_unread);
+                    let mut moved = false;
+                    for worker in 0..order.workers() {
+                        // A worker's file: its first not read to the end.
+                        let Some(file) = (worker..order.files())
+                            .step_by(order.workers() as usize)
+                            .find(|&f| read[f as usize] < spf)
+                        else {
+                            continue;
+                        };
+                        let taken_of = (0..handed)
+                            .filter(|&p| order.record_at(p).0 == file)
+                            .count() as u64;
+                        if read[file as usize] < taken_of + 2 {
+                            read[file as usize] += 1;
+                            moved = true;
+                        }
+                    }
+                    if !moved {
+                        return read.iter().sum();
+                    }
+                }
+            };
+            let case = format!("threads {threads} prefetch {prefetch} shuffle {shuffle} batch {batch} files {files}×{spf}");
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(threads, prefetch);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                let mut counted = 0;
+                for step in 0..plan.steps() {
+                    // Steps taken and asked are the same while the trainer computes; with no
+                    // prefetch, nothing is pulled for the next step before it asks.
+                    let bound = allowed(step, step);
+                    while (format.0.lock().unwrap().len() as u64) < bound {
+                        std::thread::yield_now();
+                    }
+                    let reads = format.0.lock().unwrap().len() as u64;
+                    assert_eq!(reads, bound, "{case}, before step {step}");
+                    // Every worker has its file open from the start; never more than one each.
+                    let mut per_file: HashMap<String, u64> = HashMap::new();
+                    for (key, _, _) in format.0.lock().unwrap().iter() {
+                        *per_file.entry(key.clone()).or_insert(0) += 1;
+                    }
+                    let open = per_file.values().filter(|&&n| n < spf).count() as u64;
+                    assert!(open <= order.workers(), "{case}: {open} files open");
+                    if step == 0 {
+                        assert!(per_file.len() as u64 >= order.workers(), "{case}");
+                    }
+                    let loaded = loader.next_batch().unwrap();
+                    assert!(
+                        format.0.lock().unwrap().len() as u64 >= plan.needed_for(step),
+                        "{case}: batch {step} left before its records were read"
+                    );
+                    let pulled = (0..order.len())
+                        .filter(|&p| plan.pulled_for(p) == step)
+                        .count() as u64;
+                    assert_eq!(
+                        loaded,
+                        LoadedBatch {
+                            samples: pulled,
+                            bytes: pulled * 10
+                        },
+                        "{case}, step {step}"
+                    );
+                    counted += pulled;
+                }
+                loader.finish().unwrap();
+                let reads = format.0.lock().unwrap();
+                assert!(counted <= reads.len() as u64);
+                // Each record at most once, each file in order by one thread.
+                let mut seen = HashSet::new();
+                let mut reader_of = HashMap::new();
+                let mut next_of: HashMap<&str, u64> = HashMap::new();
+                for (key, sample, thread) in reads.iter() {
+                    assert!(
+                        seen.insert((key.clone(), *sample)),
+                        "{case}: {key} {sample} twice"
+                    );
+                    assert!(position.contains_key(&(key.clone(), *sample)));
+                    assert_eq!(
+                        reader_of.entry(key.clone()).or_insert(*thread),
+                        thread,
+                        "{case}"
+                    );
+                    let next = next_of.entry(key.as_str()).or_insert(0);
+                    assert_eq!(sample, next, "{case}: {key} out of order");
+                    *next += 1;
+                }
             });
         }
     }

@@ -98,15 +98,14 @@ impl PlanSpec {
         let file_sharded = config.dataset.format == Format::Tfrecord && files >= world;
         PlanSpec {
             file_sharded,
-            pipeline: (file_sharded && config.reader.data_loader == DataLoader::Tensorflow).then(
-                || PipelineBuffers {
+            pipeline: (file_sharded && config.reader.data_loader == DataLoader::Tensorflow)
+                .then_some(PipelineBuffers {
                     shuffle: match config.reader.sample_shuffle {
                         Shuffle::Off => 0,
                         Shuffle::Seed | Shuffle::Random => config.reader.shuffle_size,
                     },
                     prefetch: config.reader.prefetch_size,
-                },
-            ),
+                }),
             // Both phases read with the same threads (the loader's `reader.read_threads`).
             lanes: if file_sharded {
                 config.reader.read_threads.max(1)

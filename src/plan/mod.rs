@@ -223,7 +223,11 @@ fn shuffle_key(kind: Shuffle, spec: &PlanSpec, epoch: u64, purpose: u64) -> Opti
 
 impl EpochPlan {
     pub fn new(spec: PlanSpec, epoch: u64) -> EpochPlan {
+        // TensorFlow's `list_files` sorts the names it is given: under its pipeline, the file
+        // shuffle DLIO applies to its list is undone.
+        let pipelined = spec.file_sharded && spec.pipeline.is_some();
         let files_order = shuffle_key(spec.file_shuffle, &spec, epoch, 0xF11E)
+            .filter(|_| !pipelined)
             .map(|key| Permutation::new(spec.files, key));
         let samples_order = shuffle_key(spec.sample_shuffle, &spec, epoch, 0x5A3B)
             .filter(|_| !spec.file_sharded)
@@ -408,6 +412,8 @@ impl EpochPlan {
 }
 
 /// The order of each rank's shard as `tf.data`'s interleave reads it (the TensorFlow loader).
+/// A rank's shard is `shard(world, rank)` of the files in name order: files `rank, rank + world,
+/// …` (the shard's file `j` is the split's file `j × world + rank`).
 ///
 /// Positions: each rank's first `steps × batch` records of its interleave order, rank after rank
 /// (batch `k` names the records the pipeline hands on for step `k` before its shuffle buffer mixes
@@ -436,7 +442,7 @@ impl Shards {
             return position;
         };
         let (file, record) = self.order.record_at(local);
-        rank * shard + file * self.order.records_per_file() + record
+        (file * self.world + rank) * self.order.records_per_file() + record
     }
 
     /// The inverse of [`Shards::stream_index`].
@@ -445,9 +451,10 @@ impl Shards {
         if index >= shard * self.world {
             return index;
         }
-        let (rank, local) = (index / shard, index % shard);
         let spf = self.order.records_per_file();
-        let at = self.order.position(local / spf, local % spf);
+        let slot = index / spf;
+        let rank = slot % self.world;
+        let at = self.order.position(slot / self.world, index % spf);
         if at < read {
             rank * read + at
         } else {

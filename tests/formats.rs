@@ -420,6 +420,101 @@ fn tfrecord_files_are_each_streamed_by_one_reader_thread() {
     }
 }
 
+/// TFRecord under the TensorFlow loader reads as DLIO's `tf.data` pipeline does: rank r's shard
+/// is files r, r + ranks, … of the sorted names (a file shuffle is undone, as `list_files`
+/// sorts); each file is streamed in order by its own worker (3 × read_threads of them); every
+/// read is traced under the step it is pulled in for (the first step pulls the shuffle buffer's
+/// fill); each step counts the records it pulled, so an epoch reads `steps × batch +
+/// shuffle_size` of them, plus what the buffers read ahead, which the audit accepts and reports.
+#[test]
+fn tfrecord_under_the_tensorflow_loader_reads_as_tf_data_does() {
+    let tmp = Scratch::new("tfrecord-tf-data");
+    let (ranks, files, per_file, batch, threads) = (2u64, 12u64, 8u64, 4u64, 2u64);
+    let (shuffle, steps) = (6u64, 5u64);
+    let shape = Shape {
+        files,
+        samples_per_file: per_file,
+        batch,
+        threads,
+        epochs: 2,
+    };
+    let data = tmp.join("data");
+    let out = tmp.join("out");
+    let words = with(
+        &traced_words(&data, &out, &shape, &[]),
+        &[
+            "++workload.dataset.format=tfrecord",
+            "++workload.dataset.num_subfolders_train=0",
+            "++workload.workflow.evaluation=False",
+            "++workload.reader.data_loader=tensorflow",
+            "++workload.reader.file_shuffle=seed",
+            "++workload.reader.sample_shuffle=seed",
+            "++workload.reader.transfer_size=0",
+            "++workload.reader.prefetch_size=1",
+            &format!("++workload.reader.shuffle_size={shuffle}"),
+            &format!("++workload.train.total_training_steps={steps}"),
+        ],
+    );
+    generate_for(&tmp.path, &words);
+    let record = std::fs::metadata(data.join(format!("train/img_00_of_{files}.tfrecord")))
+        .unwrap()
+        .len()
+        / per_file;
+    run_quiet(&tmp.path, ranks as usize, &words).ok();
+    let report = read_json(&out.join("report.json"));
+    // Each rank's first step pulls batch + shuffle records, the next ones batch each.
+    let pulled = ranks * (steps * batch + shuffle);
+    for epoch in 0..2 {
+        let e = at(&report, &format!("/epochs/{epoch}"));
+        assert_eq!(at(e, "/samples_read").as_u64(), Some(pulled));
+        assert_eq!(at(e, "/bytes_read").as_u64(), Some(pulled * record));
+    }
+    let shard_files = files / ranks;
+    let workers = (3 * threads).min(shard_files);
+    let mut read_ahead = 0;
+    for rank in 0..ranks {
+        let trace = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+        let mut next = std::collections::HashMap::new();
+        let mut rows = 0;
+        for row in trace.lines().skip(1) {
+            let cols: Vec<&str> = row.split(',').collect();
+            let (epoch, step, thread) = (cols[0], cols[2], cols[4]);
+            let name = cols[5];
+            let sample: u64 = cols[6].parse().unwrap();
+            let file: u64 = name
+                .strip_prefix("train/img_")
+                .and_then(|n| n.split('_').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{row}"));
+            assert_eq!(file % ranks, rank, "{row}: another rank's file");
+            let in_shard = file / ranks;
+            assert_eq!(thread, (in_shard % workers).to_string(), "{row}: not its worker");
+            let expected = next.entry((epoch.to_string(), file)).or_insert(0);
+            assert_eq!(sample, *expected, "{row}: out of order");
+            *expected += 1;
+            // The cycle of 2 files, one record of each in turn (6 files deal evenly).
+            let position = (in_shard / threads * per_file + sample) * threads + in_shard % threads;
+            let pulled_for = position.saturating_sub(shuffle) / batch + 1;
+            assert_eq!(step, pulled_for.to_string(), "{row}: traced under another step");
+            if pulled_for > steps {
+                read_ahead += 1;
+            }
+            rows += 1;
+        }
+        assert!(rows >= 2 * (steps * batch + shuffle), "rank {rank}: {rows} reads");
+    }
+    let (code, audit, ran) = audit(&tmp.path, &out);
+    assert_eq!(code, Some(0), "{audit}\n{}", ran.context());
+    let audited: u64 = at(&audit, "/phases")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| at(p, "/read_ahead").as_u64().unwrap())
+        .sum();
+    // Past the steps' records: the shuffle fill of the last steps, and what the buffers read ahead.
+    assert_eq!(audited, read_ahead + 2 * ranks * shuffle);
+}
+
 /// Every local format reads from storage, not from the page cache, under the options that make it
 /// (validity): with `page_cache: evict_after_read` every epoch's bytes come from the device (the
 /// kernel's counters), the first one right after generation included, and with `odirect: True`

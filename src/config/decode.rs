@@ -263,20 +263,36 @@ fn check_sizes(f: &mut Fields, d: &DatasetConfig) {
             );
         }
     }
+    let dims_value = || {
+        Value::List(
+            d.record_dims
+                .iter()
+                .map(|&v| Value::Int(v as i64))
+                .collect(),
+        )
+    };
+    // DLIO refuses more (its config.py validate), in these words; a generator that cut the shape
+    // to two sizes would write images of another size than the one asked for.
+    if matches!(d.format, Format::Png | Format::Jpeg) && d.record_dims.len() > 2 {
+        f.fail(
+            "dataset.record_dims",
+            &dims_value(),
+            &format!(
+                "{} format does not support more than 2 dimensions, but got {} dimensions. An \
+                 image's record_dims are [height, width] (or [height]: one pixel wide)",
+                d.format,
+                d.record_dims.len()
+            ),
+        );
+    }
     let dims = d
         .record_dims
         .iter()
         .try_fold(d.num_samples_per_file, |n, &dim| n.checked_mul(dim));
     if !d.record_dims.is_empty() && dims.is_none_or(|elements| elements > MAX_COUNT) {
-        let dims = Value::List(
-            d.record_dims
-                .iter()
-                .map(|&v| Value::Int(v as i64))
-                .collect(),
-        );
         f.fail(
             "dataset.record_dims",
-            &dims,
+            &dims_value(),
             "a file of these samples would exceed 2^48 elements",
         );
     }

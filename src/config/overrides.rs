@@ -252,7 +252,7 @@ impl Overrides {
             }
             tree.set_path(&path, edit.value.clone()).map_err(|parent| {
                 Error::usage(format!(
-                    "could not set '{dotted}' (in '{}'): 'workload.{parent}' is a value, not a section",
+                    "could not set '{dotted}' (in '{}'): 'workload.{parent}' is a list, not a section",
                     edit.word
                 ))
             })?;
@@ -367,11 +367,34 @@ mod tests {
             .unwrap()
             .apply(&mut tree)
             .is_err());
-        let err = parse(&["++workload.train.epochs.x=1"])
+        // Over a scalar, `++` and `+` make a section (Hydra's merge); over a list they fail.
+        let mut tree = Value::from_yaml("train:\n  computation_time: 1.0\n  l: [1]\n").unwrap();
+        parse(&[
+            "++workload.train.computation_time.type=uniform",
+            "+workload.train.computation_time.min=1.0",
+        ])
+        .unwrap()
+        .apply(&mut tree)
+        .unwrap();
+        assert_eq!(
+            tree.get_path(&["train", "computation_time"]),
+            Some(&Value::Map(vec![
+                ("type".into(), Value::Str("uniform".into())),
+                ("min".into(), Value::Float(1.0)),
+            ]))
+        );
+        assert!(parse(&["workload.train.epochs.x=1"])
+            .unwrap()
+            .apply(&mut Value::from_yaml("train:\n  epochs: 1\n").unwrap())
+            .is_err());
+        let err = parse(&["++workload.train.l.x=1"])
             .unwrap()
             .apply(&mut tree)
             .unwrap_err();
-        assert!(err.to_string().contains("workload.train.epochs"), "{err}");
+        assert!(
+            err.to_string().contains("'workload.train.l' is a list"),
+            "{err}"
+        );
     }
 
     #[test]

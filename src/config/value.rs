@@ -76,12 +76,17 @@ impl Value {
         path.iter().try_fold(self, |node, key| node.get(key))
     }
 
-    /// Sets the value at `path`, creating intermediate mappings. Fails (returning the prefix that is
-    /// not a mapping) when a node on the way is a scalar or list.
+    /// Sets the value at `path`, creating intermediate mappings. A scalar (or null) on the way
+    /// becomes a mapping, as OmegaConf merges Hydra's `++a.b=v` over `a: 1.0` into `a: {b: v}`
+    /// (DLIO's tests give `computation_time.type=uniform` that way, over the default's number).
+    /// Fails (returning the prefix that is a list) when a list is on the way.
     pub fn set_path(&mut self, path: &[&str], value: Value) -> Result<(), String> {
         let (last, parents) = path.split_last().expect("non-empty path");
         let mut node = self;
         for (depth, key) in parents.iter().enumerate() {
+            if !matches!(node, Value::Map(_) | Value::List(_)) {
+                *node = Value::empty_map();
+            }
             let Value::Map(entries) = node else {
                 return Err(path[..depth].join("."));
             };
@@ -93,6 +98,9 @@ impl Value {
                 }
             };
             node = &mut entries[index].1;
+        }
+        if !matches!(node, Value::Map(_) | Value::List(_)) {
+            *node = Value::empty_map();
         }
         let Value::Map(entries) = node else {
             return Err(parents.join("."));
@@ -923,9 +931,14 @@ mod tests {
         let mut v = Value::from_yaml("a:\n  b: 1\n").unwrap();
         v.set_path(&["a", "c", "d"], Value::Int(2)).unwrap();
         assert_eq!(v.get_path(&["a", "c", "d"]), Some(&Value::Int(2)));
+        // A scalar on the way becomes a mapping (Hydra's `++a.b.x=3` over `b: 1`); a list fails.
+        v.set_path(&["a", "b", "x"], Value::Int(3)).unwrap();
+        assert_eq!(v.get_path(&["a", "b", "x"]), Some(&Value::Int(3)));
+        v.set_path(&["a", "l"], Value::List(vec![Value::Int(1)]))
+            .unwrap();
         assert_eq!(
-            v.set_path(&["a", "b", "x"], Value::Int(3)),
-            Err("a.b".into())
+            v.set_path(&["a", "l", "x"], Value::Int(3)),
+            Err("a.l".into())
         );
         assert!(v.remove_path(&["a", "b"]));
         assert!(!v.remove_path(&["a", "b"]));

@@ -28,6 +28,8 @@
 //! - `sweep`: `dlio-rs sweep` on a storage of known speed;
 //! - `timeseries`: timeseries.jsonl against the run's report: sums, AU, reads in flight,
 //!   checkpoint bytes, the host's disk;
+//! - `upstream` (with the `mpi` feature): every case of DLIO's own test suite, run as
+//!   `mpirun -np 2 dlio_benchmark` with the upstream case's words and checked as it checks;
 //! - `traces`: the Chrome and DFTracer traces, read back with serde_json and DFTracer's own tools
 //!   and checked against the run's report;
 //! - `validity`: traced runs checked by `dlio-rs audit`, and the bytes each epoch read.
@@ -64,5 +66,7 @@ mod scale;
 mod sweep;
 mod timeseries;
 mod traces;
+#[cfg(feature = "mpi")]
+mod upstream;
 mod validity;
 mod verdict;

@@ -13,9 +13,12 @@ use serde_json::Value;
 
 #[cfg(feature = "s3")]
 pub mod fault_proxy;
+pub mod mpirun;
 #[cfg(feature = "s3")]
 pub mod seaweed;
 pub mod svg;
+
+pub use mpirun::*;
 
 pub const DLIO_RS: &str = env!("CARGO_BIN_EXE_dlio-rs");
 pub const DLIO_BENCHMARK: &str = env!("CARGO_BIN_EXE_dlio_benchmark");

@@ -289,8 +289,9 @@ fn test_iostat_profiling() {
 }
 
 /// `test_checkpoint_epoch`: a checkpoint every 2 of 8 epochs; its files per checkpoint are
-/// (model + optimizer + layer) × ranks, each TensorFlow one two files (index and data) plus the
-/// checkpoint folder's `checkpoint` file.
+/// (model + optimizer + layer) × ranks. DLIO's TensorFlow checkpoints are tf.train.Checkpoint's
+/// (two files a shard, index and data, and the folder's `checkpoint` file: 13 a checkpoint here);
+/// dlio-rs writes one `.pb` file a shard (docs/deviations.md, "Checkpoints"), which is asserted.
 #[test]
 fn test_checkpoint_epoch() {
     type Row = (&'static str, &'static str, u64, u64, bool);
@@ -344,12 +345,20 @@ fn test_checkpoint_epoch() {
             verify(ran, &tmp.join("out"), row);
             let found = files_in_subfolders(&tmp.join("checkpoints"));
             let per_checkpoint = 3 * NP;
-            let expected = if framework == "tensorflow" {
-                epochs / per_ckp * (per_checkpoint * 2 + 1)
+            assert_eq!(
+                found.len(),
+                epochs / per_ckp * per_checkpoint,
+                "{row}: files produced {found:?}"
+            );
+            let ext = if framework == "tensorflow" {
+                ".pb"
             } else {
-                epochs / per_ckp * per_checkpoint
+                ".pt"
             };
-            assert_eq!(found.len(), expected, "{row}: files produced {found:?}");
+            assert!(
+                found.iter().all(|f| f.to_string_lossy().ends_with(ext)),
+                "{row}: every file a {ext}: {found:?}"
+            );
         },
     );
 }
@@ -672,96 +681,87 @@ fn test_custom_storage_root_train() {
     );
 }
 
-/// How a recorded compute time list should look for one `test_computation_time_distribution`
-/// row: (mean, standard deviation, tolerance of each) of the run's draws, and the least and
-/// most a step may take.
+/// How the recorded compute times of one `test_computation_time_distribution` row should look:
+/// the distribution's median and interquartile range (quantiles, not mean and deviation: a
+/// recorded time is the measured sleep, which a busy host sometimes lengthens by milliseconds),
+/// the tolerance of each, and the least a step may take.
 struct Expect {
-    mean: f64,
-    stdev: f64,
+    median: f64,
+    iqr: f64,
     tolerance: f64,
-    range: (f64, f64),
+    least: f64,
+}
+
+/// The `q` quantile of sorted `times`, interpolated as numpy's default does.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let at = q * (sorted.len() - 1) as f64;
+    let (low, high) = (at.floor() as usize, at.ceil() as usize);
+    sorted[low] + (sorted[high] - sorted[low]) * (at - low as f64)
 }
 
 /// `test_computation_time_distribution`: `computation_time` given one word per key of the
-/// distribution (`++workload.train.computation_time.type=uniform`, ...), over the default's
+/// distribution (`++workload.train.computation_time.type=uniform`, ...) over the default's
 /// number, or as a number. The recorded compute times per step (`{rank}_output.json`'s
-/// `compute`) follow the distribution (times scaled by 1/100; the draws are seeded per rank, so
-/// the figures repeat).
+/// `compute`, 16 steps) follow the distribution, its times scaled by 1/100; the draws are seeded
+/// per rank, so the figures repeat. Quantiles of DLIO's |draw| (numpy, 2·10^6 draws): a normal
+/// of mean and deviation 0.01 folded at 0 has median 0.0105 and IQR 0.0117; an exponential of
+/// scale 0.01 (and a gamma of shape 1) 0.0069 and 0.0110.
 #[test]
 fn test_computation_time_distribution() {
-    // DLIO takes |draw|: a normal of mean 0.01 and deviation 0.01 is folded at 0 (mean 0.0117,
-    // deviation 0.0070).
-    let folded = Expect {
-        mean: 0.0117,
-        stdev: 0.0070,
-        tolerance: 0.0035,
-        range: (0.0, 0.06),
+    let folded = || Expect {
+        median: 0.0105,
+        iqr: 0.0117,
+        tolerance: 0.006,
+        least: 0.0,
     };
-    let exponential = Expect {
-        mean: 0.01,
-        stdev: 0.01,
-        tolerance: 0.005,
-        range: (0.0, 0.1),
+    let exponential = || Expect {
+        median: 0.0069,
+        iqr: 0.0110,
+        tolerance: 0.006,
+        least: 0.0,
     };
     let constant = |t: f64| Expect {
-        mean: t,
-        stdev: 0.0,
+        median: t,
+        iqr: 0.0,
         tolerance: 0.002,
-        range: (t, t + 0.005),
+        least: t,
     };
     let table: Vec<(&str, Vec<&str>, Expect)> = vec![
         (
             "uniform",
             vec!["type=uniform", "min=0.01", "max=0.02"],
             Expect {
-                mean: 0.015,
-                stdev: 0.0029,
-                tolerance: 0.0015,
-                range: (0.01, 0.025),
+                median: 0.015,
+                iqr: 0.005,
+                tolerance: 0.003,
+                least: 0.01,
             },
         ),
         (
             "normal",
             vec!["type=normal", "mean=0.01", "stdev=0.01"],
-            folded,
+            folded(),
         ),
         (
             "gamma",
             vec!["type=gamma", "shape=1.0", "scale=0.01"],
-            exponential,
+            exponential(),
         ),
-        (
-            "exp",
-            vec!["type=exponential", "scale=0.01"],
-            Expect {
-                mean: 0.01,
-                stdev: 0.01,
-                tolerance: 0.005,
-                range: (0.0, 0.1),
-            },
-        ),
-        // Whole seconds: the one distribution not scaled, run over 4 steps a rank.
+        ("exp", vec!["type=exponential", "scale=0.01"], exponential()),
+        // Whole seconds: the one distribution not scaled, run over 4 steps a rank (median 1 s;
+        // 8 draws put the quartiles at 0 or 1 s, and rarely 2).
         (
             "poisson",
             vec!["type=poisson", "lam=1.0"],
             Expect {
-                mean: 1.0,
-                stdev: 1.0,
-                tolerance: 0.75,
-                range: (0.0, 6.0),
+                median: 1.0,
+                iqr: 1.0,
+                tolerance: 1.0,
+                least: 0.0,
             },
         ),
         ("normal_v2", vec!["mean=0.01"], constant(0.01)),
-        (
-            "normal_v3",
-            vec!["mean=0.01", "stdev=0.01"],
-            Expect {
-                mean: 0.0117,
-                stdev: 0.0070,
-                tolerance: 0.0035,
-                range: (0.0, 0.06),
-            },
-        ),
+        ("normal_v3", vec!["mean=0.01", "stdev=0.01"], folded()),
         ("normal_v4", vec![], constant(0.02)),
     ];
     rows(
@@ -795,24 +795,22 @@ fn test_computation_time_distribution() {
                 let output = read_json(&out.join(format!("{rank}_output.json")));
                 times.extend(nums(&output, "/1/compute/block1"));
             }
-            let n = times.len() as f64;
-            let mean = times.iter().sum::<f64>() / n;
-            let stdev = (times.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n).sqrt();
+            times.sort_by(f64::total_cmp);
+            let median = quantile(&times, 0.5);
+            let iqr = quantile(&times, 0.75) - quantile(&times, 0.25);
             assert!(
-                (mean - expect.mean).abs() <= expect.tolerance
-                    && (stdev - expect.stdev).abs() <= expect.tolerance,
-                "{row}: mean {mean:.5} s, deviation {stdev:.5} s; expected {:.5} s and {:.5} s \
+                (median - expect.median).abs() <= expect.tolerance
+                    && (iqr - expect.iqr).abs() <= expect.tolerance,
+                "{row}: median {median:.5} s, IQR {iqr:.5} s; expected {:.5} s and {:.5} s \
                  (± {}) — {times:?}",
-                expect.mean,
-                expect.stdev,
+                expect.median,
+                expect.iqr,
                 expect.tolerance
             );
             assert!(
-                times
-                    .iter()
-                    .all(|&t| t >= expect.range.0 && t <= expect.range.1),
-                "{row}: times outside {:?}: {times:?}",
-                expect.range
+                times[0] >= expect.least,
+                "{row}: a step shorter than {} s: {times:?}",
+                expect.least
             );
             if *name == "poisson" {
                 assert!(

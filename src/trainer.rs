@@ -15,7 +15,7 @@ use crate::checkpoint::{Checkpointing, Place, RankCheckpoints, Schedule};
 use crate::comm::{gather_rank_values, Comm};
 use crate::compute::{tighten_timer_slack, time_rng, Sleeper, TimeSpec};
 use crate::config::Config;
-use crate::config::PageCache;
+use crate::config::{DataLoader, PageCache};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::FileFormat;
@@ -396,7 +396,10 @@ fn run_phase(
         meters: meters(ctx, rank),
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
-    let settings = LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size);
+    let settings = LoaderSettings {
+        dali: config.reader.data_loader == DataLoader::Dali,
+        ..LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size)
+    };
     let progress = ctx.progress.filter(|_| rank == 0);
     if let Some(p) = progress {
         p.begin(epoch, phase, plan.steps());

@@ -488,20 +488,31 @@ fn tfrecord_under_the_tensorflow_loader_reads_as_tf_data_does() {
                 .unwrap_or_else(|| panic!("{row}"));
             assert_eq!(file % ranks, rank, "{row}: another rank's file");
             let in_shard = file / ranks;
-            assert_eq!(thread, (in_shard % workers).to_string(), "{row}: not its worker");
+            assert_eq!(
+                thread,
+                (in_shard % workers).to_string(),
+                "{row}: not its worker"
+            );
             let expected = next.entry((epoch.to_string(), file)).or_insert(0);
             assert_eq!(sample, *expected, "{row}: out of order");
             *expected += 1;
             // The cycle of 2 files, one record of each in turn (6 files deal evenly).
             let position = (in_shard / threads * per_file + sample) * threads + in_shard % threads;
             let pulled_for = position.saturating_sub(shuffle) / batch + 1;
-            assert_eq!(step, pulled_for.to_string(), "{row}: traced under another step");
+            assert_eq!(
+                step,
+                pulled_for.to_string(),
+                "{row}: traced under another step"
+            );
             if pulled_for > steps {
                 read_ahead += 1;
             }
             rows += 1;
         }
-        assert!(rows >= 2 * (steps * batch + shuffle), "rank {rank}: {rows} reads");
+        assert!(
+            rows >= 2 * (steps * batch + shuffle),
+            "rank {rank}: {rows} reads"
+        );
     }
     let (code, audit, ran) = audit(&tmp.path, &out);
     assert_eq!(code, Some(0), "{audit}\n{}", ran.context());

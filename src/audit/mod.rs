@@ -424,12 +424,15 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
                 epoch,
             );
             let names = FileNames::new(&dataset, dataset.split(phase));
-            let read_threads = config.reader.read_threads;
+            let reader_threads = (
+                config.reader.read_threads,
+                config.reader.data_loader == crate::config::DataLoader::Dali,
+            );
             let mut check = SegmentCheck::new(
                 epoch,
                 phase,
                 plan,
-                read_threads,
+                reader_threads,
                 names,
                 std::mem::take(&mut read),
             )?;

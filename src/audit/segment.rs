@@ -41,6 +41,9 @@ pub struct SegmentCheck<'a> {
     phase: Phase,
     plan: EpochPlan,
     read_threads: u64,
+    /// Whether any reader thread may read any step's samples (DALI's workers take the pieces of
+    /// each batch from one queue), rather than step k being thread k mod `read_threads`'s.
+    any_thread: bool,
     /// Thread states per rank: `read_threads`, or 1 when the training loop reads inline.
     threads_per_rank: u64,
     names: FileNames<'a>,
@@ -82,7 +85,7 @@ impl<'a> SegmentCheck<'a> {
         epoch: u64,
         phase: Phase,
         plan: EpochPlan,
-        read_threads: u64,
+        (read_threads, any_thread): (u64, bool),
         names: FileNames<'a>,
         mut read: BitSet,
     ) -> Result<SegmentCheck<'a>> {
@@ -101,6 +104,7 @@ impl<'a> SegmentCheck<'a> {
             epoch,
             phase,
             read_threads,
+            any_thread,
             threads_per_rank,
             names,
             read,
@@ -124,7 +128,13 @@ impl<'a> SegmentCheck<'a> {
         }
         self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
         let slot = (row.thread < self.threads_per_rank).then_some(row.thread as usize);
-        let measured_position = self.measure_position(rank, row, slot);
+        // DALI's pieces of a batch are read by whichever worker is free: where a row lies in its
+        // batch is not its thread's count; once placed, its planned position is where it was.
+        let measured_position = if self.any_thread {
+            None
+        } else {
+            self.measure_position(rank, row, slot)
+        };
         let Some((sample, position)) = self.locate(rank, row, violations) else {
             return;
         };
@@ -146,10 +156,12 @@ impl<'a> SegmentCheck<'a> {
             return;
         }
         self.counts.distinct += 1;
+        let problem = self.placement_problem(rank, row, slot, position);
         if let Some(order) = order {
-            order.record(sample, rank, measured_position);
+            let placed = (self.any_thread && problem.is_none()).then_some(position);
+            order.record(sample, rank, measured_position.or(placed));
         }
-        if let Some(problem) = self.placement_problem(rank, row, slot, position) {
+        if let Some(problem) = problem {
             violations.add(|| format!("{}: {problem}", about()));
         }
     }
@@ -348,7 +360,11 @@ impl<'a> SegmentCheck<'a> {
             (position / shard, position % shard / batch, position % batch);
         let placed = planned_rank == rank && row.step.checked_sub(1) == Some(planned_step);
         let planned_thread = planned_step % self.threads_per_rank;
-        let thread = slot.map(|slot| &mut self.threads[rank as usize][slot]);
+        let threads = &mut self.threads[rank as usize];
+        if let Some(slot) = slot.filter(|&slot| slot >= threads.len()) {
+            threads.resize(slot + 1, ThreadState::default());
+        }
+        let thread = slot.map(|slot| &mut threads[slot]);
         let previous = thread.as_ref().and_then(|t| t.last_planned);
         if let (true, Some(thread)) = (placed, thread) {
             thread.last_planned = Some((planned_step, planned_index));
@@ -373,7 +389,7 @@ impl<'a> SegmentCheck<'a> {
                 "thread {} does not exist (reader.read_threads = {}{inline})",
                 row.thread, self.read_threads
             ))
-        } else if row.thread != planned_thread {
+        } else if !self.any_thread && row.thread != planned_thread {
             Some(format!(
                 "read by thread {}, but step {} is thread {planned_thread}'s",
                 row.thread, row.step

@@ -668,14 +668,21 @@ impl Config {
                 )
             }
         }
-        if matches!(
-            self.reader.data_loader,
-            DataLoader::Dali | DataLoader::NativeDali
-        ) {
+        if self.reader.data_loader == DataLoader::NativeDali {
             return not_yet(
-                format!("workload.reader.data_loader = {}", self.reader.data_loader),
-                "supported loaders are pytorch, tensorflow, synthetic",
+                "workload.reader.data_loader = native_dali (DALI's own file readers, \
+                 fn.readers.numpy/tfrecord/file)"
+                    .to_string(),
+                "supported loaders are pytorch, tensorflow, dali (DLIO's DALI pipeline around \
+                 its own readers), synthetic",
             );
+        }
+        if self.reader.data_loader == DataLoader::Dali && self.dataset.format == Format::Tfrecord {
+            return Err(Error::usage(
+                "workload.reader.data_loader = dali reads samples by index, and TFRecord files \
+                 are read as streams (DLIO's DALI loader fails on them too): use \
+                 data_loader tensorflow for tfrecord, or dali with another format",
+            ));
         }
         Ok(())
     }

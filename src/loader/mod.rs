@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
+mod dali;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod tfdata;
@@ -318,7 +319,12 @@ fn interrupted_first<T>(error: Error) -> Result<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoaderSettings {
     pub read_threads: u64,
+    /// PyTorch's batches per reader thread.
     pub prefetch_factor: u64,
+    /// `reader.prefetch_size`: the DALI pipeline's depth.
+    pub prefetch_size: u64,
+    /// DLIO's DALI loader: each batch cut among the reader threads, one batch at a time.
+    pub dali: bool,
 }
 
 impl LoaderSettings {
@@ -326,6 +332,8 @@ impl LoaderSettings {
         LoaderSettings {
             read_threads,
             prefetch_factor: crate::config::prefetch_factor(read_threads, prefetch_size),
+            prefetch_size,
+            dali: false,
         }
     }
 }
@@ -468,6 +476,8 @@ enum Mode<'scope, 'env> {
     Inline(Box<ReaderState<'env>>),
     /// The TensorFlow loader's `tf.data` pipeline over a TFRecord shard.
     Pipeline(tfdata::Pipeline<'scope, 'env>),
+    /// DLIO's DALI loader.
+    Dali(dali::DaliPipeline<'scope, 'env>),
     Threads {
         handoffs: ClosedOnDrop,
         readers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
@@ -505,6 +515,20 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 source,
                 next_step: 0,
                 mode: Mode::Pipeline(pipeline?),
+            });
+        }
+        if settings.dali {
+            let pipeline = dali::DaliPipeline::start(
+                scope,
+                source,
+                settings.read_threads,
+                settings.prefetch_size,
+                &mut buffers,
+            )?;
+            return Ok(Loader {
+                source,
+                next_step: 0,
+                mode: Mode::Dali(pipeline),
             });
         }
         if settings.read_threads == 0 {
@@ -587,6 +611,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
         match &mut self.mode {
             Mode::Inline(state) => self.source.read_batch(step, state),
             Mode::Pipeline(pipeline) => pipeline.next_batch(step),
+            Mode::Dali(pipeline) => pipeline.next_batch(step),
             Mode::Threads { handoffs, readers } => {
                 let thread = (step % handoffs.len() as u64) as usize;
                 let handoff = &handoffs[thread];
@@ -638,6 +663,19 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 closed?;
             }
             Mode::Pipeline(pipeline) => {
+                let mut outcome = Ok(());
+                for worker in pipeline.finish() {
+                    match worker {
+                        Ok((state, closed)) => {
+                            add(state);
+                            outcome = outcome.and(closed);
+                        }
+                        Err(e) => outcome = Err(e),
+                    }
+                }
+                outcome?;
+            }
+            Mode::Dali(pipeline) => {
                 let mut outcome = Ok(());
                 for worker in pipeline.finish() {
                     match worker {

@@ -117,8 +117,15 @@ impl PlanSpec {
             batch,
             world,
             max_steps,
-            file_shuffle: config.reader.file_shuffle,
-            sample_shuffle: config.reader.sample_shuffle,
+            // DLIO's DALI loader walks each rank's sample indices in order, whatever the keys.
+            file_shuffle: match config.reader.data_loader {
+                DataLoader::Dali => Shuffle::Off,
+                _ => config.reader.file_shuffle,
+            },
+            sample_shuffle: match config.reader.data_loader {
+                DataLoader::Dali => Shuffle::Off,
+                _ => config.reader.sample_shuffle,
+            },
             seed: config.train.seed,
             run_entropy,
             seed_change_epoch: config.train.seed_change_epoch,

@@ -266,6 +266,152 @@ fn files_dlio_rs_makes_open_with_the_python_tools() {
     }
 }
 
+/// Runs a script of tests/python with `args`; it must pass.
+fn python_passes(script: &str, args: &[String]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("python3 runs (CI installs it)");
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every compression DLIO's generators apply, with real codecs: the files open with Python's
+/// tools (h5py with its gzip and LZF filters, numpy and zipfile, pandas with the method and the
+/// codec's own module), and one run generates them and trains on them, reading every sample (the
+/// whole compressed file for each npz and csv sample).
+#[test]
+fn compressed_datasets_open_with_the_python_tools_and_train() {
+    let tmp = Scratch::new("compressed");
+    let (files, per_file) = (3u64, 4u64);
+    let cases = [
+        ("hdf5", "gzip"),
+        ("hdf5", "lzf"),
+        ("npz", "zip"),
+        ("csv", "gzip"),
+        ("csv", "bz2"),
+        ("csv", "zip"),
+        ("csv", "xz"),
+    ];
+    for (format, compression) in cases {
+        let name = format!("{format}-{compression}");
+        let mut words = quick(&tmp, &name);
+        words.extend(strings(&[
+            "workload=default",
+            &format!("++workload.dataset.format={format}"),
+            &format!("++workload.dataset.compression={compression}"),
+            "++workload.dataset.compression_level=6",
+            &format!("++workload.dataset.num_files_train={files}"),
+            "++workload.dataset.num_files_eval=0",
+            "++workload.dataset.num_subfolders_train=0",
+            &format!("++workload.dataset.num_samples_per_file={per_file}"),
+            "++workload.dataset.record_length_bytes=1024",
+            "++workload.workflow.evaluation=False",
+            "++workload.reader.batch_size=1",
+        ]));
+        run_quiet(&tmp.path, 1, &words).ok();
+        let (samples, bytes) = first_epoch_reads(&tmp.join(format!("out-{name}")));
+        assert_eq!(samples, files * per_file, "{name}");
+        let data = tmp.join(format!("data-{name}"));
+        let train = data.join("train");
+        let sizes: u64 = std::fs::read_dir(&train)
+            .unwrap()
+            .map(|entry| entry.unwrap().metadata().unwrap().len())
+            .sum();
+        let expect = |extra: Value| {
+            let mut expect = serde_json::json!({
+                "files": files, "samples_per_file": per_file, "dims": [32, 32], "dtype": "uint8"
+            });
+            expect
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            vec![data.display().to_string(), expect.to_string()]
+        };
+        match format {
+            "hdf5" => {
+                // The level is DLIO's compression_level for gzip; LZF takes none.
+                let level = if compression == "gzip" {
+                    serde_json::json!(6)
+                } else {
+                    Value::Null
+                };
+                python_passes(
+                    "check_hdf5.py",
+                    &expect(serde_json::json!({
+                        "compression": compression, "compression_level": level,
+                        "chunks": [1, 32, 32]
+                    })),
+                );
+            }
+            "npz" => {
+                assert_eq!(bytes, sizes * per_file, "{name}: the whole file per sample");
+                let args = format!(
+                    "{} --format npz --files {files} --samples {per_file} --dims 32,32 \
+                     --dtype uint8 --compressed",
+                    data.display()
+                );
+                python_passes(
+                    "check_numpy.py",
+                    &strings(&args.split(' ').collect::<Vec<_>>()),
+                );
+            }
+            _ => {
+                assert_eq!(bytes, sizes * per_file, "{name}: the whole file per sample");
+                // Every row is the same record: the codecs shrink the text.
+                assert!(sizes < files * per_file * 1024, "{name}: {sizes} bytes");
+                python_passes(
+                    "check_csv.py",
+                    &expect(serde_json::json!({"compression": compression})),
+                );
+            }
+        }
+    }
+}
+
+/// A compression the format cannot apply stops the run before it starts (exit 2), naming the
+/// setting and what the format takes: h5py has no bz2, xz or zip filter, pandas no lzf method,
+/// and DLIO's other generators ignore the setting.
+#[test]
+fn a_compression_the_format_cannot_apply_is_a_usage_error() {
+    let tmp = Scratch::new("compression-refused");
+    for (format, compression, valid) in [
+        ("hdf5", "bz2", "none, gzip, lzf"),
+        ("hdf5", "xz", "none, gzip, lzf"),
+        ("hdf5", "zip", "none, gzip, lzf"),
+        ("csv", "lzf", "none, gzip, bz2, zip, xz"),
+        ("npz", "gzip", "none, zip"),
+        ("npy", "gzip", "none"),
+        ("tfrecord", "zip", "none"),
+    ] {
+        let mut words = quick(&tmp, format);
+        words.extend(strings(&[
+            "workload=default",
+            &format!("++workload.dataset.format={format}"),
+            &format!("++workload.dataset.compression={compression}"),
+        ]));
+        run_quiet(&tmp.path, 1, &words).fails(2).says(&[
+            &format!(
+                "workload.dataset.compression = {compression} does not apply to dataset.format = {format}"
+            ),
+            &format!("valid values for {format} are {valid}"),
+        ]);
+        assert!(
+            !tmp.join(format!("data-{format}")).exists(),
+            "{format}: nothing written"
+        );
+    }
+}
+
 /// A file cut in half: the run fails (exit 1) naming it, for every format that reads storage.
 #[test]
 fn a_truncated_file_fails_the_run_naming_it() {

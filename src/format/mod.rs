@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::storage::{IoBuffer, ObjectWriter, RangeRead, Storage};
 
 pub use self::png::Png;
-pub use csv::Csv;
+pub use csv::{Csv, CsvCompression};
 pub use indexed_binary::IndexedBinary;
 pub use jpeg::Jpeg;
 pub use npy::Npy;
@@ -315,8 +315,9 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
              ++workload.reader.page_cache=evict_after_read to make every epoch read from storage",
         ));
     }
-    // Formats that compress decide for themselves; the others have no compressed form.
-    let compresses = matches!(dataset.format, Format::Npz | Format::Hdf5);
+    // Formats that compress decide for themselves; DLIO's generators for the others ignore the
+    // setting, which dlio-rs refuses rather than accept a setting that does nothing.
+    let compresses = matches!(dataset.format, Format::Npz | Format::Hdf5 | Format::Csv);
     if !compresses && dataset.compression != Compression::None {
         return Err(unsupported_compression(
             dataset.format,
@@ -349,7 +350,24 @@ pub fn for_config(config: &Config, verify: bool) -> Result<Box<dyn FileFormat>> 
             verify,
             buffer_size: config.reader.transfer_size as usize,
         })),
-        Format::Csv => Ok(Box::new(Csv { verify })),
+        Format::Csv => Ok(Box::new(Csv {
+            verify,
+            compression: match dataset.compression {
+                Compression::None => CsvCompression::None,
+                Compression::Gzip => CsvCompression::Gzip,
+                Compression::Bz2 => CsvCompression::Bz2,
+                Compression::Zip => CsvCompression::Zip,
+                Compression::Xz => CsvCompression::Xz,
+                // pandas has no lzf method.
+                Compression::Lzf => {
+                    return Err(unsupported_compression(
+                        Format::Csv,
+                        Compression::Lzf,
+                        "none, gzip, bz2, zip, xz",
+                    ))
+                }
+            },
+        })),
         Format::Png => Ok(Box::new(Png {
             decode: config.reader.decode_images,
         })),
@@ -477,7 +495,25 @@ mod tests {
             ),
             ("tfrecord", "", &image, ElementType::Uint8),
             ("indexed_binary", "", &image, ElementType::Uint8),
+            (
+                "hdf5",
+                "  compression: lzf\n",
+                &[64, 64, 3],
+                ElementType::Uint8,
+            ),
             ("csv", "", &[64, 64, 3], ElementType::Uint8),
+            (
+                "csv",
+                "  compression: gzip\n",
+                &[64, 64, 3],
+                ElementType::Uint8,
+            ),
+            (
+                "csv",
+                "  compression: zip\n",
+                &[64, 64, 3],
+                ElementType::Uint8,
+            ),
             ("jpeg", "", &[64, 48, 1], ElementType::Uint8),
             ("png", "", &[64, 48, 1], ElementType::Uint8),
             (

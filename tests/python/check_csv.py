@@ -11,43 +11,95 @@ EXPECT_JSON, e.g. '{"files": 4, "samples_per_file": 3, "dims": [64, 64], "dtype"
                     them: any number, at least one, the same on every row)
   dtype             optional, default uint8: the values must fit it; uint8 ones in 0..254 (DLIO's
                     np.random.randint(255)), float ones in [0, 1)
+  compression       optional, default none: gzip, bz2, zip or xz, the pandas method the files
+                    were written with (under their .csv names, as DLIO's generator leaves them)
 
-Every file is read with pd.read_csv(file) and must be what pd.DataFrame([record] * S).to_csv()
-writes: an unnamed index column holding 0..S-1, then columns named 0..N-1, every row the same
-record, all values numbers. No temporary file (name starting with '.' or ending '.tmp') may be
-left. Prints one line per failure and a final "N passed, M failed" line; exits 0 only when
-everything passed, 1 on a failed check, 2 on bad arguments, 3 when pandas is missing.
+Every file must be what DLIO's generator writes,
+pd.DataFrame([record] * S).to_csv(path, compression=..., index=False, header=False): no header,
+no index column, every row the same record, all values numbers. An uncompressed file is read as
+DLIO reads it, pd.read_csv(file, compression="infer", header=None). A compressed one is read by
+pandas with its method (DLIO's "infer" goes by the name, and a .csv name means none), and also
+opened with Python's own module for the codec (gzip with the file's name in its header, bz2,
+lzma with a CRC-64 check, zipfile with one member named as the file), whose text must parse to
+the same values. No temporary file (name starting with '.' or ending '.tmp') may be left. Prints
+one line per failure and a final "N passed, M failed" line; exits 0 only when everything passed,
+1 on a failed check, 2 on bad arguments, 3 when pandas is missing.
 """
 
+import bz2
+import gzip
+import io
+import lzma
+import os
 import sys
+import zipfile
 
 import checks_common
 
+METHODS = ("none", "gzip", "bz2", "zip", "xz")
+
+
+def stdlib_text(path, method):
+    """(the file's text as the codec's own Python module reads it, error messages)."""
+    name = os.path.basename(path)
+    errors = []
+    if method == "gzip":
+        with open(path, "rb") as f:
+            header = f.read(64)
+        # FLG.FNAME set: the original name follows the 10-byte header, NUL-terminated.
+        if not header[3] & 0x08 or header[10:10 + len(name) + 1] != name.encode() + b"\0":
+            errors.append(f"the gzip header does not name {name}")
+        with gzip.open(path, "rb") as f:
+            return f.read(), errors
+    if method == "bz2":
+        with bz2.open(path, "rb") as f:
+            return f.read(), errors
+    if method == "xz":
+        with open(path, "rb") as f:
+            # Stream flags 0x00 0x04: CRC-64, Python's lzma default.
+            if f.read(8) != b"\xfd7zXZ\x00\x00\x04":
+                errors.append("not an xz stream with a CRC-64 check")
+        with lzma.open(path, "rb", format=lzma.FORMAT_XZ) as f:
+            return f.read(), errors
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        if [i.filename for i in infos] != [name]:
+            errors.append(f"members {[i.filename for i in infos]}, expected [{name!r}]")
+        if infos and infos[0].compress_type != zipfile.ZIP_DEFLATED:
+            errors.append(f"member compressed with method {infos[0].compress_type}, not deflate")
+        return archive.read(infos[0]), errors
+
 
 def check_file(pd, np, path, expect):
-    errors = []
+    method = expect.get("compression", "none")
     try:
-        frame = pd.read_csv(path)
+        if method == "none":
+            frame = pd.read_csv(path, compression="infer", header=None)
+        else:
+            frame = pd.read_csv(path, compression=method, header=None)
     except Exception as e:  # pandas raises many kinds: report them all as a failed load
         return [f"pandas cannot read it: {type(e).__name__}: {e}"]
-    columns = list(frame.columns)
-    if not columns or not columns[0].startswith("Unnamed"):
-        return [f"the first column is {columns[:1]}, expected pandas' unnamed index"]
-    values = frame.iloc[:, 1:]
-    n = values.shape[1]
-    if columns[1:] != [str(i) for i in range(n)]:
-        errors.append(f"columns {columns[1:6]}..., expected 0..{n - 1}")
+    errors = []
+    if method != "none":
+        try:
+            text, errors = stdlib_text(path, method)
+            again = pd.read_csv(io.BytesIO(text), header=None)
+            if not again.equals(frame):
+                errors.append(f"Python's {method} module reads other values than pandas")
+        except Exception as e:  # the codecs' modules raise many kinds
+            return [f"Python's {method} module cannot read it: {type(e).__name__}: {e}"]
+    n = frame.shape[1]
+    if list(frame.columns) != list(range(n)):
+        errors.append(f"columns {list(frame.columns)[:5]}..., expected 0..{n - 1}")
     if "dims" in expect and n != int(np.prod(expect["dims"])):
         errors.append(f"{n} values per row, expected {int(np.prod(expect['dims']))}")
     if n == 0:
         return errors + ["no values"]
     if len(frame) != expect["samples_per_file"]:
         errors.append(f"{len(frame)} rows, expected {expect['samples_per_file']}")
-    if list(frame.iloc[:, 0]) != list(range(len(frame))):
-        errors.append(f"index column {list(frame.iloc[:5, 0])}..., expected 0, 1, ...")
-    array = values.to_numpy()
+    array = frame.to_numpy()
     if not np.issubdtype(array.dtype, np.number):
-        return errors + [f"values of dtype {array.dtype}: not all numbers (missing ones?)"]
+        return errors + [f"values of dtype {array.dtype}: not all numbers (a header?)"]
     if np.isnan(array).any():
         errors.append("missing values (a short row)")
     if (array != array[0]).any():
@@ -73,6 +125,8 @@ def main(argv):
         np.dtype(expect.get("dtype", "uint8"))
     except TypeError:
         checks_common.stop(f"unknown dtype {expect['dtype']!r}", 2)
+    if expect.get("compression", "none") not in METHODS:
+        checks_common.stop(f"unknown compression {expect['compression']!r}; one of {METHODS}", 2)
     return checks_common.check_files(
         folder, "csv", expect["files"], lambda path: check_file(pd, np, path, expect))
 

@@ -3,7 +3,7 @@
 
 Usage:
   check_numpy.py DIR --format npz|npy --files N --samples S
-                 (--dims D1,D2,... | --ndims K) --dtype DTYPE [--varying]
+                 (--dims D1,D2,... | --ndims K) --dtype DTYPE [--varying] [--compressed]
 
 Every *.npz / *.npy file under DIR (recursively, of the given format) is loaded with numpy:
   - npz: must hold `x` and `y`; x.shape == dims + [samples], x.dtype == DTYPE,
@@ -11,6 +11,7 @@ Every *.npz / *.npy file under DIR (recursively, of the given format) is loaded 
   - npy: the array's shape == dims + [samples], dtype == DTYPE.
 With --ndims K instead of --dims, the record dims are free (the size law with a stdev) but there
 must be K of them, each at least 1. --varying requires at least two different shapes.
+--compressed requires npz members deflated (np.savez_compressed); without it, stored (np.savez).
 The number of files must be N, and no temporary file (name starting with '.' or ending '.tmp')
 may be left in DIR.
 
@@ -20,6 +21,7 @@ passed, 1 on a failed check, 2 on bad arguments, 3 when numpy is missing.
 
 import argparse
 import sys
+import zipfile
 
 import checks_common
 
@@ -35,6 +37,8 @@ def parse_args(argv):
     shape.add_argument("--ndims", type=int, help="number of record dims, sizes free")
     p.add_argument("--dtype", required=True, help="numpy dtype of x, e.g. uint8, float32")
     p.add_argument("--varying", action="store_true", help="require at least two distinct shapes")
+    p.add_argument("--compressed", action="store_true",
+                   help="npz: require deflated members (np.savez_compressed)")
     args = p.parse_args(argv)
     if args.dims is not None:
         try:
@@ -73,6 +77,11 @@ def check_file(np, path, args):
                     return [f"members {names}, expected x and y"], None
                 x = archive["x"]
                 y = archive["y"]
+            with zipfile.ZipFile(path) as z:
+                want = zipfile.ZIP_DEFLATED if args.compressed else zipfile.ZIP_STORED
+                methods = sorted({info.compress_type for info in z.infolist()})
+                if methods != [want]:
+                    errors.append(f"members compressed with methods {methods}, expected [{want}]")
         else:
             x = np.load(path, allow_pickle=False)
             y = None

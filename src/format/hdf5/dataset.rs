@@ -219,6 +219,8 @@ pub(super) struct Filter {
 
 pub(super) const DEFLATE: u16 = 1;
 pub(super) const SHUFFLE: u16 = 2;
+/// h5py's LZF filter.
+pub(super) const LZF: u16 = 32000;
 
 /// How a chunked dataset finds its chunks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -492,18 +494,17 @@ fn pipeline(sizes: Sizes, body: &[u8]) -> Parsed<Vec<Filter>> {
         if version == 1 && values % 2 == 1 {
             c.skip(4)?;
         }
-        if id != DEFLATE && id != SHUFFLE {
+        if id != DEFLATE && id != SHUFFLE && id != LZF {
             let known = match id {
                 3 => " (fletcher32)",
                 4 => " (szip)",
                 5 => " (nbit)",
                 6 => " (scaleoffset)",
-                32000 => " (lzf)",
                 307 => " (bzip2)",
                 _ => "",
             };
             return unsupported(format!(
-                "filter {id}{known} (deflate and shuffle are supported)"
+                "filter {id}{known} (deflate, lzf and shuffle are supported)"
             ));
         }
         filters.push(Filter { id, params });

@@ -7,7 +7,9 @@
 //! dimension of 1 is dropped when others follow (both as DLIO does). Elements are the configured
 //! little-endian numbers, random; `labels` holds int64 zeros, one per sample. Storage is
 //! contiguous unless `dataset.hdf5.chunk_dims` gives a chunk shape or `dataset.compression` is
-//! `gzip` (then chunks of one sample, deflated at `dataset.compression_level`). See [`write`] for
+//! `gzip` or `lzf` (then chunks of one sample, deflated at `dataset.compression_level`, or
+//! LZF-compressed by h5py's filter 32000, a chunk LZF cannot shrink stored as it is, as that
+//! optional filter leaves it). See [`write`] for
 //! the file-format versions (h5py's `libver='latest'`): metadata first, then the data, so
 //! generating an uncompressed file costs a header and one pass of random bytes.
 //!
@@ -18,15 +20,16 @@
 //! read at the file's start, which holds all of it in files h5py or this writer makes, and kept
 //! while the thread reads that file; then, for each sample, the chunk index where chunked, and
 //! the sample's bytes: one range per contiguous dataset, or the chunks holding the sample, each
-//! inflated and unshuffled as its filters say. Files h5py writes with either library bound are
+//! inflated, LZF-decoded and unshuffled as its filters say. Files h5py writes with either library bound are
 //! read: superblocks 0 to 3, object headers v1 and v2 (with continuation blocks), groups by
 //! symbol table or by link messages, compact, contiguous and chunked layouts (v1 B-tree, single
-//! chunk, implicit and fixed array indexes), fixed-point and floating-point elements, deflate and
-//! shuffle. What is not (extensible arrays and v2 B-trees of resizable datasets, dense link
+//! chunk, implicit and fixed array indexes), fixed-point and floating-point elements, deflate,
+//! LZF and shuffle. What is not (extensible arrays and v2 B-trees of resizable datasets, dense link
 //! storage, other filters) is an error naming it. With `verify`, metadata checksums are checked.
 
 mod checksum;
 mod dataset;
+mod lzf;
 mod read;
 mod sample;
 #[cfg(test)]
@@ -42,6 +45,7 @@ use crate::error::{Error, Result};
 use crate::storage::Storage;
 use read::{Io, Windows};
 use sample::Scratch;
+use write::Codec;
 
 /// The 8 bytes every HDF5 superblock starts with.
 const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -53,20 +57,23 @@ pub struct Hdf5 {
     records: u64,
     /// `dataset.hdf5.chunk_dims`; empty: contiguous unless compressed.
     chunk_dims: Vec<u64>,
-    /// Deflate level with `compression: gzip`.
-    deflate: Option<u32>,
+    /// The chunks' filter with `compression: gzip` or `lzf`.
+    codec: Option<Codec>,
     /// Check metadata checksums when reading.
     verify: bool,
 }
 
 impl Hdf5 {
-    /// The format for `config`; compressions other than gzip are a usage error.
+    /// The format for `config`; compressions h5py has no filter for (bz2, xz, zip) are a usage
+    /// error, as h5py raises on them. The gzip level is DLIO's `compression_level`: its generator
+    /// passes it to h5py (`compression_opts`) for gzip, and h5py checks it is 0 to 9.
     pub fn for_config(config: &Config, verify: bool) -> Result<Hdf5> {
         let dataset = &config.dataset;
-        let deflate = match dataset.compression {
+        let codec = match dataset.compression {
             Compression::None => None,
+            Compression::Lzf => Some(Codec::Lzf),
             Compression::Gzip => match u32::try_from(dataset.compression_level) {
-                Ok(level @ 0..=9) => Some(level),
+                Ok(level @ 0..=9) => Some(Codec::Deflate(level)),
                 _ => {
                     return Err(Error::usage(format!(
                         "workload.dataset.compression_level = {} is not a gzip level; valid levels are 0 to 9",
@@ -76,14 +83,15 @@ impl Hdf5 {
             },
             other => {
                 return Err(Error::usage(format!(
-                    "workload.dataset.compression = {other} is not supported for hdf5; valid for hdf5 are none and gzip"
+                    "workload.dataset.compression = {other} does not apply to dataset.format = hdf5 \
+                     (h5py has no such filter); valid values for hdf5 are none, gzip, lzf"
                 )))
             }
         };
         Ok(Hdf5 {
             records: dataset.hdf5.num_dset_per_record,
             chunk_dims: dataset.hdf5.chunk_dims.clone(),
-            deflate,
+            codec,
             verify,
         })
     }
@@ -120,7 +128,7 @@ impl Hdf5 {
     fn chunks(&self, dims: &[u64]) -> Result<Option<Vec<u64>>> {
         let chunks = if !self.chunk_dims.is_empty() {
             self.chunk_dims.clone()
-        } else if self.deflate.is_some() {
+        } else if self.codec.is_some() {
             let mut one = dims.to_vec();
             one[0] = 1;
             one
@@ -161,7 +169,7 @@ impl FileFormat for Hdf5 {
             shape: &dims,
             element: shape.element,
             chunks: chunks.as_deref(),
-            deflate: self.deflate,
+            codec: self.codec,
         };
         write::write_file(&plan, rng, out)
     }

@@ -1,11 +1,12 @@
 //! Reading one sample (one index of the first dimension) of a dataset, as h5py's
 //! `dataset[sample]` does: one range of the sample's bytes from contiguous storage; the chunks
-//! that hold it from chunked storage (found through the chunk index, inflated and unshuffled as
-//! their filters say, then the sample's part of each copied out).
+//! that hold it from chunked storage (found through the chunk index, inflated, LZF-decoded and
+//! unshuffled as their filters say, then the sample's part of each copied out).
 
 use flate2::{Decompress, FlushDecompress, Status};
 
-use super::dataset::{ChunkIndex, Dataset, Filter, Layout, DEFLATE, SHUFFLE};
+use super::dataset::{ChunkIndex, Dataset, Filter, Layout, DEFLATE, LZF, SHUFFLE};
+use super::lzf;
 use super::read::{check_sum, small, Io, Parsed, Problem, Sizes};
 use crate::error::Result;
 
@@ -618,6 +619,9 @@ fn unfilter(
         let input = if from_raw { raw } else { &current[..] };
         result = match filter.id {
             DEFLATE => inflate(&mut scratch.inflate, input, chunk_bytes as usize, &mut next),
+            LZF => {
+                lzf::decompress(input, chunk_bytes as usize, &mut next).map_err(Problem::Corrupt)
+            }
             SHUFFLE => {
                 let size = filter.params.first().map_or(element, |&s| u64::from(s));
                 unshuffle(input, size as usize, &mut next);

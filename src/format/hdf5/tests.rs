@@ -130,6 +130,14 @@ const FIXTURES: &[(&str, &[Records])] = &[
         ],
     ),
     ("latest_paged.h5", &[("records", Kind::U8, &[1100, 4])]),
+    (
+        "latest_lzf.h5",
+        &[
+            ("records_0", Kind::U8, &[4, 32, 32]),
+            ("records_1", Kind::U16, &[4, 3, 5]),
+            ("records_2", Kind::U8, &[4, 3, 5]),
+        ],
+    ),
 ];
 
 #[test]
@@ -305,11 +313,11 @@ fn what_it_does_not_support_is_named() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn hdf5(records: u64, chunk_dims: &[u64], deflate: Option<u32>) -> Hdf5 {
+fn hdf5(records: u64, chunk_dims: &[u64], codec: Option<Codec>) -> Hdf5 {
     Hdf5 {
         records,
         chunk_dims: chunk_dims.to_vec(),
-        deflate,
+        codec,
         verify: true,
     }
 }
@@ -357,10 +365,16 @@ fn reads_back_what_it_writes_in_every_layout() {
         samples.push(got[0].1.clone());
     }
     for (key, format) in [
-        ("gzip.hdf5", hdf5(1, &[], Some(4))),
-        ("stored.hdf5", hdf5(1, &[], Some(0))),
+        ("gzip.hdf5", hdf5(1, &[], Some(Codec::Deflate(4)))),
+        ("stored.hdf5", hdf5(1, &[], Some(Codec::Deflate(0)))),
         ("chunked.hdf5", hdf5(1, &[1, 8, 16], None)),
-        ("chunked-gzip.hdf5", hdf5(1, &[1, 8, 16], Some(1))),
+        (
+            "chunked-gzip.hdf5",
+            hdf5(1, &[1, 8, 16], Some(Codec::Deflate(1))),
+        ),
+        // Random bytes do not shrink: every chunk is stored as it is, its filter mask set.
+        ("lzf.hdf5", hdf5(1, &[], Some(Codec::Lzf))),
+        ("chunked-lzf.hdf5", hdf5(1, &[1, 8, 16], Some(Codec::Lzf))),
     ] {
         storage
             .put(key, &encoded(&format, &dims, ElementType::Uint8, 7))
@@ -372,7 +386,7 @@ fn reads_back_what_it_writes_in_every_layout() {
     }
 
     // Three datasets of float16 in chunks that straddle samples and the edges.
-    let format = hdf5(3, &[2, 1, 3, 2], Some(4));
+    let format = hdf5(3, &[2, 1, 3, 2], Some(Codec::Deflate(4)));
     let file = encoded(&format, &[6, 4, 5, 5], ElementType::Float16, 3);
     storage.put("k3.hdf5", &file).unwrap();
     for sample in 0..5 {
@@ -385,7 +399,12 @@ fn reads_back_what_it_writes_in_every_layout() {
     // 1500 one-sample chunks: a paged fixed array (1024 elements a page).
     let dims = [2, 4, 1500];
     let plain = encoded(&hdf5(1, &[], None), &dims, ElementType::Uint8, 9);
-    let paged = encoded(&hdf5(1, &[], Some(2)), &dims, ElementType::Uint8, 9);
+    let paged = encoded(
+        &hdf5(1, &[], Some(Codec::Deflate(2))),
+        &dims,
+        ElementType::Uint8,
+        9,
+    );
     storage.put("plain.hdf5", &plain).unwrap();
     storage.put("paged.hdf5", &paged).unwrap();
     for sample in [0, 1, 1023, 1024, 1499] {
@@ -417,7 +436,12 @@ fn a_sample_costs_its_bytes_plus_bounded_metadata() {
 
     // Compressed: the fixed array's data block (1000 elements of 8 + 3 + 4 bytes) lies past the
     // first 4 KiB, so it is one more read; then the one chunk.
-    let gzip = encoded(&hdf5(1, &[], Some(4)), &dims, ElementType::Uint8, 1);
+    let gzip = encoded(
+        &hdf5(1, &[], Some(Codec::Deflate(4))),
+        &dims,
+        ElementType::Uint8,
+        1,
+    );
     storage.put("g.hdf5", &gzip).unwrap();
     let (cost, _) = read(&mut reader, &storage, "g.hdf5", 700).unwrap();
     let data_block = 14 + 1000 * 15 + 4;
@@ -431,7 +455,7 @@ fn a_sample_costs_its_bytes_plus_bounded_metadata() {
 
     // Paged: the block's prefix is in the first read; then one page and the chunk.
     let paged = encoded(
-        &hdf5(1, &[], Some(4)),
+        &hdf5(1, &[], Some(Codec::Deflate(4))),
         &[32, 32, 5000],
         ElementType::Uint8,
         1,
@@ -449,7 +473,7 @@ fn truncated_files_fail_naming_the_file() {
     let mut reader = reader(true);
     for (name, format) in [
         ("contiguous.hdf5", hdf5(2, &[], None)),
-        ("gzip.hdf5", hdf5(1, &[], Some(4))),
+        ("gzip.hdf5", hdf5(1, &[], Some(Codec::Deflate(4)))),
     ] {
         let file = encoded(&format, &[4, 4, 3], ElementType::Float32, 5);
         cut_everywhere(&mut reader, &storage, name, &file, 3);
@@ -488,7 +512,7 @@ fn damaged_metadata_and_chunks_fail() {
     let mut trusting = reader(false);
     let spf = 3u64;
     let file = encoded(
-        &hdf5(1, &[], Some(4)),
+        &hdf5(1, &[], Some(Codec::Deflate(4))),
         &[4, 4, spf],
         ElementType::Float32,
         5,
@@ -543,22 +567,36 @@ fn configuration_errors_name_the_key() {
     let base = "dataset:\n  format: hdf5\n";
     let with = |extra: &str| Hdf5::for_config(&config(&format!("{base}{extra}")), true);
     let format = with("  compression: gzip\n  compression_level: 6\n").unwrap();
-    assert_eq!(format.deflate, Some(6));
-    assert_eq!(with("").unwrap().deflate, None);
-    for (extra, needles) in [
-        (
-            "  compression: lzf\n",
-            ["workload.dataset.compression", "lzf", "none and gzip"],
-        ),
-        (
-            "  compression: bz2\n",
-            ["workload.dataset.compression", "bz2", "hdf5"],
-        ),
-        (
-            "  compression: gzip\n  compression_level: 10\n",
-            ["compression_level", "10", "0 to 9"],
-        ),
-    ] {
+    assert_eq!(format.codec, Some(Codec::Deflate(6)));
+    // DLIO's default level, 4 (h5py's own default too).
+    assert_eq!(
+        with("  compression: gzip\n").unwrap().codec,
+        Some(Codec::Deflate(4))
+    );
+    // LZF has no level: h5py gets none.
+    assert_eq!(
+        with("  compression: lzf\n  compression_level: 99\n")
+            .unwrap()
+            .codec,
+        Some(Codec::Lzf)
+    );
+    assert_eq!(with("").unwrap().codec, None);
+    for value in ["bz2", "xz", "zip"] {
+        let error = with(&format!("  compression: {value}\n")).unwrap_err();
+        assert!(matches!(error, Error::Usage(_)), "{error}");
+        assert!(
+            error.to_string().contains(&format!(
+                "workload.dataset.compression = {value} does not apply to dataset.format = hdf5"
+            )) && error
+                .to_string()
+                .contains("valid values for hdf5 are none, gzip, lzf"),
+            "{error}"
+        );
+    }
+    for (extra, needles) in [(
+        "  compression: gzip\n  compression_level: 10\n",
+        ["compression_level", "10", "0 to 9"],
+    )] {
         let error = with(extra).unwrap_err();
         assert!(matches!(error, Error::Usage(_)), "{error}");
         for needle in needles {
@@ -613,12 +651,16 @@ fn records_are_shaped_as_dlio_shapes_them() {
     assert!(error.to_string().contains("num_dset_per_record"), "{error}");
     // With gzip and no chunk shape: one sample per chunk.
     assert_eq!(
-        hdf5(1, &[], Some(4)).chunks(&[3, 8, 8]).unwrap(),
+        hdf5(1, &[], Some(Codec::Deflate(4)))
+            .chunks(&[3, 8, 8])
+            .unwrap(),
         Some(vec![1, 8, 8])
     );
     assert_eq!(hdf5(1, &[], None).chunks(&[3, 8, 8]).unwrap(), None);
     assert_eq!(
-        hdf5(1, &[2, 4, 4], Some(1)).chunks(&[3, 8, 8]).unwrap(),
+        hdf5(1, &[2, 4, 4], Some(Codec::Deflate(1)))
+            .chunks(&[3, 8, 8])
+            .unwrap(),
         Some(vec![2, 4, 4])
     );
 }

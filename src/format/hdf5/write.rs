@@ -13,6 +13,7 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 use rand::rngs::SmallRng;
 
 use super::checksum::lookup3;
+use super::lzf;
 use super::SIGNATURE;
 use crate::config::ElementType;
 use crate::error::{Error, Result};
@@ -48,9 +49,31 @@ pub(super) struct FilePlan<'a> {
     pub element: ElementType,
     /// Chunk shape, when chunked.
     pub chunks: Option<&'a [u64]>,
-    /// Deflate level, when compressed (chunked then).
-    pub deflate: Option<u32>,
+    /// The chunks' filter, when compressed (chunked then).
+    pub codec: Option<Codec>,
 }
+
+/// A chunk filter h5py applies for DLIO's `dataset.compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// `gzip`: HDF5's deflate filter (id 1) at this level.
+    Deflate(u32),
+    /// `lzf`: h5py's LZF filter (id 32000), registered optional: a chunk it cannot shrink is
+    /// stored as it is, its filter mask saying so.
+    Lzf,
+}
+
+/// A [`Codec`]'s state, reused from chunk to chunk.
+enum Compressor {
+    Deflate(Compress),
+    /// The LZF match finder's hash table.
+    Lzf(Vec<u32>),
+}
+
+/// h5py's LZF filter id.
+const LZF_FILTER: u16 = 32000;
+/// The client data h5py's LZF filter records: its own version and liblzf's (then the chunk size).
+const LZF_VERSIONS: [u32; 2] = [4, 0x105];
 
 /// The geometry of a chunked records dataset.
 struct Chunking<'a> {
@@ -100,8 +123,8 @@ struct Addresses {
     data_blocks: Vec<u64>,
     labels_data: u64,
     records_data: Vec<u64>,
-    /// Per records dataset, per chunk: address and stored size.
-    chunks: Vec<Vec<(u64, u64)>>,
+    /// Per records dataset, per chunk: address, stored size and filter mask.
+    chunks: Vec<Vec<(u64, u64, u32)>>,
     eof: u64,
 }
 
@@ -118,7 +141,7 @@ pub(super) fn write_file(plan: &FilePlan, rng: &mut SmallRng, out: &mut Encoded)
             .zip(dims)
             .map(|(d, c)| d.div_ceil(*c))
             .product();
-        let size_len = if plan.deflate.is_some() {
+        let size_len = if plan.codec.is_some() {
             chunk_size_len(chunk_bytes)
         } else {
             0
@@ -167,12 +190,17 @@ pub(super) fn write_file(plan: &FilePlan, rng: &mut SmallRng, out: &mut Encoded)
     at.labels_data = offset;
     let data_start = offset + 8 * samples;
 
-    match (&chunking, plan.deflate) {
-        (Some(chunking), Some(level)) => {
+    match (&chunking, plan.codec) {
+        (Some(chunking), Some(codec)) => {
             // Compressed sizes are known only once compressed: the file is built in memory
             // behind a reserved prefix, and the metadata written into the prefix last.
             out.data.resize(data_start as usize, 0);
-            let mut compress = Compress::new(Compression::new(level), true);
+            let mut compressor = match codec {
+                Codec::Deflate(level) => {
+                    Compressor::Deflate(Compress::new(Compression::new(level), true))
+                }
+                Codec::Lzf => Compressor::Lzf(Vec::new()),
+            };
             let mut chunk = vec![0; chunking.chunk_bytes as usize];
             for i in 0..plan.records {
                 at.records_data[i] = out.position();
@@ -182,8 +210,21 @@ pub(super) fn write_file(plan: &FilePlan, rng: &mut SmallRng, out: &mut Encoded)
                 for _ in 0..chunking.chunks {
                     random.fill(&mut chunk);
                     let address = out.position();
-                    let size = deflate(&mut compress, &chunk, &mut out.data).map_err(Error::run)?;
-                    at.chunks[i].push((address, size));
+                    let mask = match &mut compressor {
+                        Compressor::Deflate(compress) => {
+                            deflate(compress, &chunk, &mut out.data).map_err(Error::run)?;
+                            0
+                        }
+                        Compressor::Lzf(table) => {
+                            if lzf::compress(&chunk, &mut out.data, chunk.len(), table) {
+                                0
+                            } else {
+                                out.data.extend_from_slice(&chunk);
+                                1
+                            }
+                        }
+                    };
+                    at.chunks[i].push((address, out.position() - address, mask));
                 }
             }
             at.eof = out.position();
@@ -202,7 +243,7 @@ pub(super) fn write_file(plan: &FilePlan, rng: &mut SmallRng, out: &mut Encoded)
                 at.records_data[i] = start;
                 if let Some(chunking) = &chunking {
                     at.chunks[i] = (0..chunking.chunks)
-                        .map(|c| (start + c * chunking.chunk_bytes, chunking.chunk_bytes))
+                        .map(|c| (start + c * chunking.chunk_bytes, chunking.chunk_bytes, 0))
                         .collect();
                 }
             }
@@ -248,16 +289,15 @@ fn metadata(
     Ok(metadata)
 }
 
-/// Compresses `input` as one zlib stream (HDF5's deflate filter) onto `out`; returns its size.
-fn deflate(compress: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> Result<u64, String> {
+/// Compresses `input` as one zlib stream (HDF5's deflate filter) onto `out`.
+fn deflate(compress: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     compress.reset();
-    let start = out.len();
     loop {
         let consumed = compress.total_in() as usize;
         // Incompressible data grows by a few bytes per 16 KiB block.
         out.reserve(input.len() - consumed + input.len() / 64 + 64);
         match compress.compress_vec(&input[consumed..], out, FlushCompress::Finish) {
-            Ok(Status::StreamEnd) => return Ok((out.len() - start) as u64),
+            Ok(Status::StreamEnd) => return Ok(()),
             Ok(_) => {}
             Err(e) => return Err(format!("cannot compress a chunk: {e}")),
         }
@@ -408,11 +448,31 @@ fn records_header(
         Some(chunking) => {
             // Chunked storage is allocated incrementally.
             messages.push((FILL_VALUE, CONSTANT, vec![3, 0x0b]));
-            if let Some(level) = plan.deflate {
-                // Pipeline v2: deflate (id 1), optional, one parameter: the level.
-                let mut body = vec![2, 1, 1, 0, 1, 0, 1, 0];
-                body.extend_from_slice(&level.to_le_bytes());
-                messages.push((FILTER_PIPELINE, CONSTANT, body));
+            match plan.codec {
+                Some(Codec::Deflate(level)) => {
+                    // Pipeline v2: deflate (id 1), optional, one parameter: the level.
+                    let mut body = vec![2, 1, 1, 0, 1, 0, 1, 0];
+                    body.extend_from_slice(&level.to_le_bytes());
+                    messages.push((FILTER_PIPELINE, CONSTANT, body));
+                }
+                Some(Codec::Lzf) => {
+                    // Pipeline v2: LZF (id 32000, so named: "lzf" and its NUL), optional, three
+                    // parameters: the filter's and liblzf's versions and the chunk's bytes.
+                    let mut body = vec![2, 1];
+                    body.extend_from_slice(&LZF_FILTER.to_le_bytes());
+                    body.extend_from_slice(&4u16.to_le_bytes());
+                    body.extend_from_slice(&1u16.to_le_bytes());
+                    body.extend_from_slice(&3u16.to_le_bytes());
+                    body.extend_from_slice(b"lzf\0");
+                    for value in LZF_VERSIONS
+                        .into_iter()
+                        .chain([chunking.chunk_bytes as u32])
+                    {
+                        body.extend_from_slice(&value.to_le_bytes());
+                    }
+                    messages.push((FILTER_PIPELINE, CONSTANT, body));
+                }
+                None => {}
             }
             let widest = chunking
                 .dims
@@ -462,11 +522,11 @@ fn fixed_array(out: &mut Vec<u8>, chunking: &Chunking, at: &Addresses, i: usize)
     out.extend_from_slice(b"FADB");
     out.extend_from_slice(&[0, filtered as u8]);
     out.extend_from_slice(&at.fixed_array_headers[i].to_le_bytes());
-    let entry = |out: &mut Vec<u8>, &(address, size): &(u64, u64)| {
+    let entry = |out: &mut Vec<u8>, &(address, size, mask): &(u64, u64, u32)| {
         out.extend_from_slice(&address.to_le_bytes());
         if filtered {
             out.extend_from_slice(&size.to_le_bytes()[..chunking.size_len as usize]);
-            out.extend_from_slice(&0u32.to_le_bytes()); // every filter applied
+            out.extend_from_slice(&mask.to_le_bytes());
         }
     };
     let pages = pages(chunking.chunks);

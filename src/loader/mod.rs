@@ -1162,4 +1162,102 @@ mod tests {
             });
         }
     }
+
+    /// DLIO's DALI loader, against DALI's behaviour restated: before the trainer takes batch k,
+    /// exactly the batches up to k + depth − 1 are read (depth `prefetch_size`, 2 when 0); each
+    /// batch is cut into `min(read_threads, batch)` contiguous pieces, each read by one thread
+    /// in order; the samples are each rank's in their natural order, whatever the shuffle keys.
+    #[test]
+    fn the_dali_loader_cuts_each_batch_among_its_workers_one_batch_at_a_time() {
+        use crate::config::value::Value;
+        use crate::config::Config;
+        use crate::plan::PlanSpec;
+        for (threads, prefetch, batch) in [(3u64, 2u64, 7u64), (2, 0, 4), (4, 1, 2), (1, 3, 5)] {
+            let yaml = format!(
+                "dataset:\n  format: npz\n  num_files_train: 12\n  num_samples_per_file: 5\n\
+                 reader:\n  data_loader: dali\n  read_threads: {threads}\n  \
+                 batch_size: {batch}\n  prefetch_size: {prefetch}\n  sample_shuffle: seed\n  \
+                 file_shuffle: seed\n"
+            );
+            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+            let plan =
+                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let dataset = Dataset::from_config(&config);
+            let format = RecordingFormat::default();
+            let storage = crate::storage::LocalFs::new("/nonexistent");
+            let comm = crate::comm::ThreadGroup::new(1);
+            let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
+            let depth = if prefetch == 0 { 2 } else { prefetch };
+            let case = format!("threads {threads} prefetch {prefetch} batch {batch}");
+            let key_of = |file: u64| {
+                let mut key = String::new();
+                dataset.write_file_key(&mut key, &dataset.train, file);
+                key
+            };
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings {
+                    dali: true,
+                    ..LoaderSettings::new(threads, prefetch)
+                };
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                for step in 0..plan.steps() {
+                    let bound = (step + depth).min(plan.steps()) * batch;
+                    while (format.0.lock().unwrap().len() as u64) < bound {
+                        std::thread::yield_now();
+                    }
+                    assert_eq!(
+                        format.0.lock().unwrap().len() as u64,
+                        bound,
+                        "{case}, step {step}"
+                    );
+                    assert_eq!(
+                        loader.next_batch().unwrap(),
+                        LoadedBatch {
+                            samples: batch,
+                            bytes: batch * 10
+                        },
+                        "{case}"
+                    );
+                }
+                loader.finish().unwrap();
+            });
+            let reads = format.0.lock().unwrap();
+            assert_eq!(reads.len() as u64, plan.steps() * batch, "{case}");
+            let pieces = threads.max(1).min(batch);
+            for (step, chunk) in reads.chunks(batch as usize).enumerate() {
+                // Natural order: sample g of the epoch is file g / 5, sample g % 5.
+                let mut sorted: Vec<(String, u64)> =
+                    chunk.iter().map(|r| (r.0.clone(), r.1)).collect();
+                sorted.sort_by_key(|(key, sample)| {
+                    let file = (0..12).find(|&f| key_of(f) == *key).unwrap();
+                    file * 5 + sample
+                });
+                let expected: Vec<(String, u64)> = (step as u64 * batch..(step as u64 + 1) * batch)
+                    .map(|g| (key_of(g / 5), g % 5))
+                    .collect();
+                assert_eq!(sorted, expected, "{case}: batch {step}");
+                // Each piece by one thread, in order; as many threads as pieces (one may take two
+                // pieces when another is slow, so at most that many).
+                let threads_seen: std::collections::HashSet<_> =
+                    chunk.iter().map(|r| r.2).collect();
+                assert!(threads_seen.len() as u64 <= pieces, "{case}: batch {step}");
+                for (start, len) in (0..pieces).map(|p| {
+                    let (size, longer) = (batch / pieces, batch % pieces);
+                    (p * size + p.min(longer), size + u64::from(p < longer))
+                }) {
+                    let piece: Vec<_> = expected[start as usize..(start + len) as usize].to_vec();
+                    let read: Vec<_> = chunk
+                        .iter()
+                        .filter(|r| piece.contains(&(r.0.clone(), r.1)))
+                        .collect();
+                    assert!(
+                        read.iter().all(|r| r.2 == read[0].2),
+                        "{case}: a piece split"
+                    );
+                    let order: Vec<_> = read.iter().map(|r| (r.0.clone(), r.1)).collect();
+                    assert_eq!(order, piece, "{case}: a piece out of order");
+                }
+            }
+        }
+    }
 }

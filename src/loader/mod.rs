@@ -454,6 +454,37 @@ struct Handoffs {
     /// The trainer sleeps for a batch not yet delivered: the run is waiting for reads, so a
     /// reader ahead of it sleeps rather than spins (see [`HANDOFF_SPIN`]).
     trainer_waits: AtomicBool,
+    /// Batches the trainer took, from every thread.
+    taken: AtomicU64,
+    /// The readers are DLIO's TensorFlow generators: their rule follows all threads' takes.
+    generators: Option<GeneratorRule>,
+}
+
+/// How far DLIO's TensorFlow generator threads read ahead: `tf.data`'s interleave hands on their
+/// batches in turn, as far as its `prefetch(prefetch_size)` calls for (`taken + prefetch_size`
+/// batches), and each generator may be [`GENERATOR_BATCHES_AHEAD`] batches past what the
+/// interleave took from it (its per-iterator buffer).
+#[derive(Debug, Clone, Copy)]
+struct GeneratorRule {
+    threads: u64,
+    steps: u64,
+    prefetch: u64,
+}
+
+/// `tf.data`'s parallel interleave buffers `2 × block_length` elements per input (block length 1).
+const GENERATOR_BATCHES_AHEAD: u64 = 2;
+
+impl GeneratorRule {
+    /// Whether thread `thread` may start its `j`-th batch once the trainer took `taken`.
+    fn may_start(&self, thread: u64, j: u64, taken: u64) -> bool {
+        let handed_on = (taken + self.prefetch).min(self.steps);
+        let from_thread = if handed_on > thread {
+            (handed_on - thread).div_ceil(self.threads)
+        } else {
+            0
+        };
+        j < from_thread + GENERATOR_BATCHES_AHEAD
+    }
 }
 
 impl std::ops::Deref for ClosedOnDrop {
@@ -531,7 +562,9 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 mode: Mode::Dali(pipeline),
             });
         }
-        if settings.read_threads == 0 {
+        // DLIO's TensorFlow loader runs at least one generator thread (it makes 0 into 1).
+        let generators = source.plan.spec().thread_chunks;
+        if settings.read_threads == 0 && !generators {
             let state =
                 source.reader_state(TraceThread::Trainer, buffers.next().unwrap_or_default());
             return Ok(Loader {
@@ -540,13 +573,19 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 mode: Mode::Inline(Box::new(state)),
             });
         }
-        let threads = settings.read_threads as usize;
+        let threads = settings.read_threads.max(1) as usize;
         let factor = settings.prefetch_factor;
         let steps = source.plan.steps();
         // Closed on any early return, so readers already started do not wait forever.
         let handoffs = ClosedOnDrop(Arc::new(Handoffs {
             each: (0..threads).map(|_| Handoff::new()).collect(),
             trainer_waits: AtomicBool::new(false),
+            taken: AtomicU64::new(0),
+            generators: generators.then_some(GeneratorRule {
+                threads: threads as u64,
+                steps,
+                prefetch: settings.prefetch_size,
+            }),
         }));
         let mut readers = Vec::with_capacity(threads);
         for thread in 0..threads {
@@ -562,7 +601,14 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                     let j = j as u64;
                     let may_start = || {
                         handoff.closed.load(Ordering::Acquire)
-                            || j < handoff.taken.load(Ordering::Acquire) + factor
+                            || match &handoffs.generators {
+                                Some(rule) => rule.may_start(
+                                    thread as u64,
+                                    j,
+                                    handoffs.taken.load(Ordering::Acquire),
+                                ),
+                                None => j < handoff.taken.load(Ordering::Acquire) + factor,
+                            }
                     };
                     let trainer_waits = || handoffs.trainer_waits.load(Ordering::Relaxed);
                     if !spin_until(HANDOFF_SPIN, || may_start() || trainer_waits()) || !may_start()
@@ -631,11 +677,19 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                         "reader thread for step {step} stopped unexpectedly"
                     )));
                 }
-                handoff.take().unwrap_or_else(|| {
+                let batch = handoff.take().unwrap_or_else(|| {
                     Err(Error::run(format!(
                         "reader thread for step {step} lost its batch"
                     )))
-                })
+                });
+                handoffs.0.taken.store(step + 1, Ordering::Release);
+                if handoffs.0.generators.is_some() {
+                    // Any take may let any generator on.
+                    for other in handoffs.iter() {
+                        other.notify();
+                    }
+                }
+                batch
             }
         }
     }
@@ -1258,6 +1312,60 @@ mod tests {
                     assert_eq!(order, piece, "{case}: a piece out of order");
                 }
             }
+        }
+    }
+
+    /// DLIO's TensorFlow generators (formats other than TFRecord): before the trainer takes
+    /// batch k, thread t has read exactly its share's batches up to 2 past those the interleave
+    /// handed on from it (`min(k + prefetch_size, steps)` batches handed on, in turn), and each
+    /// thread reads a contiguous run of the rank's samples.
+    #[test]
+    fn tensorflow_generators_read_their_shares_as_far_as_the_interleave_calls_for() {
+        use crate::config::value::Value;
+        use crate::config::Config;
+        use crate::plan::PlanSpec;
+        for (threads, prefetch, batch) in [(2u64, 2u64, 3u64), (3, 0, 2), (1, 4, 5), (4, 1, 1)] {
+            let yaml = format!(
+                "dataset:\n  format: npz\n  num_files_train: 60\nreader:\n  \
+                 data_loader: tensorflow\n  read_threads: {threads}\n  batch_size: {batch}\n  \
+                 prefetch_size: {prefetch}\n"
+            );
+            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+            let plan =
+                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let dataset = Dataset::from_config(&config);
+            let format = CountingFormat(AtomicU64::new(0));
+            let storage = crate::storage::LocalFs::new("/nonexistent");
+            let comm = crate::comm::ThreadGroup::new(1);
+            let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
+            let steps = plan.steps();
+            let bound = |taken: u64| -> u64 {
+                let handed_on = (taken + prefetch).min(steps);
+                (0..threads)
+                    .map(|t| {
+                        let own = (t..steps).step_by(threads as usize).count() as u64;
+                        let from_t = (t..handed_on).step_by(threads as usize).count() as u64;
+                        own.min(from_t + 2)
+                    })
+                    .sum::<u64>()
+                    * batch
+            };
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(threads, prefetch);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                for step in 0..steps {
+                    while format.0.load(Ordering::SeqCst) < bound(step) {
+                        std::thread::yield_now();
+                    }
+                    assert_eq!(
+                        format.0.load(Ordering::SeqCst),
+                        bound(step),
+                        "threads {threads} prefetch {prefetch}, step {step}"
+                    );
+                    assert_eq!(loader.next_batch().unwrap().samples, batch);
+                }
+                loader.finish().unwrap();
+            });
         }
     }
 }

@@ -69,6 +69,10 @@ pub struct PlanSpec {
     /// read in the interleave order ([`Interleave`]) through its buffers, rather than dealt to
     /// lanes batch by batch.
     pub pipeline: Option<PipelineBuffers>,
+    /// DLIO's TensorFlow loader over a format other than TFRecord: `lanes` generator threads,
+    /// each taking a contiguous share of the rank's samples in file order ([`Chunks`]); the
+    /// sample shuffle only relabels them there, so it is off.
+    pub thread_chunks: bool,
 }
 
 /// The buffers of the TensorFlow loader's pipeline, which decide when each record is read.
@@ -96,8 +100,11 @@ impl PlanSpec {
             ),
         };
         let file_sharded = config.dataset.format == Format::Tfrecord && files >= world;
+        let tensorflow = config.reader.data_loader == DataLoader::Tensorflow;
+        let thread_chunks = tensorflow && config.dataset.format != Format::Tfrecord;
         PlanSpec {
             file_sharded,
+            thread_chunks,
             pipeline: (file_sharded && config.reader.data_loader == DataLoader::Tensorflow)
                 .then_some(PipelineBuffers {
                     shuffle: match config.reader.sample_shuffle {
@@ -107,7 +114,7 @@ impl PlanSpec {
                     prefetch: config.reader.prefetch_size,
                 }),
             // Both phases read with the same threads (the loader's `reader.read_threads`).
-            lanes: if file_sharded {
+            lanes: if file_sharded || thread_chunks {
                 config.reader.read_threads.max(1)
             } else {
                 1
@@ -122,8 +129,11 @@ impl PlanSpec {
                 DataLoader::Dali => Shuffle::Off,
                 _ => config.reader.file_shuffle,
             },
+            // DLIO's TensorFlow generators read each thread's share in file order: its sample
+            // shuffle permutes the labels only.
             sample_shuffle: match config.reader.data_loader {
                 DataLoader::Dali => Shuffle::Off,
+                _ if thread_chunks => Shuffle::Off,
                 _ => config.reader.sample_shuffle,
             },
             seed: config.train.seed,
@@ -212,6 +222,8 @@ pub struct EpochPlan {
     lanes: Option<Lanes>,
     /// With the TensorFlow pipeline: each rank's shard read as the interleave reads it.
     interleave: Option<Shards>,
+    /// With DLIO's TensorFlow generators: each rank's positions dealt to its threads in shares.
+    chunks: Option<Chunks>,
 }
 
 fn shuffle_key(kind: Shuffle, spec: &PlanSpec, epoch: u64, purpose: u64) -> Option<u64> {
@@ -257,6 +269,12 @@ impl EpochPlan {
             lanes: spec.lanes.max(1),
             steps,
         });
+        let chunks = (spec.thread_chunks && !spec.file_sharded).then(|| Chunks {
+            world: spec.world,
+            steps,
+            batch: spec.batch.max(1),
+            lanes: spec.lanes.max(1),
+        });
         EpochPlan {
             spec,
             steps,
@@ -264,6 +282,7 @@ impl EpochPlan {
             samples_order,
             lanes,
             interleave,
+            chunks,
         }
     }
 
@@ -303,7 +322,7 @@ impl EpochPlan {
             (Some(p), _, _) => p.apply(position),
             (None, Some(lanes), _) => lanes.stream_index(position),
             (None, None, Some(shards)) => shards.stream_index(position),
-            (None, None, None) => position,
+            (None, None, None) => self.chunks.map_or(position, |c| c.stream_index(position)),
         };
         let (file, sample) = (global / spf, global % spf);
         let file = match (&self.files_order, *last) {
@@ -335,7 +354,7 @@ impl EpochPlan {
             (Some(p), _, _) => p.invert(global),
             (None, Some(lanes), _) => lanes.stream_position(global),
             (None, None, Some(shards)) => shards.stream_position(global),
-            (None, None, None) => global,
+            (None, None, None) => self.chunks.map_or(global, |c| c.stream_position(global)),
         })
     }
 
@@ -415,6 +434,73 @@ impl EpochPlan {
         let mut last = None;
         (start..start + self.spec.batch)
             .map(move |position| self.sample_at_after(position, &mut last))
+    }
+}
+
+/// DLIO's TensorFlow loader over formats other than TFRecord (`tf_data_loader.py` with
+/// `build_sample_map_iter`): `lanes` generator threads per rank, each reading a contiguous share
+/// of the rank's samples in file order, batch after batch, and `tf.data`'s interleave handing on
+/// their batches in turn (step `k` is thread `k mod lanes`'s). Here thread `t`'s share is the
+/// samples of its steps: the rank's read positions are laid out share after share, so that each
+/// thread streams through consecutive samples of consecutive files.
+///
+/// Positions: rank `r`'s step `k`, index `i` is position `(r × steps + k) × batch + i` as for
+/// the other loaders; it reads the rank's sample at offset `start(k mod lanes) + (k div lanes) ×
+/// batch + i`, where `start(t)` is the samples of the steps of threads before `t`. Past the
+/// ranks' read positions, the order is the natural one.
+#[derive(Debug, Clone, Copy)]
+struct Chunks {
+    world: u64,
+    steps: u64,
+    batch: u64,
+    lanes: u64,
+}
+
+impl Chunks {
+    /// Steps of thread `t`: those `≡ t mod lanes`.
+    fn steps_of(&self, t: u64) -> u64 {
+        self.steps / self.lanes + u64::from(t < self.steps % self.lanes)
+    }
+
+    /// Where thread `t`'s share starts in the rank's samples.
+    fn start(&self, t: u64) -> u64 {
+        self.batch * (t * (self.steps / self.lanes) + t.min(self.steps % self.lanes))
+    }
+
+    fn read(&self) -> u64 {
+        self.steps * self.batch
+    }
+
+    fn stream_index(&self, position: u64) -> u64 {
+        let read = self.read();
+        if position >= read * self.world {
+            return position;
+        }
+        let (rank, p) = (position / read, position % read);
+        let (step, index) = (p / self.batch, p % self.batch);
+        let t = step % self.lanes;
+        rank * read + self.start(t) + step / self.lanes * self.batch + index
+    }
+
+    fn stream_position(&self, index: u64) -> u64 {
+        let read = self.read();
+        if index >= read * self.world {
+            return index;
+        }
+        let (rank, offset) = (index / read, index % read);
+        // The thread whose share holds the offset: the last with start ≤ offset (shares are
+        // in thread order; empty ones, past the steps, are skipped by taking the last).
+        let longer = self.steps % self.lanes;
+        let long_share = (self.steps / self.lanes + 1) * self.batch;
+        let t = if offset < longer * long_share {
+            offset / long_share
+        } else {
+            longer + (offset - longer * long_share) / (self.steps / self.lanes * self.batch)
+        };
+        debug_assert!(offset - self.start(t) < self.steps_of(t) * self.batch);
+        let within = offset - self.start(t);
+        let step = within / self.batch * self.lanes + t;
+        rank * read + step * self.batch + within % self.batch
     }
 }
 

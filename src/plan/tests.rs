@@ -21,6 +21,7 @@ fn spec(files: u64, spf: u64, batch: u64, world: u64, shuffle: Shuffle) -> PlanS
         file_sharded: false,
         lanes: 1,
         pipeline: None,
+        thread_chunks: false,
     }
 }
 
@@ -45,7 +46,7 @@ proptest! {
     fn every_sample_at_most_once_and_equal_steps(
         files in 0u64..300, spf in 1u64..9, batch in 1u64..40, world in 1u64..9,
         (fs, ss) in shuffles(), epoch in 0u64..4, cap in 0u64..5, sharded: bool,
-        lanes in 1u64..6, interleaved: bool,
+        lanes in 1u64..6, interleaved: bool, chunks: bool,
     ) {
         let mut s = spec(files, spf, batch, world, Shuffle::Off);
         s.file_shuffle = fs;
@@ -53,6 +54,7 @@ proptest! {
         s.max_steps = cap;
         s.file_sharded = sharded && files >= world;
         s.lanes = lanes;
+        s.thread_chunks = chunks;
         s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
         let plan = EpochPlan::new(s.clone(), epoch);
         let full = if s.file_sharded {
@@ -92,7 +94,7 @@ proptest! {
     fn position_of_inverts_sample_at(
         files in 0u64..200, spf in 1u64..7, batch in 1u64..12, world in 1u64..5,
         (fs, ss) in shuffles(), epoch in 0u64..4, sharded: bool, cap in 0u64..6,
-        lanes in 1u64..7, interleaved: bool,
+        lanes in 1u64..7, interleaved: bool, chunks: bool,
     ) {
         let mut s = spec(files, spf, batch, world, Shuffle::Off);
         s.file_shuffle = fs;
@@ -100,6 +102,7 @@ proptest! {
         s.file_sharded = sharded && files >= world;
         s.max_steps = cap;
         s.lanes = lanes;
+        s.thread_chunks = chunks;
         s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
         let plan = EpochPlan::new(s, epoch);
         for position in 0..files * spf {
@@ -219,6 +222,36 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Under DLIO's TensorFlow generators, each thread's steps read one contiguous run of the
+    /// rank's samples in order (its share), the shares lie thread after thread, and together
+    /// they are the rank's contiguous range.
+    #[test]
+    fn each_generator_thread_reads_a_contiguous_share(
+        files in 1u64..80, spf in 1u64..6, batch in 1u64..9, world in 1u64..4,
+        lanes in 1u64..6, cap in 0u64..9,
+    ) {
+        let mut s = spec(files, spf, batch, world, Shuffle::Off);
+        s.thread_chunks = true;
+        s.lanes = lanes;
+        s.max_steps = cap;
+        let plan = EpochPlan::new(s, 0);
+        let read = plan.steps() * batch;
+        for rank in 0..world {
+            let mut expected = rank * read;
+            for thread in 0..lanes {
+                for step in (thread..plan.steps()).step_by(lanes as usize) {
+                    for sample in plan.batch(rank, step) {
+                        prop_assert_eq!(sample.file * spf + sample.sample, expected);
+                        expected += 1;
+                    }
+                }
+            }
+            prop_assert_eq!(expected, (rank + 1) * read);
+        }
+    }
+}
+
 /// Five files, four lanes, batches of two: lane 0 holds two files, its steps take six records
 /// and leave two spare, which lane 1 borrows in its last batch.
 #[test]
@@ -269,7 +302,11 @@ fn lanes_follow_the_loaders_read_threads() {
     for phase in [Phase::Train, Phase::Eval] {
         assert_eq!(plan_spec("tfrecord", 3, phase).lanes, 3);
         assert_eq!(plan_spec("tfrecord", 0, phase).lanes, 1);
-        assert_eq!(plan_spec("npz", 3, phase).lanes, 1);
+        // DLIO's TensorFlow loader (the default) deals other formats to its generator threads
+        // too; under PyTorch's, batches go to threads whole, with no lanes.
+        assert_eq!(plan_spec("npz", 3, phase).lanes, 3);
+        assert!(plan_spec("npz", 3, phase).thread_chunks);
+        assert!(!plan_spec("tfrecord", 3, phase).thread_chunks);
     }
 }
 

@@ -138,32 +138,45 @@ impl<'a> SegmentCheck<'a> {
         let Some((sample, position)) = self.locate(rank, row, violations) else {
             return;
         };
-        let about = || describe_read(rank, row);
-        if !self.read.insert(position) {
-            self.counts.repeated += 1;
-            violations.add_repeat(
-                || format!("{} read a second time", about()),
-                RepeatToLocate {
-                    message: 0,
-                    epoch: self.epoch,
-                    phase: self.phase,
-                    file: row.file.clone(),
-                    sample: row.sample,
-                    rank,
-                    line: row.line,
-                },
-            );
+        if !self.first_read(rank, row, position, violations) {
             return;
         }
-        self.counts.distinct += 1;
         let problem = self.placement_problem(rank, row, slot, position);
         if let Some(order) = order {
             let placed = (self.any_thread && problem.is_none()).then_some(position);
             order.record(sample, rank, measured_position.or(placed));
         }
         if let Some(problem) = problem {
-            violations.add(|| format!("{}: {problem}", about()));
+            violations.add(|| format!("{}: {problem}", describe_read(rank, row)));
         }
+    }
+
+    /// Marks the planned `position` read; a second read of it is a violation (false).
+    fn first_read(
+        &mut self,
+        rank: u64,
+        row: &TraceRow,
+        position: u64,
+        violations: &mut Violations,
+    ) -> bool {
+        if self.read.insert(position) {
+            self.counts.distinct += 1;
+            return true;
+        }
+        self.counts.repeated += 1;
+        violations.add_repeat(
+            || format!("{} read a second time", describe_read(rank, row)),
+            RepeatToLocate {
+                message: 0,
+                epoch: self.epoch,
+                phase: self.phase,
+                file: row.file.clone(),
+                sample: row.sample,
+                rank,
+                line: row.line,
+            },
+        );
+        false
     }
 
     /// [`SegmentCheck::check`] for the TensorFlow pipeline: each record read once, by its file's
@@ -255,23 +268,9 @@ impl<'a> SegmentCheck<'a> {
             }
             return;
         }
-        if !self.read.insert(global) {
-            self.counts.repeated += 1;
-            violations.add_repeat(
-                || format!("{} read a second time", about()),
-                RepeatToLocate {
-                    message: 0,
-                    epoch: self.epoch,
-                    phase: self.phase,
-                    file: row.file.clone(),
-                    sample: row.sample,
-                    rank,
-                    line: row.line,
-                },
-            );
+        if !self.first_read(rank, row, global, violations) {
             return;
         }
-        self.counts.distinct += 1;
         if let Some(order) = order {
             order.record(sample, rank, Some(global));
         }

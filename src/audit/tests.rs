@@ -299,7 +299,8 @@ fn order_change_is_measured_per_training_epoch() {
     let changes = |(reader, train): (&str, &str), world: u64| {
         let yaml = format!(
             "dataset:\n  format: npz\n  num_files_train: 64\n  num_samples_per_file: 4\n\
-             reader:\n  batch_size: 4\n  read_threads: 2\n{reader}train:\n  epochs: 3\n{train}"
+             reader:\n  data_loader: pytorch\n  batch_size: 4\n  read_threads: 2\n{reader}\
+             train:\n  epochs: 3\n{train}"
         );
         let report = assert_passes(&Run::new(&yaml, world));
         assert_eq!(report.phases[0].order_changed_fraction, None);

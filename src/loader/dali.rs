@@ -19,19 +19,19 @@
 //! each rank's samples in their natural order (its `DaliIndexDataset` walks a contiguous range
 //! of sample indices, whatever the shuffle keys say); the plan does the same for this loader.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::{Scope, ScopedJoinHandle};
+use std::collections::VecDeque;
+use std::thread::Scope;
 
-use super::trace::TraceThread;
+use super::crew::{Board, Crew, Sheet};
 use super::{BatchSource, LoadedBatch, ReaderState};
-use crate::compute::tighten_timer_slack;
 use crate::error::{Error, Result};
 use crate::format::ReadBuffer;
 
 /// Batches DALI's pipeline runs ahead of the trainer when `prefetch_size` is 0 (DLIO's choice).
 const DEFAULT_QUEUE_DEPTH: u64 = 2;
 
-/// Where the batches are, under one lock.
+/// Where the batches are.
+#[derive(Default)]
 struct Progress {
     /// The batch being read (its pieces queued or in hand), and the next piece to hand out.
     batch: u64,
@@ -39,51 +39,32 @@ struct Progress {
     /// Pieces of `batch` read so far, and what they loaded.
     pieces_done: u64,
     loaded: LoadedBatch,
-    /// Batches read whole, waiting for the trainer: (step, what it loaded), in step order.
-    ready: std::collections::VecDeque<(u64, LoadedBatch)>,
+    /// Batches read whole, waiting for the trainer, in step order.
+    ready: VecDeque<LoadedBatch>,
     /// Batches the trainer took.
     taken: u64,
-    failure: Option<Error>,
-    failed: bool,
-    closed: bool,
-    workers_done: usize,
-    sleepers: usize,
 }
 
-struct Shared {
+/// The pipeline's shape, fixed for the epoch.
+struct Shape {
     steps: u64,
     /// Pieces per batch: the workers, or the batch's samples if fewer.
     pieces: u64,
     batch: u64,
     depth: u64,
-    progress: Mutex<Progress>,
-    changed: Condvar,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait<'g>(
-        &self,
-        mut progress: MutexGuard<'g, Progress>,
-        done: impl Fn(&Progress) -> bool,
-    ) -> MutexGuard<'g, Progress> {
-        while !done(&progress) {
-            progress.sleepers += 1;
-            progress = self
-                .changed
-                .wait(progress)
-                .unwrap_or_else(|p| p.into_inner());
-            progress.sleepers -= 1;
-        }
-        progress
-    }
-
-    fn changed(&self, progress: &Progress) {
-        if progress.sleepers > 0 {
-            self.changed.notify_all();
+impl Shape {
+    fn new(steps: u64, batch: u64, workers: u64, prefetch_size: u64) -> Shape {
+        Shape {
+            steps,
+            pieces: workers.min(batch).max(1),
+            batch,
+            depth: if prefetch_size == 0 {
+                DEFAULT_QUEUE_DEPTH
+            } else {
+                prefetch_size
+            },
         }
     }
 
@@ -106,8 +87,7 @@ impl Shared {
 
 /// The running DALI pipeline of one rank's epoch.
 pub(super) struct DaliPipeline<'scope, 'env> {
-    shared: Arc<Shared>,
-    workers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
+    crew: Crew<'scope, 'env, Shape, Progress>,
 }
 
 impl<'scope, 'env> DaliPipeline<'scope, 'env> {
@@ -121,141 +101,55 @@ impl<'scope, 'env> DaliPipeline<'scope, 'env> {
         buffers: &mut dyn Iterator<Item = ReadBuffer>,
     ) -> Result<DaliPipeline<'scope, 'env>> {
         let workers = read_threads.max(1);
-        let batch = source.plan.batch_size();
-        let shared = Arc::new(Shared {
-            steps: source.plan.steps(),
-            pieces: workers.min(batch).max(1),
-            batch,
-            depth: if prefetch_size == 0 {
-                DEFAULT_QUEUE_DEPTH
-            } else {
-                prefetch_size
-            },
-            progress: Mutex::new(Progress {
-                batch: 0,
-                next_piece: 0,
-                pieces_done: 0,
-                loaded: LoadedBatch::default(),
-                ready: std::collections::VecDeque::new(),
-                taken: 0,
-                failure: None,
-                failed: false,
-                closed: false,
-                workers_done: 0,
-                sleepers: 0,
-            }),
-            changed: Condvar::new(),
-        });
-        let mut pipeline = DaliPipeline {
-            shared,
-            workers: Vec::with_capacity(workers as usize),
-        };
-        for worker in 0..workers {
-            let shared = Arc::clone(&pipeline.shared);
-            let buffer = buffers.next().unwrap_or_default();
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                tighten_timer_slack();
-                super::yield_to_the_trainer();
-                let mut state = source.reader_state(TraceThread::Reader(worker as usize), buffer);
-                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    work(&shared, source, &mut state)
-                }))
-                .unwrap_or_else(|_| {
-                    Err(Error::run(format!(
-                        "reader thread {worker} failed unexpectedly (a bug in dlio-rs)"
-                    )))
-                });
-                let mut progress = shared.lock();
-                progress.workers_done += 1;
-                if let Err(e) = read {
-                    if !progress.failed {
-                        progress.failed = true;
-                        progress.failure = Some(e);
-                    }
-                }
-                shared.changed(&progress);
-                drop(progress);
-                let closed = state.close(source);
-                (state, closed)
-            });
-            match spawned {
-                Ok(handle) => pipeline.workers.push(handle),
-                Err(e) => {
-                    pipeline.close();
-                    return Err(Error::run(format!(
-                        "cannot start reader thread {worker} of {workers}: {e}; lower workload.reader.read_threads"
-                    )));
-                }
-            }
-        }
-        Ok(pipeline)
+        let plan = source.plan;
+        let shape = Shape::new(plan.steps(), plan.batch_size(), workers, prefetch_size);
+        let board = Board::new(shape, Progress::default());
+        Crew::start(scope, source, board, workers, buffers, work).map(|crew| DaliPipeline { crew })
     }
 
     /// Batch `step`, once all its pieces are read.
     pub(super) fn next_batch(&mut self, step: u64) -> Result<LoadedBatch> {
-        let shared = &*self.shared;
-        let workers = self.workers.len();
-        let mut progress = shared.wait(shared.lock(), |p| {
-            p.failed || p.workers_done == workers || !p.ready.is_empty()
-        });
-        if progress.failed {
-            return Err(progress.failure.take().unwrap_or_else(|| {
-                Error::run("a reader thread failed (its error was reported for an earlier step)")
-            }));
-        }
-        let Some((read_step, loaded)) = progress.ready.pop_front() else {
+        let board = self.crew.board();
+        let mut sheet = board.wait_for_trainer(self.crew.len(), |s: &Sheet<Progress>| {
+            !s.own.ready.is_empty()
+        })?;
+        let Some(loaded) = sheet.own.ready.pop_front() else {
             return Err(Error::run(format!(
                 "the reader threads stopped before step {} was read",
                 step + 1
             )));
         };
-        debug_assert_eq!(read_step, step);
-        progress.taken = step + 1;
-        shared.changed(&progress);
+        sheet.own.taken = step + 1;
+        board.changed(&sheet);
         Ok(loaded)
     }
 
-    fn close(&self) {
-        let mut progress = self.shared.lock();
-        progress.closed = true;
-        self.shared.changed(&progress);
-    }
-
     /// Stops the workers and hands back their states.
-    pub(super) fn finish(mut self) -> Vec<Result<(ReaderState<'env>, Result<()>)>> {
-        self.close();
-        std::mem::take(&mut self.workers)
-            .into_iter()
-            .map(|worker| {
-                worker
-                    .join()
-                    .map_err(|_| Error::run("a reader thread panicked"))
-            })
-            .collect()
-    }
-}
-
-impl Drop for DaliPipeline<'_, '_> {
-    /// However the loader goes (finished, or unwound), no worker waits forever.
-    fn drop(&mut self) {
-        self.close();
+    pub(super) fn finish(self) -> Vec<Result<(ReaderState<'env>, Result<()>)>> {
+        self.crew.finish()
     }
 }
 
 /// A worker: takes the next piece of the batch being read, reads its samples, until the epoch's
-/// batches are all read or the pipeline closes.
-fn work(shared: &Shared, source: &BatchSource, state: &mut ReaderState) -> Result<()> {
+/// batches are all read or the pipeline stops.
+fn work(
+    board: &Board<Shape, Progress>,
+    source: &BatchSource,
+    _worker: u64,
+    state: &mut ReaderState,
+) -> Result<()> {
+    let shape = &board.fixed;
     loop {
-        let mut progress = shared.wait(shared.lock(), |p| {
-            p.closed || p.failed || p.batch >= shared.steps || shared.piece_ready(p)
+        let mut sheet = board.wait(board.lock(), |s| {
+            s.stopped() || s.own.batch >= shape.steps || shape.piece_ready(&s.own)
         });
-        if progress.closed || progress.failed || progress.batch >= shared.steps {
+        if sheet.stopped() || sheet.own.batch >= shape.steps {
             return Ok(());
         }
-        let (step, piece) = (progress.batch, progress.next_piece);
-        progress.next_piece += 1;
-        drop(progress);
-        let (start, len) = shared.piece_range(piece);
+        let (step, piece) = (sheet.own.batch, sheet.own.next_piece);
+        sheet.own.next_piece += 1;
+        drop(sheet);
+        let (start, len) = shape.piece_range(piece);
         let samples = source
             .plan
             .batch(source.rank, step)
@@ -266,18 +160,19 @@ fn work(shared: &Shared, source: &BatchSource, state: &mut ReaderState) -> Resul
             meter.reads_pause();
         }
         let loaded = loaded?;
-        let mut progress = shared.lock();
+        let mut sheet = board.lock();
+        let progress = &mut sheet.own;
         progress.loaded.samples += loaded.samples;
         progress.loaded.bytes += loaded.bytes;
         progress.pieces_done += 1;
-        if progress.pieces_done == shared.pieces {
+        if progress.pieces_done == shape.pieces {
             let whole = std::mem::take(&mut progress.loaded);
-            progress.ready.push_back((step, whole));
+            progress.ready.push_back(whole);
             progress.batch += 1;
             progress.next_piece = 0;
             progress.pieces_done = 0;
         }
-        shared.changed(&progress);
+        board.changed(&sheet);
     }
 }
 
@@ -287,30 +182,15 @@ mod tests {
 
     #[test]
     fn a_batch_is_cut_as_dalis_split_cuts_it() {
-        let shared = |batch, pieces| Shared {
-            steps: 1,
-            pieces,
-            batch,
-            depth: 2,
-            progress: Mutex::new(Progress {
-                batch: 0,
-                next_piece: 0,
-                pieces_done: 0,
-                loaded: LoadedBatch::default(),
-                ready: Default::default(),
-                taken: 0,
-                failure: None,
-                failed: false,
-                closed: false,
-                workers_done: 0,
-                sleepers: 0,
-            }),
-            changed: Condvar::new(),
+        let cuts = |batch, workers| {
+            let shape = Shape::new(1, batch, workers, 0);
+            (0..shape.pieces)
+                .map(|p| shape.piece_range(p))
+                .collect::<Vec<_>>()
         };
-        let cuts = |s: &Shared| (0..s.pieces).map(|p| s.piece_range(p)).collect::<Vec<_>>();
-        assert_eq!(cuts(&shared(4, 2)), [(0, 2), (2, 2)]);
-        assert_eq!(cuts(&shared(7, 3)), [(0, 3), (3, 2), (5, 2)]);
-        assert_eq!(cuts(&shared(2, 2)), [(0, 1), (1, 1)]);
-        assert_eq!(cuts(&shared(5, 1)), [(0, 5)]);
+        assert_eq!(cuts(4, 2), [(0, 2), (2, 2)]);
+        assert_eq!(cuts(7, 3), [(0, 3), (3, 2), (5, 2)]);
+        assert_eq!(cuts(2, 5), [(0, 1), (1, 1)]);
+        assert_eq!(cuts(5, 1), [(0, 5)]);
     }
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
+mod crew;
 mod dali;
 #[cfg(feature = "fault-injection")]
 mod fault;
@@ -710,53 +711,36 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 .map(|(a, b)| a + b);
             report.buffers.push(state.buffer);
         };
-        match self.mode {
+        let ended: Vec<Result<(ReaderState, Result<()>)>> = match self.mode {
             Mode::Inline(mut state) => {
                 let closed = state.close(self.source);
-                add(*state);
-                closed?;
+                vec![Ok((*state, closed))]
             }
-            Mode::Pipeline(pipeline) => {
-                let mut outcome = Ok(());
-                for worker in pipeline.finish() {
-                    match worker {
-                        Ok((state, closed)) => {
-                            add(state);
-                            outcome = outcome.and(closed);
-                        }
-                        Err(e) => outcome = Err(e),
-                    }
-                }
-                outcome?;
-            }
-            Mode::Dali(pipeline) => {
-                let mut outcome = Ok(());
-                for worker in pipeline.finish() {
-                    match worker {
-                        Ok((state, closed)) => {
-                            add(state);
-                            outcome = outcome.and(closed);
-                        }
-                        Err(e) => outcome = Err(e),
-                    }
-                }
-                outcome?;
-            }
+            Mode::Pipeline(pipeline) => pipeline.finish(),
+            Mode::Dali(pipeline) => pipeline.finish(),
             Mode::Threads { handoffs, readers } => {
                 drop(handoffs);
-                let mut outcome = Ok(());
-                for reader in readers {
-                    match reader.join() {
-                        Ok((state, closed)) => {
-                            add(state);
-                            outcome = outcome.and(closed);
-                        }
-                        Err(_) => outcome = Err(Error::run("a reader thread panicked")),
-                    }
+                readers
+                    .into_iter()
+                    .map(|reader| {
+                        reader
+                            .join()
+                            .map_err(|_| Error::run("a reader thread panicked"))
+                    })
+                    .collect()
+            }
+        };
+        let mut outcome = Ok(());
+        for reader in ended {
+            match reader {
+                Ok((state, closed)) => {
+                    add(state);
+                    outcome = outcome.and(closed);
                 }
-                outcome?;
+                Err(e) => outcome = Err(e),
             }
         }
+        outcome?;
         Ok(report)
     }
 }

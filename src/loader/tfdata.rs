@@ -33,17 +33,16 @@
 //! take are not counted.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::{Scope, ScopedJoinHandle};
+use std::thread::Scope;
 
-use super::trace::TraceThread;
+use super::crew::{Board, Crew, Sheet};
 use super::{BatchSource, LoadedBatch, ReaderState};
-use crate::compute::tighten_timer_slack;
 use crate::error::{Error, Result};
 use crate::format::ReadBuffer;
 use crate::plan::{EpochPlan, Interleave, PipelineBuffers, RECORDS_AHEAD};
 
-/// Where the workers and the trainer are, under one lock.
+/// Where the workers and the trainer are.
+#[derive(Default)]
 struct Progress {
     /// Each worker's file (of the shard) and the records of it read.
     file: Vec<u64>,
@@ -55,51 +54,17 @@ struct Progress {
     taken: u64,
     /// Records read and their bytes, by the step they were pulled for (steps not yet taken).
     pulled: BTreeMap<u64, LoadedBatch>,
-    /// The first failure of a worker, for the trainer.
-    failure: Option<Error>,
-    failed: bool,
-    closed: bool,
-    workers_done: usize,
-    sleepers: usize,
 }
 
-struct Shared {
+/// The pipeline's shape, fixed for the epoch.
+struct Shape {
     order: Interleave,
     buffers: PipelineBuffers,
     batch: u64,
     workers: u64,
-    progress: Mutex<Progress>,
-    changed: Condvar,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Sleeps until `done(progress)`; the guard comes back.
-    fn wait<'g>(
-        &self,
-        mut progress: MutexGuard<'g, Progress>,
-        done: impl Fn(&Shared, &Progress) -> bool,
-    ) -> MutexGuard<'g, Progress> {
-        while !done(self, &progress) {
-            progress.sleepers += 1;
-            progress = self
-                .changed
-                .wait(progress)
-                .unwrap_or_else(|p| p.into_inner());
-            progress.sleepers -= 1;
-        }
-        progress
-    }
-
-    fn changed(&self, progress: &Progress) {
-        if progress.sleepers > 0 {
-            self.changed.notify_all();
-        }
-    }
-
+impl Shape {
     /// The first record of the interleave order not read yet.
     fn first_unread(&self, progress: &Progress) -> u64 {
         let workers = self.workers;
@@ -138,8 +103,7 @@ impl Shared {
 /// The running pipeline of one rank's epoch.
 pub(super) struct Pipeline<'scope, 'env> {
     plan: &'env EpochPlan,
-    shared: Arc<Shared>,
-    workers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
+    crew: Crew<'scope, 'env, Shape, Progress>,
 }
 
 impl<'scope, 'env> Pipeline<'scope, 'env> {
@@ -154,141 +118,73 @@ impl<'scope, 'env> Pipeline<'scope, 'env> {
         let plan: &EpochPlan = source.plan;
         let (order, pipeline_buffers) = (*plan.interleave()?, plan.pipeline()?);
         let workers = order.workers();
-        let shared = Arc::new(Shared {
+        let shape = Shape {
             order,
             buffers: pipeline_buffers,
             batch: plan.batch_size(),
             workers,
-            progress: Mutex::new(Progress {
-                file: (0..workers).collect(),
-                read: vec![0; workers as usize],
-                lane_next: (0..order.lanes()).collect(),
-                asked: 0,
-                taken: 0,
-                pulled: BTreeMap::new(),
-                failure: None,
-                failed: false,
-                closed: false,
-                workers_done: 0,
-                sleepers: 0,
-            }),
-            changed: Condvar::new(),
-        });
-        let mut pipeline = Pipeline {
-            plan,
-            shared,
-            workers: Vec::with_capacity(workers as usize),
         };
-        for worker in 0..workers {
-            let shared = Arc::clone(&pipeline.shared);
-            let buffer = buffers.next().unwrap_or_default();
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                tighten_timer_slack();
-                super::yield_to_the_trainer();
-                let mut state = source.reader_state(TraceThread::Reader(worker as usize), buffer);
-                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    work(&shared, source, worker, &mut state)
-                }))
-                .unwrap_or_else(|_| {
-                    Err(Error::run(format!(
-                        "reader thread {worker} failed unexpectedly (a bug in dlio-rs)"
-                    )))
-                });
-                let mut progress = shared.lock();
-                progress.workers_done += 1;
-                if let Err(e) = read {
-                    if !progress.failed {
-                        progress.failed = true;
-                        progress.failure = Some(e);
-                    }
-                }
-                shared.changed(&progress);
-                drop(progress);
-                let closed = state.close(source);
-                (state, closed)
-            });
-            match spawned {
-                Ok(handle) => pipeline.workers.push(handle),
-                Err(e) => {
-                    pipeline.close();
-                    return Some(Err(Error::run(format!(
-                        "cannot start reader thread {worker} of {workers}: {e}; lower workload.reader.read_threads"
-                    ))));
-                }
-            }
-        }
-        Some(Ok(pipeline))
+        let progress = Progress {
+            file: (0..workers).collect(),
+            read: vec![0; workers as usize],
+            lane_next: (0..order.lanes()).collect(),
+            ..Progress::default()
+        };
+        let board = Board::new(shape, progress);
+        Some(
+            Crew::start(scope, source, board, workers, buffers, work)
+                .map(|crew| Pipeline { plan, crew }),
+        )
     }
 
     /// Batch `step`, once the records it needs are read.
     pub(super) fn next_batch(&mut self, step: u64) -> Result<LoadedBatch> {
-        let shared = &*self.shared;
-        let mut progress = shared.lock();
-        progress.asked = step + 1;
-        shared.changed(&progress);
+        let board = self.crew.board();
+        let mut sheet = board.lock();
+        sheet.own.asked = step + 1;
+        board.changed(&sheet);
+        drop(sheet);
         let needed = self.plan.needed_for(step);
-        let workers = self.workers.len();
-        progress = shared.wait(progress, |shared, p| {
-            p.failed || p.workers_done == workers || shared.first_unread(p) >= needed
-        });
-        if progress.failed {
-            return Err(progress.failure.take().unwrap_or_else(|| {
-                Error::run("a reader thread failed (its error was reported for an earlier step)")
-            }));
-        }
-        if shared.first_unread(&progress) < needed {
+        let mut sheet = board.wait_for_trainer(self.crew.len(), |s: &Sheet<Progress>| {
+            board.fixed.first_unread(&s.own) >= needed
+        })?;
+        if board.fixed.first_unread(&sheet.own) < needed {
             return Err(Error::run(format!(
                 "the reader threads stopped before step {} was read",
                 step + 1
             )));
         }
-        let pulled = progress.pulled.remove(&step).unwrap_or_default();
-        progress.taken = step + 1;
-        shared.changed(&progress);
+        let pulled = sheet.own.pulled.remove(&step).unwrap_or_default();
+        sheet.own.taken = step + 1;
+        board.changed(&sheet);
         Ok(pulled)
     }
 
-    /// Tells the workers to stop (the epoch ended, or failed).
-    fn close(&self) {
-        let mut progress = self.shared.lock();
-        progress.closed = true;
-        self.shared.changed(&progress);
-    }
-
-    /// Stops the workers and hands back their states, with the first failure to close one.
-    pub(super) fn finish(mut self) -> Vec<Result<(ReaderState<'env>, Result<()>)>> {
-        self.close();
-        std::mem::take(&mut self.workers)
-            .into_iter()
-            .map(|worker| {
-                worker
-                    .join()
-                    .map_err(|_| Error::run("a reader thread panicked"))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Pipeline<'_, '_> {
-    /// However the loader goes (finished, or unwound), no worker waits forever.
-    fn drop(&mut self) {
-        self.close();
+    /// Stops the workers and hands back their states.
+    pub(super) fn finish(self) -> Vec<Result<(ReaderState<'env>, Result<()>)>> {
+        self.crew.finish()
     }
 }
 
 /// A worker's files, read record by record as the pipeline lets it.
-fn work(shared: &Shared, source: &BatchSource, worker: u64, state: &mut ReaderState) -> Result<()> {
-    let order = &shared.order;
+fn work(
+    board: &Board<Shape, Progress>,
+    source: &BatchSource,
+    worker: u64,
+    state: &mut ReaderState,
+) -> Result<()> {
+    let shape = &board.fixed;
+    let order = &shape.order;
     let (files, records) = (order.files(), order.records_per_file());
-    for file in (worker..files).step_by(shared.workers as usize) {
+    for file in (worker..files).step_by(shape.workers as usize) {
         for record in 0..records {
-            let progress = shared.wait(shared.lock(), |shared, p| {
-                p.closed || p.failed || shared.may_read(p, file, record)
+            let sheet = board.wait(board.lock(), |s| {
+                s.stopped() || shape.may_read(&s.own, file, record)
             });
-            if progress.closed || progress.failed {
+            if sheet.stopped() {
                 return Ok(());
             }
-            drop(progress);
+            drop(sheet);
             let position = order.position(file, record);
             let sample = source
                 .plan
@@ -296,26 +192,27 @@ fn work(shared: &Shared, source: &BatchSource, worker: u64, state: &mut ReaderSt
                 .ok_or_else(|| Error::run("the TensorFlow pipeline left its shard (a bug)"))?;
             let step = source.plan.pulled_for(position);
             let loaded = source.read_one(step, sample, state)?;
-            let mut progress = shared.lock();
+            let mut sheet = board.lock();
+            let progress = &mut sheet.own;
             let pulled = progress.pulled.entry(step).or_default();
             pulled.samples += loaded.samples;
             pulled.bytes += loaded.bytes;
             let slot = worker as usize;
             progress.read[slot] = record + 1;
             if record + 1 == records {
-                progress.file[slot] = file + shared.workers;
+                progress.file[slot] = file + shape.workers;
                 progress.read[slot] = 0;
                 let lane = (file % order.lanes()) as usize;
                 // Files of the lane read to their end before this one (a file opened ahead
                 // that is shorter than the read-ahead) are passed over too.
                 while progress.lane_next[lane] < files && {
                     let next = progress.lane_next[lane];
-                    progress.file[(next % shared.workers) as usize] > next
+                    progress.file[(next % shape.workers) as usize] > next
                 } {
                     progress.lane_next[lane] += order.lanes();
                 }
             }
-            shared.changed(&progress);
+            board.changed(&sheet);
         }
     }
     Ok(())

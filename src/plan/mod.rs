@@ -70,7 +70,7 @@ pub struct PlanSpec {
     /// lanes batch by batch.
     pub pipeline: Option<PipelineBuffers>,
     /// DLIO's TensorFlow loader over a format other than TFRecord: `lanes` generator threads,
-    /// each taking a contiguous share of the rank's samples in file order ([`Chunks`]); the
+    /// each taking a contiguous share of the rank's samples in file order (the plan's `Chunks`); the
     /// sample shuffle only relabels them there, so it is off.
     pub thread_chunks: bool,
 }

@@ -109,6 +109,46 @@ fn intervals_are_contiguous_and_sum_to_the_report() {
     assert!((compute_seconds - 2.0 * expected).abs() < 0.05 * expected);
 }
 
+/// Loaders that start more threads than `read_threads` (the TensorFlow pipeline's 3 workers per
+/// read thread, over TFRecord) each count in a meter of their own: the time series' reads are
+/// the trace's rows, its AU never above 100 %, and the run ends.
+#[test]
+fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
+    let tmp = Scratch::new("timeseries_tf_workers");
+    let words = throttled_words(
+        &tmp,
+        &[
+            "++workload.dataset.format=tfrecord",
+            "++workload.dataset.num_files_train=12",
+            "++workload.dataset.num_samples_per_file=8",
+            "++workload.dataset.record_length_bytes=65536",
+            "++workload.reader.data_loader=tensorflow",
+            "++workload.reader.read_threads=2",
+            "++workload.reader.batch_size=4",
+            "++workload.reader.shuffle_size=8",
+            "++workload.train.computation_time=0.02",
+            "++workload.storage.throttle.mib_per_second=40",
+            "++workload.output.trace=True",
+        ],
+    );
+    run_quiet(&tmp.path, 2, &words).ok();
+    let rows: u64 = (0..2)
+        .map(|rank| {
+            let trace = std::fs::read_to_string(tmp.join(format!("out/trace/{rank}.csv"))).unwrap();
+            trace.lines().skip(1).count() as u64
+        })
+        .sum();
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let runs = of_kind(&lines, "run");
+    assert_contiguous(&runs);
+    assert_eq!(sum(&runs, "/samples"), rows);
+    for run in &runs {
+        assert!(num(run, "/au_percent") <= 100.0 + 1e-6, "{run}");
+        // 2 ranks × 6 workers at most.
+        assert!(num(run, "/reads_in_flight") <= 12.0 + 1e-6, "{run}");
+    }
+}
+
 #[test]
 fn the_host_s_disk_counts_at_least_what_the_ranks_read_from_it() {
     let tmp = Scratch::new("timeseries_disk");

@@ -145,12 +145,14 @@ impl ReaderState<'_> {
 impl<'a> BatchSource<'a> {
     /// Called on the thread that will read: reader `thread`, or the trainer (thread 0).
     fn reader_state(&self, thread: TraceThread, buffer: ReadBuffer) -> ReaderState<'a> {
+        // Meter 0 is the rank's own thread's (it reads when the loop reads inline), 1… its
+        // readers': each meter has one writer.
         let index = match thread {
             TraceThread::Trainer => 0,
-            TraceThread::Reader(k) => k,
+            TraceThread::Reader(k) => k + 1,
         };
         let read_bytes_at_start = crate::system::thread_read_bytes();
-        let meter = self.meters.map(|m| m.meter(index));
+        let meter = self.meters.and_then(|m| m.meter(index));
         if let Some(meter) = meter {
             meter.attach(crate::system::thread_id(), read_bytes_at_start);
         }
@@ -314,6 +316,22 @@ impl HeldRun {
 fn interrupted_first<T>(error: Error) -> Result<T> {
     crate::interrupt::check()?;
     Err(error)
+}
+
+/// The most reader threads a rank's loader starts in one phase under `config`: the time series
+/// keeps a meter for each (one writer per meter), besides the rank's own thread's.
+pub fn most_reader_threads(config: &crate::config::Config) -> u64 {
+    use crate::config::{DataLoader, Format};
+    let threads = config.reader.read_threads;
+    match config.reader.data_loader {
+        // The TFRecord pipeline's workers: the cycle's files and those opened ahead of it.
+        DataLoader::Tensorflow if config.dataset.format == Format::Tfrecord => {
+            threads.max(1) * (1 + crate::plan::FILES_AHEAD_PER_LANE)
+        }
+        // DLIO's generators and DALI's workers: at least one.
+        DataLoader::Tensorflow | DataLoader::Dali => threads.max(1),
+        _ => threads,
+    }
 }
 
 /// How a rank loads: its reader threads and how far ahead each may be.

@@ -78,7 +78,7 @@ pub(super) fn run_ranks(
                 clock.start_instant(),
                 local.start,
                 local.len(),
-                setup.config.reader.read_threads as usize,
+                crate::loader::most_reader_threads(&setup.config) as usize,
             );
             let progress = EpochProgress::new(display, setup.config.train.epochs);
             let exporter = comm::agree(comm, metrics_exporter(setup, hosts))?;

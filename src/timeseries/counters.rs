@@ -93,10 +93,10 @@ impl RankCounters {
         }
     }
 
-    /// The meter of thread `thread` (0: the rank's own thread, 1…: its readers); the last one
-    /// for a thread beyond those counted.
-    pub fn meter(&self, thread: usize) -> &ReadMeter {
-        &self.meters[thread.min(self.meters.len() - 1)]
+    /// The meter of thread `thread` (0: the rank's own thread, 1…: its readers); none for a
+    /// thread beyond those counted: a meter has one writer, or its sequence lock breaks.
+    pub fn meter(&self, thread: usize) -> Option<&ReadMeter> {
+        self.meters.get(thread)
     }
 
     /// A training step's emulated compute begins at `at`. The rank's thread only.
@@ -366,7 +366,7 @@ mod tests {
         let base = Instant::now();
         let counters = Counters::new(base, 4, 2, 1);
         assert!(counters.rank(3).is_none() && counters.rank(6).is_none());
-        let meter = counters.rank(5).unwrap().meter(1);
+        let meter = counters.rank(5).unwrap().meter(1).unwrap();
         let at = |ms| base + Duration::from_millis(ms);
         let mut stamp = meter.reads_begin(at(100));
         let during = meter.read(300_000_000);
@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn storage_bytes_of_threads_gone_are_kept() {
         let counters = Counters::new(Instant::now(), 0, 1, 2);
-        let meter = counters.rank(0).unwrap().meter(2);
+        let meter = counters.rank(0).unwrap().meter(2).unwrap();
         meter.attach(77, Some(1000));
         assert_eq!(meter.holder().tid, Some(77));
         meter.detach(Some(5096));
@@ -399,8 +399,8 @@ mod tests {
         meter.detach(Some(20));
         let holder = meter.holder();
         assert_eq!((holder.tid, holder.storage_done), (None, 4106));
-        // A thread beyond those counted shares the last meter rather than failing.
-        assert!(std::ptr::eq(counters.rank(0).unwrap().meter(9), meter));
+        // A thread beyond those counted gets no meter: none is shared by two writers.
+        assert!(counters.rank(0).unwrap().meter(3).is_none());
     }
 
     #[test]

@@ -398,6 +398,7 @@ fn run_phase(
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
     let settings = LoaderSettings {
         dali: config.reader.data_loader == DataLoader::Dali,
+        dali_depth: config.reader.dali_queue_depth(),
         ..LoaderSettings::new(config.reader.read_threads, config.reader.prefetch_size)
     };
     let progress = ctx.progress.filter(|_| rank == 0);

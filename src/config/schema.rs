@@ -346,6 +346,15 @@ impl ReaderConfig {
         prefetch_factor(self.read_threads, self.prefetch_size)
     }
 
+    /// The depth of DLIO's DALI pipeline: `prefetch_size`, or 2 when it is 0 (DLIO's choice).
+    pub fn dali_queue_depth(&self) -> u64 {
+        if self.prefetch_size == 0 {
+            2
+        } else {
+            self.prefetch_size
+        }
+    }
+
     /// The batches a rank's loader can have read before the trainer asks for them (none when
     /// the training loop reads each batch itself).
     pub fn batches_in_flight(&self) -> u64 {

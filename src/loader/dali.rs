@@ -27,9 +27,6 @@ use super::{BatchSource, LoadedBatch, ReaderState};
 use crate::error::{Error, Result};
 use crate::format::ReadBuffer;
 
-/// Batches DALI's pipeline runs ahead of the trainer when `prefetch_size` is 0 (DLIO's choice).
-const DEFAULT_QUEUE_DEPTH: u64 = 2;
-
 /// Where the batches are.
 #[derive(Default)]
 struct Progress {
@@ -55,16 +52,12 @@ struct Shape {
 }
 
 impl Shape {
-    fn new(steps: u64, batch: u64, workers: u64, prefetch_size: u64) -> Shape {
+    fn new(steps: u64, batch: u64, workers: u64, depth: u64) -> Shape {
         Shape {
             steps,
             pieces: workers.min(batch).max(1),
             batch,
-            depth: if prefetch_size == 0 {
-                DEFAULT_QUEUE_DEPTH
-            } else {
-                prefetch_size
-            },
+            depth,
         }
     }
 
@@ -91,18 +84,18 @@ pub(super) struct DaliPipeline<'scope, 'env> {
 }
 
 impl<'scope, 'env> DaliPipeline<'scope, 'env> {
-    /// Starts `max(read_threads, 1)` workers over `source`'s plan, the pipeline `prefetch_size`
-    /// batches deep (2 when 0).
+    /// Starts `max(read_threads, 1)` workers over `source`'s plan, the pipeline `depth` batches
+    /// deep.
     pub(super) fn start(
         scope: &'scope Scope<'scope, 'env>,
         source: &'env BatchSource<'env>,
         read_threads: u64,
-        prefetch_size: u64,
+        depth: u64,
         buffers: &mut dyn Iterator<Item = ReadBuffer>,
     ) -> Result<DaliPipeline<'scope, 'env>> {
         let workers = read_threads.max(1);
         let plan = source.plan;
-        let shape = Shape::new(plan.steps(), plan.batch_size(), workers, prefetch_size);
+        let shape = Shape::new(plan.steps(), plan.batch_size(), workers, depth);
         let board = Board::new(shape, Progress::default());
         Crew::start(scope, source, board, workers, buffers, work).map(|crew| DaliPipeline { crew })
     }
@@ -183,7 +176,7 @@ mod tests {
     #[test]
     fn a_batch_is_cut_as_dalis_split_cuts_it() {
         let cuts = |batch, workers| {
-            let shape = Shape::new(1, batch, workers, 0);
+            let shape = Shape::new(1, batch, workers, 2);
             (0..shape.pieces)
                 .map(|p| shape.piece_range(p))
                 .collect::<Vec<_>>()

@@ -340,8 +340,10 @@ pub struct LoaderSettings {
     pub read_threads: u64,
     /// PyTorch's batches per reader thread.
     pub prefetch_factor: u64,
-    /// `reader.prefetch_size`: the DALI pipeline's depth.
+    /// `reader.prefetch_size`: the TensorFlow generators' prefetch.
     pub prefetch_size: u64,
+    /// The DALI pipeline's depth (`ReaderConfig::dali_queue_depth`).
+    pub dali_depth: u64,
     /// DLIO's DALI loader: each batch cut among the reader threads, one batch at a time.
     pub dali: bool,
 }
@@ -352,6 +354,7 @@ impl LoaderSettings {
             read_threads,
             prefetch_factor: crate::config::prefetch_factor(read_threads, prefetch_size),
             prefetch_size,
+            dali_depth: prefetch_size,
             dali: false,
         }
     }
@@ -572,7 +575,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 scope,
                 source,
                 settings.read_threads,
-                settings.prefetch_size,
+                settings.dali_depth,
                 &mut buffers,
             )?;
             return Ok(Loader {
@@ -1253,6 +1256,7 @@ mod tests {
             std::thread::scope(|scope| {
                 let settings = LoaderSettings {
                     dali: true,
+                    dali_depth: config.reader.dali_queue_depth(),
                     ..LoaderSettings::new(threads, prefetch)
                 };
                 let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();

@@ -15,10 +15,13 @@ const COMPUTE: f64 = 0.01;
 
 /// A workload of 1 MiB samples, batch 4, 10 ms compute, 2 read threads (prefetch_size 8: 4
 /// batches ahead per thread, 8 in flight, so a window needs 80 steps).
+/// A run's configuration under PyTorch's loader (its read-ahead bound is the one the figures below
+/// are chosen around).
 fn config_of(workload: &str) -> Config {
     let yaml = format!(
         "dataset:\n  num_files_train: 100000\n  num_samples_per_file: 1\n  record_length_bytes: \
-         {RECORD}\nreader:\n  batch_size: {BATCH}\n  read_threads: 2\n  prefetch_size: 8\ntrain:\n  \
+         {RECORD}\nreader:\n  data_loader: pytorch\n  batch_size: {BATCH}\n  read_threads: 2\n  \
+         prefetch_size: 8\ntrain:\n  \
          epochs: 2\n  computation_time: {COMPUTE}\n"
     );
     Config::from_tree(workload, Value::from_yaml(&yaml).unwrap()).unwrap()
@@ -436,4 +439,27 @@ fn a_run_without_a_measured_epoch_has_no_au_verdict() {
     assert!(judged
         .render()
         .contains("Host AU ceiling: not measured (x)"));
+}
+
+/// The metric window's bound follows the loader: each holds batches ahead its own way.
+#[test]
+fn batches_read_ahead_follow_each_loader() {
+    let ahead = |loader: &str, format: &str, prefetch: u64| {
+        let yaml = format!(
+            "dataset:\n  format: {format}\nreader:\n  data_loader: {loader}\n  batch_size: 32\n  \
+             read_threads: 4\n  prefetch_size: {prefetch}\n  shuffle_size: 1024\n  \
+             sample_shuffle: seed\n"
+        );
+        let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
+        super::verdict::batches_read_ahead(&config).0
+    };
+    // PyTorch: 4 threads × ceil(8 / 4).
+    assert_eq!(ahead("pytorch", "npz", 8), 8);
+    // tf.data over TFRecord: 2 batches + ceil((1024 + 12 files × 2 records) / 32).
+    assert_eq!(ahead("tensorflow", "tfrecord", 2), 2 + 33);
+    // DLIO's generators: 2 batches + 2 per generator.
+    assert_eq!(ahead("tensorflow", "npz", 2), 2 + 8);
+    // DALI: its depth, 2 when prefetch_size is 0.
+    assert_eq!(ahead("dali", "npz", 0), 2);
+    assert_eq!(ahead("dali", "npz", 3), 3);
 }

@@ -500,7 +500,7 @@ impl Judge<'_> {
     /// The steps each epoch's metric window keeps, against the fewest that measure.
     fn metric_window(&mut self) {
         let config = self.config;
-        let in_flight = config.reader.batches_in_flight();
+        let (in_flight, held_by) = batches_read_ahead(config);
         let needed = (in_flight * WINDOW_STEPS_PER_BATCH_IN_FLIGHT).max(MIN_WINDOW_STEPS);
         let excluded = config.output.exclude_start_steps + config.output.exclude_end_steps;
         let short: Vec<(u64, u64)> = self
@@ -516,12 +516,10 @@ impl Judge<'_> {
         let epochs: Vec<u64> = short.iter().map(|(e, _)| *e).collect();
         let why = if in_flight * WINDOW_STEPS_PER_BATCH_IN_FLIGHT >= MIN_WINDOW_STEPS {
             format!(
-                "each rank's loader reads up to {in_flight} batch(es) ahead (read_threads {} × \
-                 prefetch {}), and batches read before the window count in it: with fewer than \
+                "each rank's loader reads up to {in_flight} batch(es) ahead ({held_by}), and \
+                 batches read before the window count in it: with fewer than \
                  {WINDOW_STEPS_PER_BATCH_IN_FLIGHT} steps per batch ahead they can inflate its \
-                 rate by more than 10%",
-                config.reader.read_threads,
-                config.reader.prefetch_factor()
+                 rate by more than 10%"
             )
         } else {
             format!("below {MIN_WINDOW_STEPS} steps one step moves the AU by 10 points or more")
@@ -675,5 +673,52 @@ impl Judge<'_> {
                 );
             }
         }
+    }
+}
+
+/// The batches a rank's loader can have read before the trainer asks for them, and what holds
+/// them, for the loader `config` runs (docs/formats.md, per loader).
+pub(super) fn batches_read_ahead(config: &Config) -> (u64, String) {
+    let reader = &config.reader;
+    let threads = reader.read_threads.max(1);
+    let batch = reader.batch_size.max(1);
+    match reader.data_loader {
+        DataLoader::Tensorflow if config.dataset.format == Format::Tfrecord => {
+            let shuffle = match reader.sample_shuffle {
+                crate::config::Shuffle::Off => 0,
+                _ => reader.shuffle_size,
+            };
+            // Each open file's worker also reads a couple of records past what the cycle took.
+            let workers = threads * (1 + crate::plan::FILES_AHEAD_PER_LANE);
+            let records = shuffle + workers * crate::plan::RECORDS_AHEAD;
+            (
+                reader.prefetch_size + records.div_ceil(batch),
+                format!(
+                    "the TensorFlow pipeline's prefetch of {} batch(es), its shuffle buffer of \
+                     {shuffle} record(s) and {workers} files' read-ahead, at batch {batch}",
+                    reader.prefetch_size
+                ),
+            )
+        }
+        DataLoader::Tensorflow => (
+            reader.prefetch_size + 2 * threads,
+            format!(
+                "the TensorFlow loader's prefetch of {} batch(es) and {threads} generator(s) up \
+                 to 2 batches ahead each",
+                reader.prefetch_size
+            ),
+        ),
+        DataLoader::Dali => {
+            let depth = reader.dali_queue_depth();
+            (depth, format!("DALI's pipeline, {depth} batch(es) deep"))
+        }
+        _ => (
+            reader.batches_in_flight(),
+            format!(
+                "read_threads {} × prefetch {}",
+                reader.read_threads,
+                reader.prefetch_factor()
+            ),
+        ),
     }
 }

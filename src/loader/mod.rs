@@ -770,41 +770,6 @@ impl<'scope, 'env> Loader<'scope, 'env> {
 mod tests {
     use super::*;
 
-    /// Counts samples as they are read, without touching storage.
-    struct CountingFormat(AtomicU64);
-
-    impl FileFormat for CountingFormat {
-        fn encode(
-            &self,
-            _: &str,
-            _: &crate::dataset::FileShape,
-            _: &mut rand::rngs::SmallRng,
-            _: &mut crate::format::Encoded,
-        ) -> Result<()> {
-            Ok(())
-        }
-
-        fn reader(&self) -> Box<dyn SampleReader + '_> {
-            Box::new(self)
-        }
-    }
-
-    impl SampleReader for &CountingFormat {
-        fn read_sample(
-            &mut self,
-            _: &dyn Storage,
-            _: &str,
-            _: u64,
-            _: &mut ReadBuffer,
-        ) -> Result<crate::format::SampleRead> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(crate::format::SampleRead {
-                offset: 0,
-                bytes: 1,
-            })
-        }
-    }
-
     /// Rank 0's training source of epoch 1, without compute or trace.
     fn epoch_one<'a>(
         plan: &'a EpochPlan,
@@ -997,7 +962,7 @@ mod tests {
             let plan =
                 crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
             let dataset = Dataset::from_config(&config);
-            let format = CountingFormat(AtomicU64::new(0));
+            let format = RecordingFormat::default();
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
             let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
@@ -1008,10 +973,10 @@ mod tests {
                 for step in 0..plan.steps() {
                     let bound = (step + outstanding).min(plan.steps()) * batch;
                     // Correct readers reach the bound and stop there.
-                    while format.0.load(Ordering::SeqCst) < bound {
+                    while format.count() < bound {
                         std::thread::yield_now();
                     }
-                    let started = format.0.load(Ordering::SeqCst);
+                    let started = format.count();
                     assert_eq!(
                         started, bound,
                         "threads {threads}, step {step}: {started} samples read ahead"
@@ -1020,7 +985,7 @@ mod tests {
                         loader.next_batch().unwrap(),
                         LoadedBatch {
                             samples: batch,
-                            bytes: batch
+                            bytes: batch * 10
                         }
                     );
                 }
@@ -1030,9 +995,16 @@ mod tests {
         }
     }
 
-    /// Records each read as (file key, sample) and which thread read it, in read order.
+    /// Records each read as (file key, sample) and which thread read it, in read order, without
+    /// touching storage; each read counts 10 bytes.
     #[derive(Default)]
     struct RecordingFormat(Mutex<Vec<(String, u64, std::thread::ThreadId)>>);
+
+    impl RecordingFormat {
+        fn count(&self) -> u64 {
+            self.0.lock().unwrap().len() as u64
+        }
+    }
 
     impl FileFormat for RecordingFormat {
         fn encode(
@@ -1340,7 +1312,7 @@ mod tests {
             let plan =
                 crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
             let dataset = Dataset::from_config(&config);
-            let format = CountingFormat(AtomicU64::new(0));
+            let format = RecordingFormat::default();
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
             let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
@@ -1360,11 +1332,11 @@ mod tests {
                 let settings = LoaderSettings::new(threads, prefetch);
                 let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
                 for step in 0..steps {
-                    while format.0.load(Ordering::SeqCst) < bound(step) {
+                    while format.count() < bound(step) {
                         std::thread::yield_now();
                     }
                     assert_eq!(
-                        format.0.load(Ordering::SeqCst),
+                        format.count(),
                         bound(step),
                         "threads {threads} prefetch {prefetch}, step {step}"
                     );

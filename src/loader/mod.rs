@@ -910,18 +910,25 @@ mod tests {
         crate::config::Config::from_tree("t", Value::from_yaml(yaml).unwrap()).unwrap()
     }
 
+    /// Epoch 1's training plan of one rank under `config`.
+    fn train_plan(config: &crate::config::Config) -> EpochPlan {
+        crate::plan::EpochPlan::new(
+            crate::plan::PlanSpec::for_phase(config, Phase::Train, 1, 0),
+            1,
+        )
+    }
+
     /// The synthetic loader's readers build every planned batch through the same threads and
     /// hand-offs, and never ask the storage for anything: no read, no open, no eviction.
     #[test]
     fn a_loader_that_reads_no_storage_never_asks_it() {
-        use crate::plan::PlanSpec;
         let config = config(
             "dataset:\n  num_files_train: 24\n  num_samples_per_file: 2\nreader:\n  batch_size: 3\n  \
              data_loader: synthetic\n  page_cache: evict_after_read\n",
         );
         let format = crate::format::for_config(&config, false).unwrap();
         assert!(!format.reads_storage());
-        let plan = crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+        let plan = train_plan(&config);
         let dataset = Dataset::from_config(&config);
         let storage = Untouched::default();
         let comm = crate::comm::ThreadGroup::new(1);
@@ -951,16 +958,12 @@ mod tests {
     /// batches, and they do reach that bound (the prefetch really happens), in step order.
     #[test]
     fn readers_stay_within_the_outstanding_bound() {
-        use crate::config::value::Value;
-        use crate::config::Config;
-        use crate::plan::PlanSpec;
         for (threads, prefetch_size, batch) in [(2u64, 2u64, 3u64), (3, 8, 1), (1, 2, 2), (4, 2, 5)]
         {
             let yaml =
                 format!("dataset:\n  num_files_train: 240\nreader:\n  data_loader: pytorch\n  batch_size: {batch}\n");
-            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
-            let plan =
-                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let config = config(&yaml);
+            let plan = train_plan(&config);
             let dataset = Dataset::from_config(&config);
             let format = RecordingFormat::default();
             let storage = crate::storage::LocalFs::new("/nonexistent");
@@ -1047,9 +1050,6 @@ mod tests {
     /// are open before the first batch, and each batch counts the records pulled in for it.
     #[test]
     fn the_tensorflow_pipeline_reads_what_its_buffers_call_for() {
-        use crate::config::value::Value;
-        use crate::config::Config;
-        use crate::plan::PlanSpec;
         use std::collections::{HashMap, HashSet};
         for (threads, prefetch, shuffle, batch, files, spf) in [
             (2u64, 2u64, 5u64, 4u64, 14u64, 6u64),
@@ -1064,9 +1064,8 @@ mod tests {
                  read_threads: {threads}\n  batch_size: {batch}\n  prefetch_size: {prefetch}\n  \
                  shuffle_size: {shuffle}\n  sample_shuffle: seed\n"
             );
-            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
-            let plan =
-                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let config = config(&yaml);
+            let plan = train_plan(&config);
             let order = *plan
                 .interleave()
                 .expect("the TensorFlow loader over TFRecord");
@@ -1200,9 +1199,6 @@ mod tests {
     /// in order; the samples are each rank's in their natural order, whatever the shuffle keys.
     #[test]
     fn the_dali_loader_cuts_each_batch_among_its_workers_one_batch_at_a_time() {
-        use crate::config::value::Value;
-        use crate::config::Config;
-        use crate::plan::PlanSpec;
         for (threads, prefetch, batch) in [(3u64, 2u64, 7u64), (2, 0, 4), (4, 1, 2), (1, 3, 5)] {
             let yaml = format!(
                 "dataset:\n  format: npz\n  num_files_train: 12\n  num_samples_per_file: 5\n\
@@ -1210,15 +1206,14 @@ mod tests {
                  batch_size: {batch}\n  prefetch_size: {prefetch}\n  sample_shuffle: seed\n  \
                  file_shuffle: seed\n"
             );
-            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
-            let plan =
-                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let config = config(&yaml);
+            let plan = train_plan(&config);
             let dataset = Dataset::from_config(&config);
             let format = RecordingFormat::default();
             let storage = crate::storage::LocalFs::new("/nonexistent");
             let comm = crate::comm::ThreadGroup::new(1);
             let source = epoch_one(&plan, &dataset, &format, &storage, &comm);
-            let depth = if prefetch == 0 { 2 } else { prefetch };
+            let depth = config.reader.dali_queue_depth();
             let case = format!("threads {threads} prefetch {prefetch} batch {batch}");
             let key_of = |file: u64| {
                 let mut key = String::new();
@@ -1299,18 +1294,14 @@ mod tests {
     /// thread reads a contiguous run of the rank's samples.
     #[test]
     fn tensorflow_generators_read_their_shares_as_far_as_the_interleave_calls_for() {
-        use crate::config::value::Value;
-        use crate::config::Config;
-        use crate::plan::PlanSpec;
         for (threads, prefetch, batch) in [(2u64, 2u64, 3u64), (3, 0, 2), (1, 4, 5), (4, 1, 1)] {
             let yaml = format!(
                 "dataset:\n  format: npz\n  num_files_train: 60\nreader:\n  \
                  data_loader: tensorflow\n  read_threads: {threads}\n  batch_size: {batch}\n  \
                  prefetch_size: {prefetch}\n"
             );
-            let config = Config::from_tree("t", Value::from_yaml(&yaml).unwrap()).unwrap();
-            let plan =
-                crate::plan::EpochPlan::new(PlanSpec::for_phase(&config, Phase::Train, 1, 0), 1);
+            let config = config(&yaml);
+            let plan = train_plan(&config);
             let dataset = Dataset::from_config(&config);
             let format = RecordingFormat::default();
             let storage = crate::storage::LocalFs::new("/nonexistent");

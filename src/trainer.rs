@@ -394,6 +394,7 @@ fn run_phase(
         seed: config.train.seed ^ epoch.rotate_left(17) ^ (phase as u64),
         trace: files,
         meters: meters(ctx, rank),
+        opens_per_sample: crate::loader::opens_per_sample(config, ctx.format),
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
     let settings = LoaderSettings {

@@ -748,13 +748,20 @@ fn every_format_reads_from_storage_under_the_cache_options() {
     }
 }
 
-/// A reader thread opens each file it reads once per epoch, however its samples come (here,
-/// shuffled across files, so threads move from file to file and back): under strace, the
-/// `openat`s of each data file equal the (epoch, thread) pairs whose trace rows read it; each
-/// index file of indexed binary is opened as often (read whole once, then kept), and the DALI
-/// index of TFRecord never (TensorFlow does not read it).
+/// How often a reader thread opens a file, under strace, for each `reader.read_type`
+/// (here samples are shuffled across files, so threads move from file to file and back):
+/// - `memory`: once per epoch, as the frameworks' datasets keep their files: the `openat`s of
+///   each data file equal the (epoch, thread) pairs whose trace rows read it;
+/// - `on_demand` (DLIO's default): once per sample, as DLIO's `read_index` opens and closes the
+///   file around each one, for the formats whose readers do (hdf5 then reads its metadata again
+///   with every sample); tfrecord (a stream) and parquet (DLIO's fork keeps its last file open)
+///   as under `memory`.
+///
+/// Each index file of indexed binary is opened once per (epoch, thread) either way (read whole
+/// once, then kept, as DLIO loads its indexes once), and the DALI index of TFRecord never
+/// (TensorFlow does not read it).
 #[test]
-fn a_reader_thread_opens_each_file_it_reads_once_per_epoch() {
+fn a_reader_thread_opens_files_as_the_read_type_says() {
     let tmp = Scratch::new("opens");
     let shape = Shape {
         files: 6,
@@ -765,79 +772,124 @@ fn a_reader_thread_opens_each_file_it_reads_once_per_epoch() {
     };
     for format in ["tfrecord", "hdf5", "indexed_binary", "parquet", "npz"] {
         let data = tmp.join(format!("data-{format}"));
-        let out = tmp.join(format!("out-{format}"));
         let format_word = format!("++workload.dataset.format={format}");
-        let words = traced_words(
-            &data,
-            &out,
-            &shape,
-            &[
-                &format_word,
-                "++workload.reader.file_shuffle=seed",
-                "++workload.reader.sample_shuffle=seed",
-                "++workload.workflow.evaluation=False",
-            ],
-        );
-        generate_for(&tmp.path, &words);
-        let calls = tmp.join(format!("openat-{format}.txt"));
-        let mut args = strings(&["-f", "-qq", "-e", "trace=openat", "-o"]);
-        args.push(calls.display().to_string());
-        args.extend(strings(&[DLIO_RS, "run", "-q", "--accelerators", "1"]));
-        args.extend(words);
-        launch("strace", &tmp.path, &args, &[]).ok();
-
-        // Successful opens, by file name.
-        let mut opens = std::collections::HashMap::<String, u64>::new();
-        for call in std::fs::read_to_string(&calls).unwrap().lines() {
-            let Some((_, rest)) = call.split_once("openat(") else {
-                continue;
-            };
-            let path = rest.split('"').nth(1).unwrap_or_default();
-            if call.contains(" = -1 ") || !path.contains("img_") {
-                continue;
+        for read_type in ["memory", "on_demand"] {
+            let out = tmp.join(format!("out-{format}-{read_type}"));
+            let read_type_word = format!("++workload.reader.read_type={read_type}");
+            let words = traced_words(
+                &data,
+                &out,
+                &shape,
+                &[
+                    &format_word,
+                    &read_type_word,
+                    "++workload.framework=pytorch",
+                    "++workload.reader.data_loader=pytorch",
+                    "++workload.reader.file_shuffle=seed",
+                    "++workload.reader.sample_shuffle=seed",
+                    "++workload.workflow.evaluation=False",
+                ],
+            );
+            if read_type == "memory" {
+                generate_for(&tmp.path, &words);
             }
-            let name = path.rsplit('/').next().unwrap().to_string();
-            *opens.entry(name).or_default() += 1;
+            let per_sample = read_type == "on_demand" && !["tfrecord", "parquet"].contains(&format);
+            check_opens(&tmp, &words, &out, format, read_type, per_sample, &shape);
         }
-        // (epoch, thread) pairs that read each file.
-        let trace = std::fs::read_to_string(out.join("trace/0.csv")).unwrap();
-        let mut readers =
-            std::collections::BTreeMap::<String, std::collections::BTreeSet<_>>::new();
-        for row in trace.lines().skip(1) {
-            let cols: Vec<&str> = row.split(',').collect();
-            let name = cols[5].rsplit('/').next().unwrap().to_string();
-            readers
-                .entry(name)
-                .or_default()
-                .insert((cols[0].to_string(), cols[4].to_string()));
-        }
-        assert_eq!(
-            readers.len() as u64,
-            shape.files,
-            "{format}: every file read"
-        );
-        for (name, pairs) in &readers {
-            let expected = pairs.len() as u64;
-            let context = format!("{format} {name}, read by (epoch, thread) {pairs:?}");
-            assert_eq!(opens.get(name), Some(&expected), "{context}: {opens:?}");
-            if format == "indexed_binary" {
-                for index in [".off.idx", ".sz.idx"] {
-                    let index = format!("{name}{index}");
-                    assert_eq!(opens.get(&index), Some(&expected), "{context}");
-                }
-            }
-        }
-        let others = opens.keys().filter(|n| !readers.contains_key(*n));
-        let others: Vec<&String> = if format == "indexed_binary" {
-            others.filter(|n| !n.ends_with(".idx")).collect()
-        } else {
-            others.collect()
-        };
-        assert!(
-            others.is_empty(),
-            "{format}: opened but not read: {others:?}"
-        );
     }
+}
+
+/// Runs `words` under strace and checks the data files' `openat`s against the trace's rows:
+/// one per row (`per_sample`) or one per (epoch, thread) that read the file.
+fn check_opens(
+    tmp: &Scratch,
+    words: &[String],
+    out: &Path,
+    format: &str,
+    read_type: &str,
+    per_sample: bool,
+    shape: &Shape,
+) {
+    let calls = tmp.join(format!("openat-{format}-{read_type}.txt"));
+    let mut args = strings(&["-f", "-qq", "-e", "trace=openat", "-o"]);
+    args.push(calls.display().to_string());
+    args.extend(strings(&[DLIO_RS, "run", "-q", "--accelerators", "1"]));
+    args.extend(words.iter().cloned());
+    launch("strace", &tmp.path, &args, &[]).ok();
+
+    // Successful opens, by file name.
+    let mut opens = std::collections::HashMap::<String, u64>::new();
+    for call in std::fs::read_to_string(&calls).unwrap().lines() {
+        let Some((_, rest)) = call.split_once("openat(") else {
+            continue;
+        };
+        let path = rest.split('"').nth(1).unwrap_or_default();
+        if call.contains(" = -1 ") || !path.contains("img_") {
+            continue;
+        }
+        let name = path.rsplit('/').next().unwrap().to_string();
+        *opens.entry(name).or_default() += 1;
+    }
+    // (epoch, thread) pairs that read each file, and its rows' lengths by pair.
+    let trace = std::fs::read_to_string(out.join("trace/0.csv")).unwrap();
+    let header: Vec<&str> = trace.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let (epoch, thread, file, length) = (
+        column("epoch"),
+        column("thread"),
+        column("file"),
+        column("length"),
+    );
+    let mut readers =
+        std::collections::BTreeMap::<String, std::collections::BTreeMap<_, Vec<u64>>>::new();
+    for row in trace.lines().skip(1) {
+        let cols: Vec<&str> = row.split(',').collect();
+        let name = cols[file].rsplit('/').next().unwrap().to_string();
+        readers
+            .entry(name)
+            .or_default()
+            .entry((cols[epoch].to_string(), cols[thread].to_string()))
+            .or_default()
+            .push(cols[length].parse().unwrap());
+    }
+    let context = format!("{format}, read_type {read_type}");
+    assert_eq!(
+        readers.len() as u64,
+        shape.files,
+        "{context}: every file read"
+    );
+    for (name, pairs) in &readers {
+        let rows: u64 = pairs.values().map(|rows| rows.len() as u64).sum();
+        let expected = if per_sample { rows } else { pairs.len() as u64 };
+        let context = format!("{context}: {name}, read by (epoch, thread) {pairs:?}");
+        assert_eq!(opens.get(name), Some(&expected), "{context}: {opens:?}");
+        if format == "indexed_binary" {
+            for index in [".off.idx", ".sz.idx"] {
+                let index = format!("{name}{index}");
+                assert_eq!(opens.get(&index), Some(&(pairs.len() as u64)), "{context}");
+            }
+        }
+        if format == "hdf5" {
+            // The metadata (a 4 KiB read) with every sample on demand; with the first sample a
+            // thread takes from the file in an epoch otherwise. A sample is 2 KiB, so only a row
+            // that read metadata reaches 4 KiB.
+            for lengths in pairs.values() {
+                let with_metadata = lengths.iter().filter(|&&l| l >= 4096).count();
+                let expected = if per_sample { lengths.len() } else { 1 };
+                assert_eq!(with_metadata, expected, "{context}: lengths {lengths:?}");
+            }
+        }
+    }
+    let others = opens.keys().filter(|n| !readers.contains_key(*n));
+    let others: Vec<&String> = if format == "indexed_binary" {
+        others.filter(|n| !n.ends_with(".idx")).collect()
+    } else {
+        others.collect()
+    };
+    assert!(
+        others.is_empty(),
+        "{context}: opened but not read: {others:?}"
+    );
 }
 
 /// The (offset, length) of every `pread` of `file` a command makes, under `strace -P`, sorted.

@@ -84,6 +84,12 @@ fn every_format_is_generated_into_trained_from_and_audited_in_a_bucket() {
         }
         // ... and they are the bytes of the GET bodies, every one of them.
         assert_eq!(data_get_bytes(&report), from_storage, "{format}: {report}");
+        if *format == "hdf5" {
+            // `read_type: on_demand`: every sample's open reads the metadata again, then the
+            // slice: two ranged GETs per sample of the 2 × 16 read.
+            let ranged = int(&report, "/storage_requests/data/kinds/ranged GET/requests");
+            assert_eq!(ranged, 2 * 32, "hdf5: {report}");
+        }
         let puts = int(&report, "/storage_requests/data/kinds/PUT/requests");
         // 8 data files, and the generation's marker (written, then removed).
         assert!(puts >= 8, "{format}: {puts} PUTs");

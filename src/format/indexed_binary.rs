@@ -73,6 +73,11 @@ impl FileFormat for IndexedBinary {
         })
     }
 
+    /// DLIO's mapped reader maps every file once, when its epoch starts, whatever the read type.
+    fn opened_per_sample_on_demand(&self) -> bool {
+        !self.mapped
+    }
+
     fn side_files(&self, key: &str, each: &mut dyn FnMut(&str)) {
         each(&format!("{key}{OFFSETS}"));
         each(&format!("{key}{SIZES}"));

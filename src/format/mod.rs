@@ -250,6 +250,14 @@ pub trait FileFormat: Send + Sync {
         true
     }
 
+    /// Whether the reader opens a sample's file for it and closes it after, where DLIO's
+    /// index-based readers do (`reader.read_type: on_demand`); false where the framework's
+    /// reader keeps the file open whatever the read type (a stream read front to back, a
+    /// mapping made once, a reader with a file cache of its own).
+    fn opened_per_sample_on_demand(&self) -> bool {
+        true
+    }
+
     /// Calls `each` with the key of every side file [`FileFormat::encode`] writes beside `key`.
     fn side_files(&self, _key: &str, _each: &mut dyn FnMut(&str)) {}
 }
@@ -276,6 +284,15 @@ pub trait SampleReader: Send {
     /// reader kept of it (a stream's place and buffer, parsed metadata) goes, as a framework
     /// closing the file forgets it, so that coming back to the file reads it again.
     fn put_down(&mut self) {}
+
+    /// The file at `key` was closed (`reader.read_type: on_demand`: DLIO's reader opens the
+    /// file for each sample and closes it after): what opening it taught the reader goes, so
+    /// that the next sample's open learns it again (hdf5: its metadata, as h5py reads it at
+    /// every open). What the framework keeps whatever the read type stays (indexed binary's
+    /// indexes, which DLIO loads once).
+    fn file_closed(&mut self, _key: &str) {
+        self.put_down();
+    }
 }
 
 /// The bytes a sample read takes on average when the files are as the configuration says

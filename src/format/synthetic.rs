@@ -23,6 +23,10 @@ impl FileFormat for Synthetic {
     fn reads_storage(&self) -> bool {
         false
     }
+
+    fn opened_per_sample_on_demand(&self) -> bool {
+        false
+    }
 }
 
 impl SampleReader for Synthetic {

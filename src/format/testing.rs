@@ -276,6 +276,10 @@ impl Storage for Counting<'_> {
         self.inner().release(key)
     }
 
+    fn let_go(&self, key: &str) {
+        self.inner().let_go(key)
+    }
+
     fn release_all(&self) {
         self.inner().release_all()
     }

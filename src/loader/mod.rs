@@ -56,6 +56,25 @@ pub struct BatchSource<'a> {
     pub trace: Option<&'a RankTrace>,
     /// The rank's time-series counters, when the run keeps a time series.
     pub meters: Option<&'a RankCounters>,
+    /// Whether each sample's file is opened for it and closed after ([`opens_per_sample`]).
+    pub opens_per_sample: bool,
+}
+
+/// Whether a reader opens each sample's file for it and closes it after, as DLIO's index-based
+/// readers (its PyTorch and DALI loaders' `read_index`) do with `reader.read_type: on_demand`,
+/// its default, where the format's reader does not keep files open regardless
+/// ([`FileFormat::opened_per_sample_on_demand`]). DLIO's TensorFlow loader goes file by file
+/// whatever the read type (tf.data's streams; its generators open a file once for the samples
+/// they take from it), so it keeps files open.
+pub fn opens_per_sample(config: &crate::config::Config, format: &dyn FileFormat) -> bool {
+    use crate::config::{DataLoader, ReadType};
+    config.reader.read_type == ReadType::OnDemand
+        && matches!(
+            config.reader.data_loader,
+            DataLoader::Pytorch | DataLoader::Dali
+        )
+        && format.reads_storage()
+        && format.opened_per_sample_on_demand()
 }
 
 /// A reader's private state: its buffer, the format's reader, its latency record and its draws of
@@ -69,6 +88,8 @@ struct ReaderState<'a> {
     key: String,
     /// The file this thread read last and its key: the storage is told when the thread moves on.
     file_in_hand: Option<u64>,
+    /// Whether that file is open (`read_type: on_demand` closes it after every sample).
+    open: bool,
     /// Whether the storage is told at all: a format that reads no storage (the synthetic loader)
     /// must not open, hold or evict the files it names.
     tells_storage: bool,
@@ -87,10 +108,16 @@ impl ReaderState<'_> {
     /// Moves the thread to `file` (at `self.key`), releasing the file it read before.
     fn take_file(&mut self, file: u64, storage: &dyn Storage) -> Result<()> {
         if self.file_in_hand == Some(file) {
+            // Opened again after a close (`read_type: on_demand`), still the thread's file.
+            if !self.open && self.tells_storage {
+                storage.hold(&self.key_in_hand);
+            }
+            self.open = true;
             return Ok(());
         }
         self.release_file(storage)?;
         self.file_in_hand = Some(file);
+        self.open = true;
         if self.tells_storage {
             self.key_in_hand.clone_from(&self.key);
             storage.hold(&self.key_in_hand);
@@ -98,7 +125,23 @@ impl ReaderState<'_> {
         Ok(())
     }
 
+    /// Closes the file of the sample just read (`read_type: on_demand`): what opening it taught
+    /// the reader is forgotten and its descriptor closed. It stays the thread's file: released
+    /// (its pages evicted where the configuration asks) when the thread moves to another, as
+    /// under `memory`, so that a run of samples from one file is not evicted sample by sample.
+    fn close_file(&mut self, storage: &dyn Storage) {
+        if self.file_in_hand.is_none() || !self.open {
+            return;
+        }
+        self.open = false;
+        self.reader.file_closed(&self.key_in_hand);
+        if self.tells_storage {
+            storage.let_go(&self.key_in_hand);
+        }
+    }
+
     fn release_file(&mut self, storage: &dyn Storage) -> Result<()> {
+        self.open = false;
         if self.file_in_hand.take().is_some() {
             self.reader.put_down();
             if !self.tells_storage {
@@ -164,6 +207,7 @@ impl<'a> BatchSource<'a> {
             sleeper: Sleeper::default(),
             key: String::new(),
             file_in_hand: None,
+            open: false,
             tells_storage: self.format.reads_storage(),
             key_in_hand: String::new(),
             traced: ThreadTrace::new(thread),
@@ -220,7 +264,7 @@ impl<'a> BatchSource<'a> {
                 return Err(reason);
             }
             crate::interrupt::check()?;
-            let mut in_hand = state.file_in_hand == Some(sample.file);
+            let mut in_hand = state.file_in_hand == Some(sample.file) && state.open;
             if !in_hand {
                 self.dataset
                     .write_file_key(&mut state.key, self.split, sample.file);
@@ -236,6 +280,9 @@ impl<'a> BatchSource<'a> {
                 .reader
                 .read_sample(self.storage, &state.key, sample.sample, &mut state.buffer)
                 .or_else(interrupted_first)?;
+            if self.opens_per_sample {
+                state.close_file(self.storage);
+            }
             loaded.samples += 1;
             loaded.bytes += read.bytes;
             if in_hand {
@@ -792,6 +839,7 @@ mod tests {
             seed: 0,
             trace: None,
             meters: None,
+            opens_per_sample: false,
         }
     }
 

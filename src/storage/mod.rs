@@ -191,6 +191,11 @@ pub trait Storage: Send + Sync {
         Ok(())
     }
 
+    /// The calling thread closes `key` now, as a reader that opens the file for every sample
+    /// closes it after the sample (`reader.read_type: on_demand`): the next read of it opens it
+    /// again. Call [`Storage::release`] first where the pages must go too.
+    fn let_go(&self, _key: &str) {}
+
     /// The calling thread's phase is over: every object it holds is closed.
     fn release_all(&self) {}
 

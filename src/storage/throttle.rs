@@ -136,6 +136,10 @@ impl Storage for Throttled {
         self.inner.release(key)
     }
 
+    fn let_go(&self, key: &str) {
+        self.inner.let_go(key)
+    }
+
     fn release_all(&self) {
         self.inner.release_all();
     }

@@ -281,4 +281,9 @@ impl SampleReader for Hdf5Reader {
         // h5py hands the sample to DLIO, which drops it: so do we.
         self.read_records(storage, key, sample, buf, &mut |_, _| {})
     }
+
+    /// `h5py.File` closed: the next open reads the superblock and the datasets' headers again.
+    fn file_closed(&mut self, key: &str) {
+        self.in_hand.retain(|file| file.key != key);
+    }
 }

@@ -212,4 +212,11 @@ impl FileFormat for Parquet {
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(read::RowGroupReader::new(self))
     }
+
+    /// The parquet reader of DLIO's MLPerf fork keeps its last file open across the closes of
+    /// `read_type: on_demand` (its `file_cache`, on by default), with the file's footer and row
+    /// groups: as the file in hand here.
+    fn opened_per_sample_on_demand(&self) -> bool {
+        false
+    }
 }

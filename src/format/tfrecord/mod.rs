@@ -120,6 +120,11 @@ impl FileFormat for TfRecord {
         Box::new(StreamReader::new(self.verify, self.buffer_size))
     }
 
+    /// A stream is read front to back from one open, whatever the read type.
+    fn opened_per_sample_on_demand(&self) -> bool {
+        false
+    }
+
     fn side_files(&self, key: &str, each: &mut dyn FnMut(&str)) {
         each(&index_key(key));
     }

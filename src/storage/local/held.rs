@@ -29,6 +29,8 @@ pub(super) struct HeldFile {
 thread_local! {
     /// The files this thread holds, the most recently taken last.
     static HELD: RefCell<Vec<HeldFile>> = const { RefCell::new(Vec::new()) };
+    /// The file this thread let go of last (its storage and key), until it holds another.
+    static LET_GO: RefCell<Option<(u64, String)>> = const { RefCell::new(None) };
 }
 
 impl LocalFs {
@@ -65,9 +67,16 @@ impl LocalFs {
         if again.is_some() {
             return;
         }
+        // A file let go of and held again straight away is a reader that opens it for every
+        // sample: its cached pages are this thread's own reads of the sample before.
+        let reopened = LET_GO.with(|last| {
+            last.borrow_mut()
+                .take()
+                .is_some_and(|(storage, last)| storage == self.id && last == key)
+        });
         let opened = self.open_for_reading(key, direct).and_then(|file| {
             let geometry = self.geometry_of(&file, key, direct)?;
-            if self.options.evict_after_read && !direct {
+            if self.options.evict_after_read && !direct && !reopened {
                 // Pages left by whoever touched the file last (the generation, another run) would
                 // serve this read; fio drops them too before a job. The kernel's counters show
                 // any page this could not drop.
@@ -91,6 +100,15 @@ impl LocalFs {
                 held.push(file);
             });
         }
+    }
+
+    /// `Storage::let_go`: closes the file at `key`, if this thread holds it.
+    pub(super) fn let_go_of_held_file(&self, key: &str) {
+        HELD.with(|held| {
+            held.borrow_mut()
+                .retain(|h| !(h.storage == self.id && h.key == key))
+        });
+        LET_GO.with(|last| *last.borrow_mut() = Some((self.id, key.to_string())));
     }
 
     /// `Storage::release_all`: closes the files this thread holds of this storage.

@@ -218,6 +218,10 @@ impl Storage for LocalFs {
         held.unwrap_or_else(|| evict_from_page_cache(&self.open_for_reading(key, false)?, 0, 0))
     }
 
+    fn let_go(&self, key: &str) {
+        self.let_go_of_held_file(key)
+    }
+
     fn release_all(&self) {
         self.let_go_of_held_files()
     }

@@ -229,6 +229,41 @@ mod with_mpi {
         assert!(samples >= 2 * 24 * 3, "{samples}");
         assert_eq!(int(kinds, "/GET/bytes"), from_storage, "{kinds}");
         assert_eq!(int(kinds, "/GET/requests"), samples, "{kinds}");
+
+        // Names off the scheme (20 of the 24 files asked for: `_of_20` names are not there):
+        // process 0 lists the bucket's folder and hands the names to the others. The 4
+        // processes make the LISTs one process makes, but for their own bucket checks.
+        let listed = |out: &str, folder: &str| {
+            let mut w = words(out, folder);
+            w.retain(|w| !w.contains("skip_listing") && !w.contains("num_files_train"));
+            w.push("++workload.dataset.num_files_train=20".into());
+            w
+        };
+        let lists = |out: &str| {
+            let report = read_json(&tmp.join(out).join("report.json"));
+            assert_eq!(
+                at(&report, "/startup/file_names/0/method"),
+                "listed",
+                "{out}: {report}"
+            );
+            int(&report, "/storage_requests/data/kinds/LIST/requests")
+        };
+        let train = listed("listed4", "s3://mpi-bucket/data");
+        mpirun_with(&tmp.path, &launcher, &env, 4, DLIO_BENCHMARK, &train)
+            .0
+            .ok();
+        let mut alone = strings(&["run", "-q", "-n", "4"]);
+        alone.extend(listed("listed1", "data"));
+        launch(DLIO_RS, &tmp.path, &alone, &env).ok();
+        let (by_four, by_one) = (lists("listed4"), lists("listed1"));
+        assert!(
+            by_one >= 2,
+            "a bucket check and at least one page: {by_one}"
+        );
+        assert_eq!(by_four, by_one + 3, "only process 0 lists");
+        // The audit lists the folder again, with the connection of the environment.
+        let out = tmp.join("listed4").display().to_string();
+        launch(DLIO_RS, &tmp.path, &["audit", &out], &env).ok();
     }
 
     fn passes_audit(tmp: &Scratch, out: &str) {

@@ -488,7 +488,10 @@ fn a_held_file_is_read_without_opening_it_again_until_the_thread_lets_go() {
     storage.let_go("a.bin");
     let closed = storage.read_range("a.bin", 0, 10, &mut buf).unwrap_err();
     assert_eq!(closed.kind(), io::ErrorKind::NotFound, "let go of: closed");
-    assert!(storage.read_range("b.bin", 0, 10, &mut buf).is_ok(), "still held");
+    assert!(
+        storage.read_range("b.bin", 0, 10, &mut buf).is_ok(),
+        "still held"
+    );
     storage.release_all();
     fs::remove_dir_all(dir).unwrap();
 }

@@ -1099,18 +1099,18 @@ mod tests {
     #[test]
     fn the_tensorflow_pipeline_reads_what_its_buffers_call_for() {
         use std::collections::{HashMap, HashSet};
-        for (threads, prefetch, shuffle, batch, files, spf) in [
-            (2u64, 2u64, 5u64, 4u64, 14u64, 6u64),
-            (1, 0, 1, 3, 5, 4),
-            (3, 1, 40, 2, 20, 3),
-            (4, 3, 7, 5, 9, 8),
-            (2, 1, 1, 1, 7, 1),
+        for (threads, prefetch, maps, shuffle, batch, files, spf) in [
+            (2u64, 2u64, 1u64, 5u64, 4u64, 14u64, 6u64),
+            (1, 0, 1, 1, 3, 5, 4),
+            (3, 1, 2, 40, 2, 20, 3),
+            (4, 3, 1, 7, 5, 9, 8),
+            (2, 1, 3, 1, 1, 7, 1),
         ] {
             let yaml = format!(
                 "dataset:\n  format: tfrecord\n  num_files_train: {files}\n  \
                  num_samples_per_file: {spf}\nreader:\n  data_loader: tensorflow\n  \
                  read_threads: {threads}\n  batch_size: {batch}\n  prefetch_size: {prefetch}\n  \
-                 shuffle_size: {shuffle}\n  sample_shuffle: seed\n"
+                 computation_threads: {maps}\n  shuffle_size: {shuffle}\n  sample_shuffle: seed\n"
             );
             let config = config(&yaml);
             let plan = train_plan(&config);
@@ -1136,11 +1136,8 @@ mod tests {
                 .collect();
             // The rule, restated: what may be read once `taken` batches are taken (`asked` asked).
             let allowed = |taken: u64, asked: u64| -> u64 {
-                let wanted = if prefetch > 0 {
-                    taken + prefetch
-                } else {
-                    asked
-                };
+                // The prefetch's batches and the parallel map's, past those taken.
+                let wanted = (taken + prefetch + maps).max(asked);
                 let target = (wanted * batch + shuffle).min(order.len());
                 let mut read = vec![0u64; order.files() as usize];
                 loop {

@@ -4,8 +4,8 @@
 //! DLIO builds, per rank and epoch:
 //! `TFRecordDataset(files, buffer_size=transfer_size, num_parallel_reads=read_threads)` over the
 //! rank's whole files → `shuffle(shuffle_size)` (when `sample_shuffle` is on) →
-//! `batch(batch_size, drop_remainder=True)` → `map(parse, computation_threads)` →
-//! `prefetch(prefetch_size)`. What each stage does to the reads:
+//! `batch(batch_size, drop_remainder=True)` → `map(parse, num_parallel_calls=
+//! computation_threads)` → `prefetch(prefetch_size)`. What each stage does to the reads:
 //!
 //! - the parallel reads are TensorFlow's (legacy) parallel interleave: a cycle of `N =
 //!   read_threads` files handing on one record each in turn ([`Interleave`]), and `2N` files
@@ -18,10 +18,13 @@
 //!   interleave must have handed on `shuffle_size + batch_size` records, and from then on one
 //!   record per record taken out. It reorders records after they are read, so it changes when
 //!   records are read, not which or in what order;
-//! - the map is DLIO's `_parse_image`, which returns a constant: it costs nothing, whatever
-//!   `computation_threads` is, and DLIO's TFRecord reader calls no preprocessing sleep;
-//! - the prefetch holds `prefetch_size` batches ready: the pipeline pulls records for them
-//!   while the trainer computes; with 0 it pulls only when the trainer asks.
+//! - the map is DLIO's `_parse_image`, which returns a constant: it costs nothing, and DLIO's
+//!   TFRecord reader calls no preprocessing sleep. But a parallel map holds as many results as
+//!   calls it may run: `computation_threads` batches ready beyond the prefetch's;
+//! - the prefetch holds `prefetch_size` batches ready: with the map's, the pipeline pulls
+//!   records for `prefetch_size + computation_threads` batches past the trainer's while it
+//!   computes (measured with TensorFlow 2.21: one batch taken, `1 + prefetch_size +
+//!   computation_threads` batches' records pulled).
 //!
 //! Here the worker threads read; a count stands for the interleave, the shuffle buffer and the
 //! prefetch: the pipeline has handed on the first `X` records of the rank's interleave order,
@@ -81,11 +84,7 @@ impl Shape {
     /// The records the pipeline has handed on: as many as its buffers call for, up to the first
     /// not read.
     fn handed_on(&self, progress: &Progress) -> u64 {
-        let batches = if self.buffers.prefetch > 0 {
-            progress.taken + self.buffers.prefetch
-        } else {
-            progress.asked
-        };
+        let batches = (progress.taken + self.buffers.ahead).max(progress.asked);
         let wanted = batches
             .saturating_mul(self.batch)
             .saturating_add(self.buffers.shuffle);

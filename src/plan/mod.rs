@@ -81,8 +81,11 @@ pub struct PipelineBuffers {
     /// Records of the shuffle buffer (`reader.shuffle_size`; 0 when samples are not shuffled,
     /// as DLIO then adds no shuffle).
     pub shuffle: u64,
-    /// Batches of the prefetch buffer (`reader.prefetch_size`; 0: pulled when the trainer asks).
-    pub prefetch: u64,
+    /// Batches the pipeline holds ready ahead of the trainer: the prefetch buffer's
+    /// `reader.prefetch_size` and the parallel map's `reader.computation_threads` (tf.data's
+    /// parallel map keeps as many results as calls it may run: measured with TensorFlow 2.21,
+    /// one batch taken pulls `1 + prefetch_size + computation_threads` batches' records).
+    pub ahead: u64,
 }
 
 impl PlanSpec {
@@ -111,7 +114,7 @@ impl PlanSpec {
                         Shuffle::Off => 0,
                         Shuffle::Seed | Shuffle::Random => config.reader.shuffle_size,
                     },
-                    prefetch: config.reader.prefetch_size,
+                    ahead: config.reader.prefetch_size + config.reader.computation_threads,
                 }),
             // Both phases read with the same threads (the loader's `reader.read_threads`).
             lanes: if file_sharded || thread_chunks {
@@ -391,7 +394,7 @@ impl EpochPlan {
             return 0;
         };
         let handed_on =
-            ((self.steps + buffers.prefetch) * self.spec.batch + buffers.shuffle).min(order.len());
+            ((self.steps + buffers.ahead) * self.spec.batch + buffers.shuffle).min(order.len());
         (order.taken_of_file(file, handed_on) + RECORDS_AHEAD).min(order.records_per_file())
     }
 

@@ -55,7 +55,7 @@ proptest! {
         s.file_sharded = sharded && files >= world;
         s.lanes = lanes;
         s.thread_chunks = chunks;
-        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
+        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, ahead: 2 });
         let plan = EpochPlan::new(s.clone(), epoch);
         let full = if s.file_sharded {
             files / world * spf / batch
@@ -103,7 +103,7 @@ proptest! {
         s.max_steps = cap;
         s.lanes = lanes;
         s.thread_chunks = chunks;
-        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, prefetch: 1 });
+        s.pipeline = interleaved.then_some(PipelineBuffers { shuffle: 3, ahead: 2 });
         let plan = EpochPlan::new(s, epoch);
         for position in 0..files * spf {
             prop_assert_eq!(plan.position_of(plan.sample_at(position)), Some(position));
@@ -197,7 +197,7 @@ proptest! {
         s.file_shuffle = if file_shuffle { Shuffle::Seed } else { Shuffle::Off };
         s.sample_shuffle = Shuffle::Seed;
         s.file_sharded = true;
-        s.pipeline = Some(PipelineBuffers { shuffle: 3, prefetch: 1 });
+        s.pipeline = Some(PipelineBuffers { shuffle: 3, ahead: 2 });
         s.lanes = lanes;
         s.max_steps = cap;
         let plan = EpochPlan::new(s.clone(), epoch);

@@ -455,8 +455,9 @@ fn batches_read_ahead_follow_each_loader() {
     };
     // PyTorch: 4 threads × ceil(8 / 4).
     assert_eq!(ahead("pytorch", "npz", 8), 8);
-    // tf.data over TFRecord: 2 batches + ceil((1024 + 12 files × 2 records) / 32).
-    assert_eq!(ahead("tensorflow", "tfrecord", 2), 2 + 33);
+    // tf.data over TFRecord: 2 batches, 1 in the map (computation_threads) + ceil((1024 + 12
+    // files × 2 records) / 32).
+    assert_eq!(ahead("tensorflow", "tfrecord", 2), 2 + 1 + 33);
     // DLIO's generators: 2 batches + 2 per generator.
     assert_eq!(ahead("tensorflow", "npz", 2), 2 + 8);
     // DALI: its depth, 2 when prefetch_size is 0.

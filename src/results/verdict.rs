@@ -692,11 +692,12 @@ pub(super) fn batches_read_ahead(config: &Config) -> (u64, String) {
             let workers = threads * (1 + crate::plan::FILES_AHEAD_PER_LANE);
             let records = shuffle + workers * crate::plan::RECORDS_AHEAD;
             (
-                reader.prefetch_size + records.div_ceil(batch),
+                reader.prefetch_size + reader.computation_threads + records.div_ceil(batch),
                 format!(
-                    "the TensorFlow pipeline's prefetch of {} batch(es), its shuffle buffer of \
-                     {shuffle} record(s) and {workers} files' read-ahead, at batch {batch}",
-                    reader.prefetch_size
+                    "the TensorFlow pipeline's prefetch of {} batch(es), its map's {}, its \
+                     shuffle buffer of {shuffle} record(s) and {workers} files' read-ahead, at \
+                     batch {batch}",
+                    reader.prefetch_size, reader.computation_threads
                 ),
             )
         }

@@ -2030,3 +2030,57 @@ fn latency_cell_us(number: &str, unit: &str) -> f64 {
     assert!(value >= 1.0 || unit == "µs", "{number} {unit}");
     value * scale
 }
+
+/// `native_dali` runs npy (DALI's numpy reader); what DLIO cannot run under it, or dlio-rs does
+/// not emulate, exits 2 naming the key, the value and what is valid.
+#[test]
+fn native_dali_refuses_what_it_cannot_run() {
+    let tmp = Scratch::new("native_dali_refusals");
+    for (extra, says) in [
+        (
+            vec!["++workload.dataset.format=npz"],
+            vec![
+                "native_dali",
+                "npz",
+                "please use npy format instead",
+                "native_dali runs format npy",
+            ],
+        ),
+        (
+            vec!["++workload.dataset.format=tfrecord"],
+            vec![
+                "native_dali",
+                "tfrecord",
+                "fn.readers.tfrecord",
+                "is not emulated",
+            ],
+        ),
+        (
+            vec!["++workload.dataset.format=jpeg"],
+            vec!["native_dali", "jpeg", "fn.readers.file"],
+        ),
+        (
+            vec!["++workload.dataset.format=hdf5"],
+            vec!["native_dali", "hdf5", "no DALI reader"],
+        ),
+        (
+            vec![
+                "++workload.dataset.format=npy",
+                "++workload.reader.odirect=True",
+            ],
+            vec![
+                "workload.reader.odirect",
+                "native_dali",
+                "set odirect False",
+            ],
+        ),
+    ] {
+        let mut words = strings(&[
+            "run",
+            "workload=unet3d_h100",
+            "++workload.reader.data_loader=native_dali",
+        ]);
+        words.extend(extra.iter().map(|w| w.to_string()));
+        dlio_rs(&tmp.path, &words).fails(2).says(&says);
+    }
+}

@@ -669,13 +669,7 @@ impl Config {
             }
         }
         if self.reader.data_loader == DataLoader::NativeDali {
-            return not_yet(
-                "workload.reader.data_loader = native_dali (DALI's own file readers, \
-                 fn.readers.numpy/tfrecord/file)"
-                    .to_string(),
-                "supported loaders are pytorch, tensorflow, dali (DLIO's DALI pipeline around \
-                 its own readers), synthetic",
-            );
+            self.check_native_dali()?;
         }
         if self.reader.data_loader == DataLoader::Dali && self.dataset.format == Format::Tfrecord {
             return Err(Error::usage(
@@ -683,6 +677,64 @@ impl Config {
                  are read as streams (DLIO's DALI loader fails on them too): use \
                  data_loader tensorflow for tfrecord, or dali with another format",
             ));
+        }
+        Ok(())
+    }
+
+    /// DLIO's `native_dali` loader runs DALI's own readers: `fn.readers.numpy` over npy files is
+    /// emulated (docs/formats.md, "The native DALI loader"); what DLIO cannot run, or dlio-rs
+    /// does not emulate, is refused with the reason.
+    fn check_native_dali(&self) -> Result<()> {
+        let refuse = |why: String| Err(Error::usage(why));
+        let format = self.dataset.format;
+        match format {
+            Format::Npy => {}
+            Format::Npz => {
+                return refuse(
+                    "workload.reader.data_loader = native_dali with workload.dataset.format = \
+                     npz: DLIO refuses it (\"Loading data of npz format is not supported \
+                     without framework data loader; please use npy format instead\"); \
+                     native_dali runs format npy"
+                        .to_string(),
+                )
+            }
+            Format::Tfrecord | Format::Jpeg | Format::Png => {
+                let reader = if format == Format::Tfrecord {
+                    "fn.readers.tfrecord"
+                } else {
+                    "fn.readers.file"
+                };
+                return refuse(format!(
+                    "workload.reader.data_loader = native_dali with workload.dataset.format = \
+                     {format}: DALI's {reader}, which DLIO uses for it, is not emulated by \
+                     dlio-rs {}; native_dali runs format npy (DALI's fn.readers.numpy), or use \
+                     data_loader pytorch, tensorflow or dali for {format}",
+                    env!("CARGO_PKG_VERSION")
+                ));
+            }
+            other => {
+                return refuse(format!(
+                    "workload.reader.data_loader = native_dali with workload.dataset.format = \
+                     {other}: DLIO has no DALI reader for {other} (its reader has no DALI \
+                     pipeline, and the run fails); native_dali runs format npy"
+                ))
+            }
+        }
+        if self.reader.odirect {
+            return refuse(
+                "workload.reader.odirect = True with data_loader native_dali: DALI's numpy \
+                 reader maps each file and never opens it with O_DIRECT (DLIO ignores the key \
+                 there); set odirect False"
+                    .to_string(),
+            );
+        }
+        if self.storage.storage_type == StorageType::S3 {
+            return refuse(
+                "workload.reader.data_loader = native_dali with storage_type s3: DALI's numpy \
+                 reader maps local files, and objects in a bucket cannot be mapped; use \
+                 data_loader pytorch or dali for s3"
+                    .to_string(),
+            );
         }
         Ok(())
     }

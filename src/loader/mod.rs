@@ -18,6 +18,7 @@ mod crew;
 mod dali;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod native_dali;
 mod tfdata;
 pub mod trace;
 
@@ -102,6 +103,8 @@ struct ReaderState<'a> {
     bytes_from_storage: Option<u64>,
     /// The thread's meter of the time series, when the run keeps one.
     meter: Option<&'a ReadMeter>,
+    /// The preprocessing sleep is another thread's (DALI's pipeline stage), not this reader's.
+    defers_preprocess: bool,
 }
 
 impl ReaderState<'_> {
@@ -214,6 +217,7 @@ impl<'a> BatchSource<'a> {
             read_bytes_at_start,
             bytes_from_storage: None,
             meter,
+            defers_preprocess: false,
         }
     }
 
@@ -312,7 +316,7 @@ impl<'a> BatchSource<'a> {
                 state.traced.read(trace, &read)?;
             }
             started = ended;
-            if !self.preprocess_time.is_zero() {
+            if !self.preprocess_time.is_zero() && !state.defers_preprocess {
                 state
                     .sleeper
                     .sleep(self.preprocess_time.draw(&mut state.rng));
@@ -377,6 +381,8 @@ pub fn most_reader_threads(config: &crate::config::Config) -> u64 {
         }
         // DLIO's generators and DALI's workers: at least one.
         DataLoader::Tensorflow | DataLoader::Dali => threads.max(1),
+        // DALI's own reader's thread and the preprocessing stage, whatever `read_threads`.
+        DataLoader::NativeDali => 2,
         _ => threads,
     }
 }
@@ -578,6 +584,8 @@ enum Mode<'scope, 'env> {
     Pipeline(tfdata::Pipeline<'scope, 'env>),
     /// DLIO's DALI loader.
     Dali(dali::DaliPipeline<'scope, 'env>),
+    /// DLIO's native DALI loader (DALI's own numpy reader).
+    NativeDali(native_dali::NativeDaliPipeline<'scope, 'env>),
     Threads {
         handoffs: ClosedOnDrop,
         readers: Vec<ScopedJoinHandle<'scope, (ReaderState<'env>, Result<()>)>>,
@@ -615,6 +623,14 @@ impl<'scope, 'env> Loader<'scope, 'env> {
                 source,
                 next_step: 0,
                 mode: Mode::Pipeline(pipeline?),
+            });
+        }
+        if source.plan.dali().is_some() {
+            let pipeline = native_dali::NativeDaliPipeline::start(scope, source, &mut buffers)?;
+            return Ok(Loader {
+                source,
+                next_step: 0,
+                mode: Mode::NativeDali(pipeline),
             });
         }
         if settings.dali {
@@ -727,6 +743,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
             Mode::Inline(state) => self.source.read_batch(step, state),
             Mode::Pipeline(pipeline) => pipeline.next_batch(step),
             Mode::Dali(pipeline) => pipeline.next_batch(step),
+            Mode::NativeDali(pipeline) => pipeline.next_batch(step),
             Mode::Threads { handoffs, readers } => {
                 let thread = (step % handoffs.len() as u64) as usize;
                 let handoff = &handoffs[thread];
@@ -786,6 +803,7 @@ impl<'scope, 'env> Loader<'scope, 'env> {
             }
             Mode::Pipeline(pipeline) => pipeline.finish(),
             Mode::Dali(pipeline) => pipeline.finish(),
+            Mode::NativeDali(pipeline) => pipeline.finish(),
             Mode::Threads { handoffs, readers } => {
                 drop(handoffs);
                 readers
@@ -1380,6 +1398,225 @@ mod tests {
                 }
                 loader.finish().unwrap();
             });
+        }
+    }
+
+    /// A local folder whose mappings are recorded (key, in order); nothing else is served.
+    struct MapRecorder {
+        inner: crate::storage::LocalFs,
+        maps: Mutex<Vec<String>>,
+    }
+
+    impl MapRecorder {
+        fn refused<T>() -> std::io::Result<T> {
+            Err(std::io::Error::other("not served by this test's storage"))
+        }
+
+        fn count(&self) -> u64 {
+            self.maps.lock().unwrap().len() as u64
+        }
+    }
+
+    impl Storage for MapRecorder {
+        fn describe(&self, key: &str) -> String {
+            key.to_string()
+        }
+
+        fn read_all(
+            &self,
+            _: &str,
+            _: &mut crate::storage::IoBuffer,
+        ) -> std::io::Result<crate::storage::RangeRead> {
+            Self::refused()
+        }
+
+        fn read_range(
+            &self,
+            _: &str,
+            _: u64,
+            _: usize,
+            _: &mut crate::storage::IoBuffer,
+        ) -> std::io::Result<crate::storage::RangeRead> {
+            Self::refused()
+        }
+
+        fn read_ranges(
+            &self,
+            _: &str,
+            _: &[(u64, usize)],
+            _: crate::storage::Window,
+            _: &mut crate::storage::IoBuffer,
+            _: &mut crate::storage::OnRange<'_>,
+        ) -> std::io::Result<()> {
+            Self::refused()
+        }
+
+        fn map_range(
+            &self,
+            key: &str,
+            offset: u64,
+            len: usize,
+        ) -> std::io::Result<crate::storage::Mapped> {
+            self.maps.lock().unwrap().push(key.to_string());
+            self.inner.map_range(key, offset, len)
+        }
+
+        fn size(&self, key: &str) -> std::io::Result<u64> {
+            self.inner.size(key)
+        }
+
+        fn create(&self, _: &str) -> std::io::Result<Box<dyn crate::storage::ObjectWriter + '_>> {
+            Self::refused()
+        }
+
+        fn open_sequential(
+            &self,
+            _: &str,
+        ) -> std::io::Result<Box<dyn crate::storage::ObjectReader + '_>> {
+            Self::refused()
+        }
+
+        fn evict(&self, _: &str) -> std::io::Result<()> {
+            Self::refused()
+        }
+
+        fn exists(&self, _: &str) -> std::io::Result<bool> {
+            Self::refused()
+        }
+
+        fn make_folder(&self, _: &str) -> std::io::Result<()> {
+            Self::refused()
+        }
+
+        fn delete(&self, _: &str) -> std::io::Result<bool> {
+            Self::refused()
+        }
+
+        fn list_dir(
+            &self,
+            _: &str,
+            _: &mut dyn FnMut(&str, crate::storage::EntryKind),
+        ) -> std::io::Result<()> {
+            Self::refused()
+        }
+
+        fn accounting(&self) -> crate::storage::Accounting {
+            crate::storage::Accounting::Exact
+        }
+
+        fn sync(&self) -> std::io::Result<()> {
+            Self::refused()
+        }
+    }
+
+    /// DLIO's native DALI loader, against what DALI 2.4 did under DLIO (strace), restated: one
+    /// whole-file mapping per file; once the trainer took k batches, exactly the stream positions
+    /// `batch × (k + prefetch + 2) + min(fill, shard)` are taken, pad slots (the pass's last batch
+    /// filled up) read nothing; unshuffled, the stream is shard 0's files in order, pass after
+    /// pass; shuffled, each pass reads the same order, every file of the shard once. Rank 1 of 2
+    /// reads what rank 0 reads: the first half of the files.
+    #[test]
+    fn the_native_dali_loader_reads_shard_zero_as_far_as_its_queues_call_for() {
+        use std::collections::HashSet;
+        for (files, world, rank, batch, prefetch, shuffle_size, preprocess) in [
+            (12u64, 1u64, 0u64, 2u64, 1u64, None, 0.0),
+            (16, 2, 1, 3, 2, None, 0.0),
+            (15, 1, 0, 4, 0, Some(5u64), 0.0),
+            (20, 2, 1, 2, 3, Some(3), 0.001),
+            (9, 1, 0, 2, 1, Some(40), 0.0),
+        ] {
+            let shuffle = match shuffle_size {
+                Some(size) => format!("  sample_shuffle: seed\n  shuffle_size: {size}\n"),
+                None => "  sample_shuffle: off\n".to_string(),
+            };
+            let yaml = format!(
+                "dataset:\n  format: npy\n  num_files_train: {files}\n  num_samples_per_file: 2\n\
+                 reader:\n  data_loader: native_dali\n  read_threads: 3\n  batch_size: {batch}\n  \
+                 prefetch_size: {prefetch}\n  preprocess_time: {preprocess}\n{shuffle}"
+            );
+            let config = config(&yaml);
+            let plan = crate::plan::EpochPlan::new(
+                crate::plan::PlanSpec::for_phase(&config, Phase::Train, world, 0),
+                1,
+            );
+            let dataset = Dataset::from_config(&config);
+            let key_of = |file: u64| {
+                let mut key = String::new();
+                dataset.write_file_key(&mut key, &dataset.train, file);
+                key
+            };
+            let dir = std::env::temp_dir().join(format!(
+                "dlio-rs-native-dali-{}-{files}-{batch}",
+                std::process::id()
+            ));
+            for file in 0..files {
+                let path = dir.join(key_of(file));
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, vec![file as u8; 100]).unwrap();
+            }
+            let storage = MapRecorder {
+                inner: crate::storage::LocalFs::new(&dir),
+                maps: Mutex::new(Vec::new()),
+            };
+            let format = crate::format::for_config(&config, false).unwrap();
+            let comm = crate::comm::ThreadGroup::new(world as usize);
+            let preprocess_time = config.reader.preprocess_time.clone();
+            let source = BatchSource {
+                rank,
+                preprocess_time: &preprocess_time,
+                ..epoch_one(&plan, &dataset, format.as_ref(), &storage, &comm)
+            };
+            // The rule, restated.
+            let shard = files / world;
+            let pass = shard.div_ceil(batch) * batch;
+            let fill = shuffle_size.unwrap_or(1).min(shard);
+            let depth = prefetch.max(1) + 2;
+            let reads_within =
+                |positions: u64| positions / pass * shard + (positions % pass).min(shard);
+            let case = format!("{files} files, world {world}, batch {batch}, prefetch {prefetch}, shuffle {shuffle_size:?}");
+            // DLIO's steps: samples (files × 2) / batch / world.
+            assert_eq!(plan.steps(), files * 2 / batch / world, "{case}");
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(3, prefetch);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                for step in 0..plan.steps() {
+                    let bound = reads_within(batch * (step + depth) + fill);
+                    while storage.count() < bound {
+                        std::thread::yield_now();
+                    }
+                    assert_eq!(storage.count(), bound, "{case}, before step {step}");
+                    let loaded = loader.next_batch().unwrap();
+                    assert_eq!(loaded.bytes, loaded.samples * 100, "{case}");
+                }
+                loader.finish().unwrap();
+            });
+            let maps = storage.maps.lock().unwrap().clone();
+            let first_half: HashSet<String> = if shuffle_size.is_none() {
+                (0..shard).map(key_of).collect()
+            } else {
+                maps.iter().take(shard as usize).cloned().collect()
+            };
+            // Shard 0 of a shuffled list is some `shard` files, each once per pass.
+            assert_eq!(first_half.len() as u64, shard, "{case}");
+            for (i, key) in maps.iter().enumerate() {
+                let expected = &maps[i % shard as usize];
+                assert_eq!(key, expected, "{case}: read {i} is not the pass's");
+                if shuffle_size.is_none() {
+                    assert_eq!(*key, key_of(i as u64 % shard), "{case}: read {i}");
+                }
+            }
+            // Every rank's batches are rank 0's, and only shard 0's files.
+            if world > 1 {
+                for step in 0..plan.steps() {
+                    let mine: Vec<_> = plan.batch(rank, step).collect();
+                    assert_eq!(mine, plan.batch(0, step).collect::<Vec<_>>(), "{case}");
+                    assert!(
+                        mine.iter().all(|s| first_half.contains(&key_of(s.file))),
+                        "{case}"
+                    );
+                }
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 }

@@ -14,10 +14,12 @@
 //! k mod lanes (see `Lanes`). TensorFlow's sample shuffle is a buffer that reorders records after
 //! they are read, so it does not change what storage sees, and the read order is the stream's.
 
+pub mod dali_shard;
 pub mod interleave;
 pub mod permutation;
 
 use crate::config::{Config, DataLoader, Format, Shuffle};
+pub use dali_shard::{DaliReaderSpec, DaliShard};
 pub use interleave::{Interleave, FILES_AHEAD_PER_LANE, RECORDS_AHEAD};
 pub use permutation::{mix64, Permutation};
 
@@ -73,6 +75,20 @@ pub struct PlanSpec {
     /// each taking a contiguous share of the rank's samples in file order (the plan's `Chunks`); the
     /// sample shuffle only relabels them there, so it is off.
     pub thread_chunks: bool,
+    /// DLIO's `native_dali` loader: DALI's own numpy reader, whose shard 0 every rank reads
+    /// ([`DaliShard`]); the shuffles are its own, the plan's are off.
+    pub native_dali: Option<NativeDaliSpec>,
+}
+
+/// What the plan needs of DLIO's `native_dali` loader, before the epoch's key is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeDaliSpec {
+    /// DLIO's `sample_shuffle` (DALI's `random_shuffle` when not off).
+    pub shuffle: Shuffle,
+    /// `initial_fill`: `shuffle_size`, or 1024 when 0.
+    pub initial_fill: u64,
+    /// The reader's `prefetch_queue_depth`: `prefetch_size`, or 1 when 0.
+    pub prefetch: u64,
 }
 
 /// The buffers of the TensorFlow loader's pipeline, which decide when each record is read.
@@ -105,7 +121,16 @@ impl PlanSpec {
         let file_sharded = config.dataset.format == Format::Tfrecord && files >= world;
         let tensorflow = config.reader.data_loader == DataLoader::Tensorflow;
         let thread_chunks = tensorflow && config.dataset.format != Format::Tfrecord;
+        let native = config.reader.data_loader == DataLoader::NativeDali;
         PlanSpec {
+            native_dali: native.then(|| NativeDaliSpec {
+                shuffle: config.reader.sample_shuffle,
+                initial_fill: match config.reader.shuffle_size {
+                    0 => 1024,
+                    n => n,
+                },
+                prefetch: config.reader.prefetch_size.max(1),
+            }),
             file_sharded,
             thread_chunks,
             pipeline: (file_sharded && config.reader.data_loader == DataLoader::Tensorflow)
@@ -129,13 +154,13 @@ impl PlanSpec {
             max_steps,
             // DLIO's DALI loader walks each rank's sample indices in order, whatever the keys.
             file_shuffle: match config.reader.data_loader {
-                DataLoader::Dali => Shuffle::Off,
+                DataLoader::Dali | DataLoader::NativeDali => Shuffle::Off,
                 _ => config.reader.file_shuffle,
             },
             // DLIO's TensorFlow generators read each thread's share in file order: its sample
             // shuffle permutes the labels only.
             sample_shuffle: match config.reader.data_loader {
-                DataLoader::Dali => Shuffle::Off,
+                DataLoader::Dali | DataLoader::NativeDali => Shuffle::Off,
                 _ if thread_chunks => Shuffle::Off,
                 _ => config.reader.sample_shuffle,
             },
@@ -227,6 +252,8 @@ pub struct EpochPlan {
     interleave: Option<Shards>,
     /// With DLIO's TensorFlow generators: each rank's positions dealt to its threads in shares.
     chunks: Option<Chunks>,
+    /// With DLIO's `native_dali` loader: shard 0, which every rank reads.
+    dali: Option<DaliShard>,
 }
 
 fn shuffle_key(kind: Shuffle, spec: &PlanSpec, epoch: u64, purpose: u64) -> Option<u64> {
@@ -278,6 +305,18 @@ impl EpochPlan {
             batch: spec.batch.max(1),
             lanes: spec.lanes.max(1),
         });
+        // Each epoch builds a fresh DALI pipeline (DLIO's loader makes one per epoch).
+        let dali = spec.native_dali.map(|native| {
+            let reader = DaliReaderSpec {
+                shuffle_key: shuffle_key(native.shuffle, &spec, epoch, 0xDA11),
+                fill: match native.shuffle {
+                    Shuffle::Off => 1,
+                    _ => native.initial_fill.max(1),
+                },
+                prefetch: native.prefetch,
+            };
+            DaliShard::new(spec.files, spec.world, spec.batch, steps, reader)
+        });
         EpochPlan {
             spec,
             steps,
@@ -286,6 +325,7 @@ impl EpochPlan {
             lanes,
             interleave,
             chunks,
+            dali,
         }
     }
 
@@ -430,13 +470,29 @@ impl EpochPlan {
         Some(self.sample_at(global))
     }
 
-    /// The samples of batch `step` (0-based) of `rank`.
+    /// Shard 0 as DALI's numpy reader walks it, under DLIO's `native_dali` loader.
+    pub fn dali(&self) -> Option<&DaliShard> {
+        self.dali.as_ref()
+    }
+
+    /// The samples of batch `step` (0-based) of `rank`. Under `native_dali` every rank's batch
+    /// is the one DALI's reader hands on from shard 0, each sample a whole file (sample 0).
     pub fn batch(&self, rank: u64, step: u64) -> impl Iterator<Item = SampleRef> + '_ {
         debug_assert!(rank < self.spec.world && step < self.steps);
         let start = (rank * self.steps + step) * self.spec.batch;
         let mut last = None;
-        (start..start + self.spec.batch)
-            .map(move |position| self.sample_at_after(position, &mut last))
+        (0..self.spec.batch).map(move |index| match &self.dali {
+            Some(dali) => {
+                let position = dali.emitted(step * self.spec.batch + index);
+                SampleRef {
+                    file: dali
+                        .file_at(position)
+                        .expect("an emitted slot holds a file"),
+                    sample: 0,
+                }
+            }
+            None => self.sample_at_after(start + index, &mut last),
+        })
     }
 }
 

@@ -22,6 +22,7 @@ fn spec(files: u64, spf: u64, batch: u64, world: u64, shuffle: Shuffle) -> PlanS
         lanes: 1,
         pipeline: None,
         thread_chunks: false,
+        native_dali: None,
     }
 }
 

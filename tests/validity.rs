@@ -580,3 +580,94 @@ fn plan_preview_matches_what_the_run_read() {
         }
     }
 }
+
+/// A traced `native_dali` run passes the audit: both ranks read shard 0's stream (the same
+/// files), in order, each file under the step it is pulled in for, and read ahead only as far
+/// as DALI's queues allow; with the shuffle buffer on and off, over 2 epochs. A trace with two
+/// rows swapped, or a row dropped, fails it, naming the row.
+#[test]
+fn native_dali_runs_pass_the_audit_and_a_changed_stream_fails_it() {
+    let tmp = Scratch::new("native-dali-audit");
+    let shape = Shape {
+        files: 16,
+        samples_per_file: 1,
+        batch: 2,
+        threads: 2,
+        epochs: 2,
+    };
+    let data = tmp.join("data");
+    let npy = ["++workload.dataset.format=npy"];
+    generate_for(
+        &tmp.path,
+        &traced_words(&data, &tmp.join("gen"), &shape, &npy),
+    );
+    for shuffle in ["off", "seed"] {
+        let out = tmp.join(format!("run-{shuffle}"));
+        let shuffle_word = format!("++workload.reader.sample_shuffle={shuffle}");
+        let words = traced_words(
+            &data,
+            &out,
+            &shape,
+            &[
+                npy[0],
+                "++workload.reader.data_loader=native_dali",
+                "++workload.reader.shuffle_size=4",
+                &shuffle_word,
+                "++workload.workflow.evaluation=False",
+            ],
+        );
+        let mut args = strings(&["run", "-q", "-n", "2"]);
+        args.extend(words);
+        launch(DLIO_RS, &tmp.path, &args, &[]).ok();
+        let (code, report, ran) = audit(&tmp.path, &out);
+        assert_eq!(code, Some(0), "{shuffle}: {report:#}\n{}", ran.context());
+        for phase in train_phases(&report) {
+            // 16 files over 2 ranks: shard 0 is 8 files, 4 steps of 2 on each rank.
+            assert_eq!(int(phase, "/samples_read"), 2 * 8, "{shuffle}: {phase}");
+            assert_eq!(int(phase, "/missing"), 0, "{shuffle}: {phase}");
+        }
+        // Both ranks read the same files: shard 0.
+        let files = |rank: u64| -> std::collections::BTreeSet<String> {
+            let trace = std::fs::read_to_string(out.join(format!("trace/{rank}.csv"))).unwrap();
+            trace
+                .lines()
+                .skip(1)
+                .map(|row| row.split(',').nth(5).unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(files(0), files(1), "{shuffle}: shard 0 on both ranks");
+
+        // The stream changed: two rows of rank 1 swapped, then one dropped.
+        let path = out.join("trace/1.csv");
+        let clean = std::fs::read_to_string(&path).unwrap();
+        let rows: Vec<&str> = clean.lines().collect();
+        let swap_file = |a: &str, b: &str| -> (String, String) {
+            let (mut x, mut y): (Vec<&str>, Vec<&str>) =
+                (a.split(',').collect(), b.split(',').collect());
+            std::mem::swap(&mut x[5], &mut y[5]);
+            (x.join(","), y.join(","))
+        };
+        let (second, third) = swap_file(rows[2], rows[3]);
+        let mut swapped: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+        swapped[2] = second;
+        swapped[3] = third;
+        let mut dropped: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+        dropped.remove(2);
+        for (what, changed) in [("swapped", swapped), ("dropped", dropped)] {
+            std::fs::write(&path, changed.join("\n") + "\n").unwrap();
+            let (code, report, ran) = audit(&tmp.path, &out);
+            assert_eq!(
+                code,
+                Some(1),
+                "{shuffle} {what}: {report:#}\n{}",
+                ran.context()
+            );
+            let first = at(&report, "/first_violations/0")
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(first.contains("trace/1.csv:"), "{shuffle} {what}: {first}");
+        }
+        std::fs::write(&path, clean).unwrap();
+    }
+}

@@ -380,16 +380,6 @@ pub fn audit(dir: &Path) -> Result<AuditReport> {
             dir.join("report.json").display()
         )));
     }
-    // Its rule is not the audit's: every rank reads shard 0, pass after pass, and reads ahead
-    // into the next pass (docs/formats.md, "The native DALI loader").
-    if config.reader.data_loader == crate::config::DataLoader::NativeDali {
-        return Err(Error::usage(format!(
-            "{}: the run used data_loader native_dali, whose reads (shard 0 on every rank, \
-             DALI's reader walking it pass after pass) the audit does not check yet; audit runs \
-             of the pytorch, tensorflow, dali or synthetic loaders",
-            dir.join("report.json").display()
-        )));
-    }
     let trace_dir = dir.join("trace");
     if !trace_dir.is_dir() {
         return Err(Error::usage(format!(

@@ -53,6 +53,9 @@ pub struct SegmentCheck<'a> {
     /// nothing.
     threads: Vec<Vec<ThreadState>>,
     highest_step: Vec<u64>,
+    /// Under the native DALI loader, per rank: the next stream position its reader must read,
+    /// and the step the reads at it are pulled in for (0-based).
+    stream: Vec<(u64, u64)>,
     counts: Counts,
 }
 
@@ -110,6 +113,7 @@ impl<'a> SegmentCheck<'a> {
             read,
             threads: vec![Vec::new(); world as usize],
             highest_step: vec![0; world as usize],
+            stream: vec![(0, 0); world as usize],
             counts: Counts::default(),
             plan,
         })
@@ -125,6 +129,9 @@ impl<'a> SegmentCheck<'a> {
     ) {
         if self.plan.interleave().is_some() {
             return self.check_pipelined(rank, row, violations, order);
+        }
+        if self.plan.dali().is_some() {
+            return self.check_native_dali(rank, row, violations);
         }
         self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
         let slot = (row.thread < self.threads_per_rank).then_some(row.thread as usize);
@@ -276,6 +283,64 @@ impl<'a> SegmentCheck<'a> {
         }
     }
 
+    /// [`SegmentCheck::check`] for the native DALI loader: each rank's reader walks shard 0's
+    /// stream ([`crate::plan::DaliShard`]) one position after another, pad slots unread, so the
+    /// rank's rows are the stream's files in order, by thread 0, each traced under the step it
+    /// is pulled in for; past the steps' positions, only as far as DALI's queues read ahead.
+    fn check_native_dali(&mut self, rank: u64, row: &TraceRow, violations: &mut Violations) {
+        let dali = self.plan.dali().expect("checked by the caller");
+        let steps = self.plan.steps();
+        let (mut position, mut pulled_for) = self.stream[rank as usize];
+        // Pad slots are passed, not read: at most a batch of them ends each pass.
+        while dali.files() > 0 && dali.file_at(position).is_none() {
+            position += 1;
+        }
+        while pulled_for < steps && dali.needed_for(pulled_for) <= position {
+            pulled_for += 1;
+        }
+        let about = || describe_read(rank, row);
+        let expected = dali.file_at(position);
+        let file = self.names.index_of(&row.file);
+        let problem = if row.rank != rank {
+            Some(format!(
+                "rank column is {} in rank {rank}'s trace",
+                row.rank
+            ))
+        } else if file.is_none() || file != expected || row.sample != 0 {
+            let name = expected.map(|f| self.names.name_of(f).to_string());
+            Some(format!(
+                "out of DALI's stream: position {position} of shard 0 is {} sample 0",
+                name.unwrap_or_default()
+            ))
+        } else if row.thread != 0 {
+            Some(format!(
+                "read by thread {}, but DALI's reader is one thread (0)",
+                row.thread
+            ))
+        } else if row.step != pulled_for + 1 {
+            Some(format!("pulled in for step {}", pulled_for + 1))
+        } else if position >= dali.readable(steps) {
+            Some("read further ahead than DALI's queues allow".to_string())
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            // A row out of place does not move the stream on: the rows after it are judged
+            // against the position it should have been.
+            self.counts.unplanned += 1;
+            violations.add(|| format!("{}: {problem}", about()));
+            self.stream[rank as usize] = (position, pulled_for);
+            return;
+        }
+        if pulled_for < steps {
+            self.counts.distinct += 1;
+            self.highest_step[rank as usize] = self.highest_step[rank as usize].max(row.step);
+        } else {
+            self.counts.read_ahead += 1;
+        }
+        self.stream[rank as usize] = (position + 1, pulled_for);
+    }
+
     /// The position the row was read at, as the trace shows it: its rank, its step, and how many
     /// rows of that step its thread read before it.
     fn measure_position(&mut self, rank: u64, row: &TraceRow, slot: Option<usize>) -> Option<u64> {
@@ -413,6 +478,9 @@ impl<'a> SegmentCheck<'a> {
         violations: &mut Violations,
         order: Option<&mut OrderTracker>,
     ) -> (PhaseAudit, BitSet) {
+        if self.plan.dali().is_some() {
+            return self.finish_native_dali(has_trace, violations);
+        }
         let SegmentCheck {
             epoch,
             phase,
@@ -485,5 +553,76 @@ impl<'a> SegmentCheck<'a> {
             read_ahead: counts.read_ahead,
         };
         (summary, read)
+    }
+
+    /// [`SegmentCheck::finish`] for the native DALI loader: every rank whose trace exists read
+    /// shard 0's stream up to the positions its steps need (pad slots aside), and took them all.
+    fn finish_native_dali(
+        self,
+        has_trace: &[bool],
+        violations: &mut Violations,
+    ) -> (PhaseAudit, BitSet) {
+        let dali = self.plan.dali().expect("checked by the caller");
+        let steps = self.plan.steps();
+        let needed = if steps > 0 {
+            dali.needed_for(steps - 1)
+        } else {
+            0
+        };
+        let files_below = |end: u64| (0..end).filter(|&p| dali.file_at(p).is_some()).count() as u64;
+        let planned = files_below(needed);
+        // The last step that pulls a read in (a fill larger than the shard reads it all at once).
+        let traced_steps = (0..steps)
+            .rev()
+            .find(|&s| s == 0 || dali.needed_for(s) > dali.needed_for(s - 1))
+            .map_or(0, |s| s + 1);
+        let mut missing = 0;
+        for (rank, &(position, _)) in self.stream.iter().enumerate() {
+            if !has_trace[rank] {
+                continue;
+            }
+            let unread = planned.saturating_sub(files_below(position.min(needed)));
+            if unread > 0 {
+                missing += unread;
+                violations.add(|| {
+                    format!(
+                        "{}: epoch {} {}: rank {rank} read {} of the {planned} files of shard 0 its {steps} steps need",
+                        trace_label(rank as u64),
+                        self.epoch,
+                        self.phase.as_str(),
+                        planned - unread
+                    )
+                });
+            }
+            let highest = self.highest_step[rank];
+            if highest != traced_steps {
+                violations.add(|| {
+                    format!(
+                        "{}: epoch {} {}: rank {rank} took {highest} steps, the plan has {traced_steps}",
+                        trace_label(rank as u64),
+                        self.epoch,
+                        self.phase.as_str()
+                    )
+                });
+            }
+        }
+        let ranks = has_trace.iter().filter(|&&t| t).count() as u64;
+        let summary = PhaseAudit {
+            epoch: self.epoch,
+            phase: self.phase.as_str(),
+            samples_planned: planned * ranks,
+            samples_read: self.counts.distinct,
+            repeated: self.counts.repeated,
+            unplanned: self.counts.unplanned,
+            missing,
+            samples_not_read: self.plan.samples_not_read(),
+            steps,
+            order_changed_fraction: None,
+            mean_displacement_fraction: None,
+            rank_files_changed_fraction: None,
+            remainder_read: 0,
+            read_ahead: self.counts.read_ahead,
+        };
+        (summary, self.read)
     }
 }

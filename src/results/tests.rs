@@ -463,4 +463,8 @@ fn batches_read_ahead_follow_each_loader() {
     // DALI: its depth, 2 when prefetch_size is 0.
     assert_eq!(ahead("dali", "npz", 0), 2);
     assert_eq!(ahead("dali", "npz", 3), 3);
+    // Native DALI: its queue (prefetch_size, 1 when 0), the pipeline's 2 outputs and the
+    // shuffle buffer's fill of 1024 in batches of 32.
+    assert_eq!(ahead("native_dali", "npy", 0), 1 + 2 + 32);
+    assert_eq!(ahead("native_dali", "npy", 3), 3 + 2 + 32);
 }

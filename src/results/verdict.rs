@@ -713,6 +713,24 @@ pub(super) fn batches_read_ahead(config: &Config) -> (u64, String) {
             let depth = reader.dali_queue_depth();
             (depth, format!("DALI's pipeline, {depth} batch(es) deep"))
         }
+        DataLoader::NativeDali => {
+            // DALI's numpy reader: its queue, the pipeline's outputs, and its shuffle buffer's
+            // fill (or the 1 sample it keeps read) ahead of the trainer.
+            let queue = reader.prefetch_size.max(1);
+            let fill = match reader.sample_shuffle {
+                crate::config::Shuffle::Off => 1,
+                _ if reader.shuffle_size == 0 => 1024,
+                _ => reader.shuffle_size,
+            };
+            let pipeline = crate::plan::dali_shard::PIPELINE_BATCHES;
+            (
+                queue + pipeline + fill.div_ceil(batch),
+                format!(
+                    "DALI's numpy reader's queue of {queue} batch(es), the pipeline's {pipeline} \
+                     and {fill} sample(s) of fill, at batch {batch}"
+                ),
+            )
+        }
         _ => (
             reader.batches_in_flight(),
             format!(

@@ -131,6 +131,8 @@ pub fn write_share(
                             if !share.owns(file) {
                                 continue;
                             }
+                            // Written for the rank that owns it (its endpoint, with several).
+                            crate::storage::mark_rank((file % share.world) as usize);
                             // A signal stops the generation between files; the marker stays.
                             let written =
                                 crate::interrupt::check()

@@ -197,6 +197,13 @@ fn checkpoints_are_saved_to_and_loaded_from_a_bucket_in_checked_parts() {
     assert_eq!(sent, 2 * one, "two saves, every byte sent once: {kinds}");
     assert!(int(kinds, "/part upload/requests") >= 4, "{kinds}");
     assert_eq!(int(kinds, "/ranged GET/bytes"), one, "one load: {kinds}");
+    // Every file of both saves checked by its ETag (an MD5 of MD5s for multipart files), with no
+    // request: the only HEADs are the load's, one per file.
+    let writes = at(&report, "/storage_requests/checkpoints/writes");
+    assert_eq!(int(writes, "/mismatches"), 0, "{writes}");
+    let files = int(writes, "/verified") / 2;
+    assert!(files >= 2, "{writes}");
+    assert_eq!(int(kinds, "/HEAD/requests"), files, "{kinds}");
     for kind in ["PUT", "part upload", "ranged GET"] {
         if let Some(retries) = kinds.pointer(&format!("/{kind}/failures")) {
             assert_eq!(retries.as_u64(), Some(0), "{kinds}");
@@ -227,6 +234,122 @@ fn injected_503s_and_resets_are_retried_and_counted() {
     assert!(proxy.faults() > 10, "{} faults", proxy.faults());
     assert_eq!(retries as usize, proxy.faults(), "{report}");
     assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+}
+
+/// Every object a generation writes is checked before it counts: data files whose first PUT a
+/// proxy truncates (the server keeps half and answers 200) are caught and written again, counted
+/// in report.json, and the dataset trains whole after the settle time asked for; truncated every
+/// time, the run fails (exit 1) naming the object, what was written and what was stored.
+#[test]
+fn truncated_writes_are_caught_written_again_and_counted() {
+    let tmp = Scratch::new("s3-truncated");
+    let server = start(&tmp);
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching("PUT /formats/datasets/npz/train/", Fault::Truncate).sparing_retries(),
+    )
+    .unwrap();
+    let words = with(
+        &format_words(&tmp, &proxy.endpoint(), "npz"),
+        &["++workload.storage.post_generation_settle_seconds=0.2"],
+    );
+    run_quiet(&tmp.path, 2, &words).ok();
+    assert_eq!(proxy.injected(Fault::Truncate), 8);
+    let out = tmp.join("out-npz");
+    let report = read_json(&out.join("report.json"));
+    let writes = at(&report, "/storage_requests/data/writes");
+    // 8 files in train/ (each written twice), 8 in valid/ and the generation's marker.
+    assert_eq!(int(writes, "/verified"), 17, "{writes}");
+    assert_eq!(int(writes, "/mismatches"), 8, "{writes}");
+    assert_eq!(int(writes, "/rewrites"), 8, "{writes}");
+    assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+    let log = std::fs::read_to_string(out.join("dlio.log")).unwrap();
+    let settled = log
+        .find("Settling 0.2 s after generation")
+        .expect("settled");
+    assert!(log.find("Generation done").unwrap() < settled, "{log}");
+
+    let always = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching("PUT /formats/datasets/cut/train/", Fault::Truncate),
+    )
+    .unwrap();
+    let words = with(
+        &format_words(&tmp, &always.endpoint(), "npz"),
+        &[
+            "++workload.dataset.data_folder=datasets/cut",
+            "++workload.storage.storage_options.s3_max_attempts=2",
+        ],
+    );
+    run_quiet(&tmp.path, 1, &words).fails(1).says(&[
+        "s3://formats/datasets/cut/train/",
+        "holds",
+        "bytes after a write of",
+        "the store did not keep what was sent, after 2 writes",
+    ]);
+}
+
+/// Several endpoints of one store (two S3 gateways of one SeaweedFS filer), named in
+/// `S3_ENDPOINT_URIS` as mlpstorage v3 passes them: the ranks spread over them, round-robin by
+/// global rank, and report.json counts each endpoint's requests; a gateway that dies in the middle
+/// of a run (named in `endpoint_urls`) fails it with exit 1, naming that endpoint.
+#[test]
+fn ranks_spread_over_endpoints_and_a_dead_one_is_named() {
+    let tmp = Scratch::new("s3-endpoints");
+    let server = start(&tmp);
+    let mut gateway = server
+        .start_gateway()
+        .unwrap_or_else(|e| panic!("the second gateway did not start: {e}"));
+    let (first, second) = (server.endpoint(), gateway.endpoint());
+    let words = format_words(&tmp, &server.endpoint(), "npz");
+    let mut args = strings(&["run", "-q", "--accelerators", "2"]);
+    args.extend(words.iter().cloned());
+    let uris = format!("{first}, {second}");
+    launch(DLIO_RS, &tmp.path, &args, &[("S3_ENDPOINT_URIS", &uris)]).ok();
+    let report = read_json(&tmp.join("out-npz/report.json"));
+    let data = at(&report, "/storage_requests/data");
+    let endpoints = at(data, "/endpoints").as_array().unwrap();
+    let urls: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, [first.as_str(), second.as_str()]);
+    let all: u64 = at(data, "/kinds")
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|k| k["requests"].as_u64().unwrap())
+        .sum();
+    let each: Vec<u64> = endpoints.iter().map(|e| int(e, "/requests")).collect();
+    assert_eq!(each.iter().sum::<u64>(), all, "{data}");
+    // Two ranks, each with its endpoint: both read (and generated) half of the files.
+    let bytes: Vec<u64> = endpoints.iter().map(|e| int(e, "/bytes")).collect();
+    assert!(bytes.iter().all(|&b| b > 100_000), "{bytes:?}");
+    assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+
+    let mut args = strings(&["run", "--accelerators", "2"]);
+    args.extend(with(
+        &words,
+        &[
+            "++workload.workflow.generate_data=False",
+            "++workload.train.epochs=1000",
+            "++workload.train.computation_time=0.01",
+            "++workload.storage.storage_options.request_timeout=1",
+            "++workload.storage.storage_options.s3_max_attempts=2",
+            &format!("++workload.storage.storage_options.endpoint_urls=[{first},{second}]"),
+        ],
+    ));
+    let mut live = Live::dlio_rs(&tmp.path, &args);
+    live.wait_for("epoch 2/");
+    gateway.kill();
+    let (ran, took) = live.finish();
+    assert_eq!(ran.code, Some(1), "{}", ran.context());
+    assert!(
+        ran.stderr.contains(&format!(" at endpoint {second}: ")),
+        "{}",
+        ran.context()
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
 }
 
 /// A run whose server stops (paused: it keeps its connections and never answers; or killed)

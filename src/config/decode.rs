@@ -10,10 +10,10 @@ use super::fields::Fields;
 use super::formats;
 use super::schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,
-    ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
-    PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig, StorageType, Throttle,
-    TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE,
-    NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
+    ElementType, EndpointSpread, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions,
+    OutputConfig, PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig,
+    StorageType, Throttle, TraceFormat, TrainConfig, TransformerShape, VerifyWrites, Workflow,
+    MAX_PART_SIZE, MIN_PART_SIZE, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 use super::time_spec::time_spec;
 use super::value::Value;
@@ -154,6 +154,17 @@ fn throttle(f: &mut Fields<'_>) -> Option<Throttle> {
     })
 }
 
+/// `storage.post_generation_settle_seconds` (DLIO's fork's key): 0 or more seconds.
+fn settle_seconds(f: &mut Fields<'_>) -> f64 {
+    const KEY: &str = "storage.post_generation_settle_seconds";
+    let seconds = f.float(KEY, 0.0);
+    if !(0.0..=crate::compute::MAX_SECONDS).contains(&seconds) {
+        f.fail(KEY, &Value::Float(seconds), "expected seconds, 0 or more");
+        return 0.0;
+    }
+    seconds
+}
+
 /// `storage.storage_options`. DLIO passes its values to its S3 client as strings ("False",
 /// "5"), so numbers and booleans are taken written either way.
 fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
@@ -208,10 +219,19 @@ fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
         MAX_PART_SIZE as f64,
         "a number of bytes",
     );
+    let parts_in_flight = number(
+        f,
+        "parts_in_flight",
+        8.0,
+        1.0,
+        10000.0,
+        "a whole number of parts",
+    );
     for (key, value) in [
         ("s3_max_attempts", max_attempts),
         ("max_in_flight", max_in_flight),
         ("part_size", part_size),
+        ("parts_in_flight", parts_in_flight),
     ] {
         if !whole(value) {
             f.fail(
@@ -244,6 +264,52 @@ fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
             "a number of seconds",
         ),
         part_size: part_size as u64,
+        parts_in_flight: parts_in_flight as u64,
+        verify_writes: f.choice(&format!("{KEY}.verify_writes"), VerifyWrites::Etag),
+        endpoint_urls: endpoint_urls(f, &format!("{KEY}.endpoint_urls")),
+        endpoint_spread: f.choice(&format!("{KEY}.endpoint_spread"), EndpointSpread::Rank),
+    }
+}
+
+/// `storage.storage_options.endpoint_urls`: a list of URLs, or one string of them separated by
+/// commas (as `S3_ENDPOINT_URIS` writes them); empty when absent.
+fn endpoint_urls(f: &mut Fields<'_>, key: &str) -> Vec<String> {
+    let split = |text: &str| -> Vec<String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    match f.raw(key) {
+        None => Vec::new(),
+        Some(Value::Str(text)) => split(text),
+        Some(Value::List(items)) => {
+            let urls: Option<Vec<String>> = items
+                .iter()
+                .map(|item| match item {
+                    Value::Str(url) => Some(url.trim().to_string()),
+                    _ => None,
+                })
+                .collect();
+            match urls {
+                Some(urls) => urls.into_iter().filter(|url| !url.is_empty()).collect(),
+                None => {
+                    let shown = Value::List(items.clone());
+                    f.fail(key, &shown, "expected a list of endpoint URLs");
+                    Vec::new()
+                }
+            }
+        }
+        Some(other) => {
+            let shown = other.clone();
+            f.fail(
+                key,
+                &shown,
+                "expected endpoint URLs: a list, or one string separated by commas",
+            );
+            Vec::new()
+        }
     }
 }
 
@@ -426,6 +492,7 @@ fn read_sections(f: &mut Fields) -> Sections {
         storage_root: f.string("storage.storage_root", "./"),
         options: object_store_options(f),
         throttle: throttle(f),
+        post_generation_settle_seconds: settle_seconds(f),
     };
     let dataset = DatasetConfig {
         record_length_bytes: sample_bytes(f, "dataset.record_length_bytes", 65536),

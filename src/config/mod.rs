@@ -42,4 +42,6 @@ pub use schema::{
     TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE,
     NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
+#[cfg(feature = "s3")]
+pub use schema::{EndpointSpread, VerifyWrites};
 pub use source::Source;

@@ -230,6 +230,10 @@ pub struct StorageConfig {
     pub options: ObjectStoreOptions,
     /// dlio-rs's `storage.throttle`: the storage behind an emulated link of known speed.
     pub throttle: Option<Throttle>,
+    /// Seconds to wait after a generation before reading (DLIO's fork's
+    /// `storage.post_generation_settle_seconds`), for stores whose new objects take time to be
+    /// seen everywhere; any storage but `local_fs`.
+    pub post_generation_settle_seconds: f64,
 }
 
 /// `storage.throttle.{mib_per_second, latency_ms}` (see `storage::throttle`).
@@ -241,7 +245,8 @@ pub struct Throttle {
 
 /// `storage.storage_options`, as written: DLIO's keys (`endpoint_url`, `region`, credentials,
 /// `s3_force_path_style`, `s3_max_attempts`) and dlio-rs's own (`profile`, `max_in_flight`,
-/// `request_timeout`, `part_size`). What is not set here comes from the standard `AWS_*`
+/// `request_timeout`, `part_size`, `parts_in_flight`, `verify_writes`, `endpoint_urls`,
+/// `endpoint_spread`). What is not set here comes from the standard `AWS_*`
 /// variables and profile files when the storage is set up (`storage::s3`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ObjectStoreOptions {
@@ -266,6 +271,40 @@ pub struct ObjectStoreOptions {
     pub request_timeout: f64,
     /// Bytes per part of a multipart upload; objects up to this size are one PUT.
     pub part_size: u64,
+    /// Parts of one object uploaded at once, and pieces of one object read ahead by a
+    /// checkpoint load: each holds `part_size` (or a piece's) bytes in memory.
+    pub parts_in_flight: u64,
+    /// How a written object is checked before it counts.
+    pub verify_writes: VerifyWrites,
+    /// Several endpoints of one store (`endpoint_urls`, else `S3_ENDPOINT_URIS`): empty for one.
+    pub endpoint_urls: Vec<String>,
+    /// How a process's requests are spread over several endpoints.
+    pub endpoint_spread: EndpointSpread,
+}
+
+choice_enum!(
+    /// `storage.storage_options.verify_writes`: what proves a written object whole.
+    VerifyWrites { Etag => "etag", Size => "size" }
+);
+
+choice_enum!(
+    /// `storage.storage_options.endpoint_spread`: which of several endpoints a request goes to.
+    EndpointSpread { Rank => "rank", Requests => "requests" }
+);
+
+// `choice_enum!` takes no attributes on its variants, so `#[default]` cannot be written there.
+#[allow(clippy::derivable_impls)]
+impl Default for VerifyWrites {
+    fn default() -> Self {
+        VerifyWrites::Etag
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for EndpointSpread {
+    fn default() -> Self {
+        EndpointSpread::Rank
+    }
 }
 
 /// Why `storage_type: s3` is refused by a build without object storage.

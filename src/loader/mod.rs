@@ -191,6 +191,9 @@ impl ReaderState<'_> {
 impl<'a> BatchSource<'a> {
     /// Called on the thread that will read: reader `thread`, or the trainer (thread 0).
     fn reader_state(&self, thread: TraceThread, buffer: ReadBuffer) -> ReaderState<'a> {
+        // Every reader thread of the rank takes its state here: its requests go to the rank's
+        // endpoint, where an object store has several.
+        crate::storage::mark_rank(self.rank as usize);
         // Meter 0 is the rank's own thread's (it reads when the loop reads inline), 1… its
         // readers': each meter has one writer.
         let index = match thread {

@@ -189,9 +189,37 @@ fn storage_requests(results: &Results) -> Value {
                 }),
             );
         }
+        let latency = |h: &crate::stats::histogram::Histogram| {
+            let q = |q: f64| h.quantile_us(q);
+            json!({"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999)})
+        };
+        let endpoints: Vec<Value> = counts
+            .endpoints
+            .iter()
+            .map(|e| {
+                json!({
+                    "url": e.url,
+                    "requests": e.requests,
+                    "retries": e.retries,
+                    "failures": e.failures,
+                    "bytes": e.bytes,
+                    "latency_us": latency(&e.latency),
+                })
+            })
+            .collect();
+        let w = &counts.writes;
         uses.insert(
             what.to_string(),
-            json!({"kinds": kinds, "peak_in_flight_per_process": counts.peak_in_flight}),
+            json!({
+                "kinds": kinds,
+                "peak_in_flight_per_process": counts.peak_in_flight,
+                "writes": {
+                    "verified": w.verified,
+                    "mismatches": w.mismatches,
+                    "rewrites": w.rewrites,
+                },
+                "endpoints": endpoints,
+            }),
         );
     }
     Value::Object(uses)

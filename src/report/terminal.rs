@@ -41,6 +41,32 @@ fn request_lines(out: &mut String, results: &Results) {
             })
             .collect();
         let _ = writeln!(out, "S3 requests for {what}: {}", kinds.join("; "));
+        let w = &counts.writes;
+        if w.verified + w.mismatches > 0 {
+            let _ = writeln!(
+                out,
+                "S3 writes for {what}: {} verified, {} mismatched, {} written again",
+                w.verified, w.mismatches, w.rewrites
+            );
+        }
+        if !counts.endpoints.is_empty() {
+            let endpoints: Vec<String> = counts
+                .endpoints
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} (p50 {}, p99 {}, {} retried, {} failed)",
+                        e.url,
+                        e.requests,
+                        latency(e.latency.quantile_us(0.5)),
+                        latency(e.latency.quantile_us(0.99)),
+                        e.retries,
+                        e.failures
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "S3 endpoints for {what}: {}", endpoints.join("; "));
+        }
     }
 }
 

@@ -31,6 +31,23 @@ pub(super) struct DataFolder {
     held: Option<Hold>,
 }
 
+/// The pause after a generation that `storage.post_generation_settle_seconds` asks for (DLIO's
+/// fork's key), on any storage but `local_fs`, for stores whose new objects take time to be
+/// listed and read everywhere. Every process waits the same time after the generation's last
+/// collective, as DLIO's rank 0 sleeps before a barrier; a signal ends the wait.
+fn settle(config: &Config, log: &DlioLog) -> Result<()> {
+    let seconds = config.storage.post_generation_settle_seconds;
+    if seconds <= 0.0 || config.storage.storage_type == crate::config::StorageType::LocalFs {
+        return Ok(());
+    }
+    log.output(&format!(
+        "Settling {seconds} s after generation (storage.post_generation_settle_seconds)"
+    ));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
+    crate::interrupt::sleep_until(until);
+    crate::interrupt::check().map_err(Error::from)
+}
+
 /// Which files this process generates or deletes: those of its ranks.
 fn share_of(comm: &dyn Comm) -> Share {
     let local = comm.local_ranks();
@@ -120,6 +137,7 @@ impl DataFolder {
             generated.seconds,
             comm.processes()
         ));
+        settle(&setup.config, log)?;
         Ok(generated)
     }
 

@@ -178,6 +178,7 @@ pub(super) fn run_local_ranks(
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn_scoped(scope, move || {
+                    crate::storage::mark_rank(rank);
                     let outcome =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(ctx, rank)))
                             .unwrap_or_else(|_| {

@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
-pub use requests::{RequestCounts, RequestKind};
+pub use requests::{RequestCounts, RequestKind, WriteChecks};
 #[cfg(feature = "s3")]
 pub use s3::S3Storage;
 pub use throttle::{Link, Throttled};
@@ -126,6 +126,23 @@ fn object_store(
     Err(crate::error::Error::usage(
         crate::config::NO_OBJECT_STORE.to_string(),
     ))
+}
+
+thread_local! {
+    /// The global rank the calling thread works for, where one is marked ([`mark_rank`]).
+    static RANK: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Marks the calling thread as working for global rank `rank` (a rank's thread, its reader
+/// threads, a generation writer on the rank's file): an object store of several endpoints sends
+/// its requests to the rank's endpoint (`storage_options.endpoint_spread: rank`).
+pub fn mark_rank(rank: usize) {
+    RANK.with(|r| r.set(Some(rank)));
+}
+
+/// The rank the calling thread was marked with ([`mark_rank`]), if any.
+pub fn marked_rank() -> Option<usize> {
+    RANK.with(std::cell::Cell::get)
 }
 
 /// Files a reader thread keeps open at most ([`Storage::hold`]), and whose format metadata its

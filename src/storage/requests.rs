@@ -72,11 +72,45 @@ pub struct KindCounts {
     pub latency: Histogram,
 }
 
-/// Every kind's counts, in [`RequestKind::ALL`]'s order, and the most requests seen in flight.
+/// How the objects written were checked before they counted (`storage_options.verify_writes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WriteChecks {
+    /// Objects whose stored copy was found to be what was written.
+    pub verified: u64,
+    /// Objects or parts whose stored size or ETag differed from what was written.
+    pub mismatches: u64,
+    /// PUTs or parts sent again after a mismatch.
+    pub rewrites: u64,
+}
+
+impl WriteChecks {
+    pub fn merge(&mut self, other: &WriteChecks) {
+        self.verified += other.verified;
+        self.mismatches += other.mismatches;
+        self.rewrites += other.rewrites;
+    }
+}
+
+/// The requests that went to one endpoint of a store with several (`endpoint_urls`), all kinds.
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct EndpointCounts {
+    pub url: String,
+    pub requests: u64,
+    pub retries: u64,
+    pub failures: u64,
+    pub bytes: u64,
+    pub latency: Histogram,
+}
+
+/// Every kind's counts, in [`RequestKind::ALL`]'s order, the most requests seen in flight, the
+/// checks of what was written, and with several endpoints each one's share.
 #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RequestCounts {
     pub kinds: [KindCounts; 10],
     pub peak_in_flight: u64,
+    pub writes: WriteChecks,
+    /// Empty for a store of one endpoint.
+    pub endpoints: Vec<EndpointCounts>,
 }
 
 impl RequestCounts {
@@ -98,6 +132,42 @@ impl RequestCounts {
             mine.latency.merge(&theirs.latency);
         }
         self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
+        self.writes.merge(&other.writes);
+        for theirs in &other.endpoints {
+            let at = match self.endpoints.iter().position(|e| e.url == theirs.url) {
+                Some(at) => at,
+                None => {
+                    self.endpoints.push(EndpointCounts {
+                        url: theirs.url.clone(),
+                        ..EndpointCounts::default()
+                    });
+                    self.endpoints.len() - 1
+                }
+            };
+            let mine = &mut self.endpoints[at];
+            mine.requests += theirs.requests;
+            mine.retries += theirs.retries;
+            mine.failures += theirs.failures;
+            mine.bytes += theirs.bytes;
+            mine.latency.merge(&theirs.latency);
+        }
+    }
+
+    /// This store's share of a store of several endpoints: its requests of every kind, as
+    /// [`EndpointCounts`] named `url`.
+    pub fn for_endpoint(&self, url: &str) -> EndpointCounts {
+        let mut sum = EndpointCounts {
+            url: url.to_string(),
+            ..EndpointCounts::default()
+        };
+        for kind in &self.kinds {
+            sum.requests += kind.requests;
+            sum.retries += kind.retries;
+            sum.failures += kind.failures;
+            sum.bytes += kind.bytes;
+            sum.latency.merge(&kind.latency);
+        }
+        sum
     }
 }
 

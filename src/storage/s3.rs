@@ -19,8 +19,11 @@
 mod client;
 mod settings;
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Method, S3Action};
@@ -31,7 +34,7 @@ use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
     RangeRead, Storage, Window,
 };
-use crate::config::Config;
+use crate::config::{Config, EndpointSpread, VerifyWrites};
 use crate::error::{Error, Result};
 
 pub use settings::bucket_and_prefix;
@@ -42,10 +45,17 @@ pub use settings::bucket_and_prefix;
 const DEFAULT_WRITERS: usize = 16;
 
 pub struct S3Storage {
-    client: Arc<Client>,
+    /// One client per endpoint of the store (one, or `endpoint_urls`), in the order configured.
+    endpoints: Vec<Arc<Client>>,
+    spread: EndpointSpread,
+    /// The next endpoint of `endpoint_spread: requests`.
+    turn: AtomicUsize,
     /// Every key's start: the configured folder, ending in `/`, or empty.
     prefix: String,
     part_size: usize,
+    /// Parts of one upload in flight at once, and pieces a sequential reader reads ahead.
+    parts_in_flight: usize,
+    verify: VerifyWrites,
     /// Writers a generation runs ([`Storage::writers`]).
     writers: usize,
     /// Keys per LIST page: S3's most, 1,000 (tests make pages small).
@@ -59,15 +69,35 @@ impl S3Storage {
     pub fn for_folder(config: &Config, folder: &str, concurrency: usize) -> Result<S3Storage> {
         let (bucket, prefix) = bucket_and_prefix(config, folder)?;
         let settings = settings::Settings::resolve(&config.storage.options, &bucket)?;
-        let part_size = settings.part_size;
         let writers = match settings.max_in_flight {
             0 => DEFAULT_WRITERS,
             cap => cap,
         };
+        let gate = Arc::new(client::Gate::new(settings.max_in_flight));
+        let count = settings.buckets.len();
+        // Each part upload or read-ahead piece of a writer or reader is a request of its own.
+        let connections = concurrency.max(writers) * settings.parts_in_flight;
+        let endpoints = settings
+            .buckets
+            .iter()
+            .map(|endpoint| {
+                Arc::new(Client::new(
+                    &settings,
+                    endpoint.clone(),
+                    count,
+                    connections,
+                    &gate,
+                ))
+            })
+            .collect();
         Ok(S3Storage {
-            client: Arc::new(Client::new(settings, concurrency.max(writers))),
+            endpoints,
+            spread: settings.endpoint_spread,
+            turn: AtomicUsize::new(0),
             prefix,
-            part_size,
+            part_size: settings.part_size,
+            parts_in_flight: settings.parts_in_flight,
+            verify: settings.verify_writes,
             writers,
             list_page: 1000,
         })
@@ -80,104 +110,40 @@ impl S3Storage {
         self
     }
 
+    /// The endpoint the calling thread's next request goes to: its rank's (round-robin by global
+    /// rank; a thread of no rank takes the first), or each request the next
+    /// (`endpoint_spread: requests`).
+    fn client(&self) -> &Arc<Client> {
+        let n = self.endpoints.len();
+        let at = match (n, self.spread) {
+            (1, _) => 0,
+            (_, EndpointSpread::Rank) => super::marked_rank().unwrap_or(0) % n,
+            (_, EndpointSpread::Requests) => self.turn.fetch_add(1, Ordering::Relaxed) % n,
+        };
+        &self.endpoints[at]
+    }
+
     fn key(&self, key: &str) -> String {
         format!("{}{}", self.prefix, key.trim_start_matches('/'))
     }
 
-    /// GETs `span` of the object at the full key `key` into `buf`; a range that starts past the
-    /// end gives no bytes. Returns them, and the object's size where the answer tells it.
+    /// `s3://bucket/key` of a full key.
+    fn object(&self, key: &str) -> String {
+        self.endpoints[0].object(key)
+    }
+
+    /// GETs `span` of the object at the full key `key` into `buf` (see [`fetch`]).
     fn fetch(
         &self,
         key: &str,
         span: Span,
         buf: &mut IoBuffer,
     ) -> io::Result<(RangeRead, Option<u64>)> {
-        if let Span::Range(_, 0) | Span::Suffix(0) = span {
-            buf.resize_for_writing(0)?;
-            return Ok((RangeRead::default(), None));
-        }
-        let client = &self.client;
-        let url = || {
-            client
-                .bucket
-                .get_object(client.credentials.as_ref(), key)
-                .sign(SIGNATURE_LIFETIME)
-        };
-        let range = match span {
-            Span::Whole => None,
-            Span::Range(offset, len) => Some(format!("bytes={offset}-{}", offset + len as u64 - 1)),
-            Span::Suffix(len) => Some(format!("bytes=-{len}")),
-        };
-        let request = Request {
-            kind: if range.is_some() {
-                RequestKind::RangedGet
-            } else {
-                RequestKind::Get
-            },
-            key,
-            method: Method::Get,
-            url: &url,
-            headers: range.map(|r| ("range", r)).into_iter().collect(),
-            body: None,
-            // A range that starts past the end.
-            also_accept: &[416],
-        };
-        let mut take = |response: &mut client::Response| -> io::Result<(usize, Option<u64>)> {
-            let content_range = response.header("content-range").map(ContentRange::parse);
-            match (response.status, span) {
-                (416, _) => {
-                    buf.resize_for_writing(0)?;
-                    Ok((0, content_range.and_then(|r| r.total)))
-                }
-                (206, Span::Range(..) | Span::Suffix(_)) => {
-                    let range = content_range.unwrap_or_default();
-                    let expected = match span {
-                        Span::Range(offset, _) => Some(offset),
-                        Span::Suffix(len) => range.total.map(|t| t - (len as u64).min(t)),
-                        Span::Whole => None,
-                    };
-                    if range.first.is_none() || range.first != expected {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "asked for {span:?}, the answer's Content-Range is {:?}",
-                                response.header("content-range")
-                            ),
-                        ));
-                    }
-                    Ok((read_body(response, buf)?, range.total))
-                }
-                // Whole: asked so, or a server that ignores ranges.
-                (_, Span::Whole) => {
-                    let len = read_body(response, buf)?;
-                    Ok((len, Some(len as u64)))
-                }
-                (_, part) => {
-                    let whole = read_body(response, buf)?;
-                    let (start, len) = match part {
-                        Span::Range(offset, len) => ((offset as usize).min(whole), len),
-                        Span::Suffix(len) => (whole - len.min(whole), whole),
-                        Span::Whole => (0, whole),
-                    };
-                    let end = start.saturating_add(len).min(whole);
-                    let kept = buf.as_slice()[start..end].to_vec();
-                    buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
-                    Ok((kept.len(), Some(whole as u64)))
-                }
-            }
-        };
-        let (len, size) = client.send(&request, &mut take, |&(n, _)| n as u64)?;
-        let read = RangeRead {
-            start: 0,
-            len,
-            fetched: len as u64,
-        };
-        Ok((read, size))
+        fetch(self.client(), key, span, buf)
     }
 
-    /// The object's size from a HEAD; `None` where there is none.
-    fn head(&self, key: &str) -> io::Result<Option<u64>> {
-        let client = &self.client;
+    /// The object's size and ETag from a HEAD; `None` where there is none.
+    fn stat(&self, client: &Client, key: &str) -> io::Result<Option<(u64, Option<String>)>> {
         let url = || {
             client
                 .bucket
@@ -194,14 +160,24 @@ impl S3Storage {
             also_accept: &[404],
         };
         let mut take = |response: &mut client::Response| {
-            Ok((response.status != 404).then(|| response.content_length().unwrap_or(0)))
+            Ok((response.status != 404).then(|| {
+                (
+                    response.content_length().unwrap_or(0),
+                    response.header("etag").map(str::to_string),
+                )
+            }))
         };
         client.send(&request, &mut take, |_| 0)
     }
 
+    /// The object's size from a HEAD; `None` where there is none.
+    fn head(&self, key: &str) -> io::Result<Option<u64>> {
+        Ok(self.stat(self.client(), key)?.map(|(size, _)| size))
+    }
+
     /// Makes a request whose answer is short text (XML), returning it.
     fn exchange(
-        &self,
+        client: &Client,
         kind: RequestKind,
         key: &str,
         method: Method,
@@ -218,14 +194,14 @@ impl S3Storage {
             also_accept: &[],
         };
         let mut take = |response: &mut client::Response| response.text();
-        self.client
-            .send(&request, &mut take, |_| body.map_or(0, |b| b.len() as u64))
+        client.send(&request, &mut take, |_| body.map_or(0, |b| b.len() as u64))
     }
 
     /// One request of a held folder's lease ([`super::lease`]): `method` (GET, PUT or DELETE)
     /// on the object at `key`, with `headers` (the condition), its answer taken by `take` (and
     /// its body's bytes told by `received`); counted as [`RequestKind::Lease`], apart from the
-    /// data's requests.
+    /// data's requests. Always to the first endpoint: a lease is one object, read and written
+    /// where every run looks for it.
     fn lease_request<T>(
         &self,
         key: &str,
@@ -236,7 +212,7 @@ impl S3Storage {
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
         let full = self.key(key);
-        let client = &self.client;
+        let client = &self.endpoints[0];
         let url = || {
             let credentials = client.credentials.as_ref();
             match method {
@@ -273,17 +249,318 @@ impl S3Storage {
         client.send(&request, take, |answer| sent + received(answer))
     }
 
+    /// Writes the object at the full key `key` with one PUT, and checks the stored object is
+    /// `data` (`verify_writes`) before it counts: a mismatch is written again, up to
+    /// `s3_max_attempts` times, then fails naming the key and both sizes.
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        let client = &self.client;
-        let url = || {
-            client
-                .bucket
-                .put_object(client.credentials.as_ref(), key)
-                .sign(SIGNATURE_LIFETIME)
-        };
-        self.exchange(RequestKind::Put, key, Method::Put, &url, Some(data))
-            .map(drop)
+        let client = self.client();
+        let digest = (self.verify == VerifyWrites::Etag).then(|| md5_of(data));
+        let mut attempt = 1;
+        loop {
+            let etag = put_once(client, key, data)?;
+            let expected = Expected {
+                bytes: data.len() as u64,
+                etag: digest.map(|d| hex(&d)),
+            };
+            match self.check_stored(client, key, &expected, etag.as_deref())? {
+                None => {
+                    client.count_writes(|w| w.verified += 1);
+                    return Ok(());
+                }
+                Some(stored) => {
+                    client.count_writes(|w| w.mismatches += 1);
+                    if attempt >= client.max_attempts {
+                        return Err(mismatch(&client.object(key), &expected, &stored, attempt));
+                    }
+                    client.count_writes(|w| w.rewrites += 1);
+                    attempt += 1;
+                }
+            }
+        }
     }
+
+    /// The first LIST of a run, at one endpoint: the endpoint answers, the credentials are
+    /// taken, the bucket exists (made if `create`).
+    fn check_endpoint(&self, client: &Client, create: bool) -> Result<()> {
+        let prefix = self.prefix.clone();
+        let url = || {
+            let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
+            list.with_prefix(prefix.as_str());
+            list.with_max_keys(1);
+            list.sign(SIGNATURE_LIFETIME)
+        };
+        let Err(error) = Self::exchange(
+            client,
+            RequestKind::List,
+            &self.prefix,
+            Method::Get,
+            &url,
+            None,
+        ) else {
+            return Ok(());
+        };
+        let bucket = client.bucket.name().to_string();
+        let endpoint = client.bucket.base_url().to_string();
+        let endpoint = endpoint.as_str();
+        let failure = error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<RequestError>());
+        match failure.map(|f| (f.status, f.code.as_str())) {
+            Some((Some(404), "NoSuchBucket")) if create => {
+                let url = || {
+                    client
+                        .bucket
+                        .create_bucket(client.credentials.as_ref().unwrap_or(&EMPTY_CREDENTIALS))
+                        .sign(SIGNATURE_LIFETIME)
+                };
+                match Self::exchange(
+                    client,
+                    RequestKind::CreateBucket,
+                    "",
+                    Method::Put,
+                    &url,
+                    Some(b""),
+                ) {
+                    Ok(_) => Ok(()),
+                    // Another process of the run made it first.
+                    Err(e) if request_code(&e) == Some("BucketAlreadyOwnedByYou") => Ok(()),
+                    Err(e) => Err(Error::on_object("cannot create bucket", &bucket, e)),
+                }
+            }
+            Some((Some(404), "NoSuchBucket")) => Err(Error::usage(format!(
+                "bucket '{bucket}' does not exist at {endpoint}: generate the dataset first \
+                 (++workload.workflow.generate_data=True makes the bucket), or name another \
+                 (workload.storage.storage_root)"
+            ))),
+            Some((None, TLS_REFUSED)) => Err(Error::usage(format!(
+                "cannot talk TLS with {endpoint}: {error}; if its certificate comes from a private \
+                 authority, name that authority's PEM file with \
+                 workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE"
+            ))),
+            Some((Some(400 | 401 | 403), code)) => Err(Error::usage(format!(
+                "the S3 endpoint {endpoint} refused these credentials for bucket '{bucket}' \
+                 ({code}): {error}; set workload.storage.storage_options.access_key_id and \
+                 secret_access_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile"
+            ))),
+            _ => Err(Error::on_object(
+                "cannot reach bucket",
+                format!("{bucket} at {endpoint}"),
+                error,
+            )),
+        }
+    }
+
+    /// Whether the object at `key` is what was written: by the ETag the write was answered with
+    /// where it is an MD5 and one was computed (no request), else by the stored size (a HEAD).
+    /// `None`: it is; else what is stored.
+    fn check_stored(
+        &self,
+        client: &Client,
+        key: &str,
+        expected: &Expected,
+        answered: Option<&str>,
+    ) -> io::Result<Option<Stored>> {
+        if let (Some(want), Some(got)) = (&expected.etag, answered.and_then(etag_digest)) {
+            if *want == got {
+                return Ok(None);
+            }
+            let size = self.stat(client, key)?.map(|(size, _)| size);
+            return Ok(Some(Stored {
+                bytes: size,
+                etag: Some(got),
+            }));
+        }
+        match self.stat(client, key)? {
+            Some((size, _)) if size == expected.bytes => Ok(None),
+            found => Ok(Some(Stored {
+                bytes: found.as_ref().map(|(size, _)| *size),
+                etag: found
+                    .and_then(|(_, tag)| tag)
+                    .as_deref()
+                    .and_then(etag_digest),
+            })),
+        }
+    }
+}
+
+/// What a write sent: its bytes and, where computed, the ETag S3 gives such an object (the MD5
+/// of a PUT's body; of a multipart upload's parts' MD5s, then `-N`).
+struct Expected {
+    bytes: u64,
+    etag: Option<String>,
+}
+
+/// What a check found stored instead: its size (`None`: no object) and ETag.
+struct Stored {
+    bytes: Option<u64>,
+    etag: Option<String>,
+}
+
+/// The failure of a write whose stored object is not what was sent, after `attempts` writes.
+fn mismatch(object: &str, expected: &Expected, stored: &Stored, attempts: u32) -> io::Error {
+    let stored_text = match stored.bytes {
+        Some(bytes) => format!("holds {bytes} bytes"),
+        None => "is missing".to_string(),
+    };
+    let tags = match (&expected.etag, &stored.etag) {
+        (Some(want), Some(got)) => format!(" (ETag {got}, {want} expected)"),
+        _ => String::new(),
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{object} {stored_text} after a write of {} bytes{tags}: the store did not keep what \
+             was sent{}",
+            expected.bytes,
+            if attempts > 1 {
+                format!(", after {attempts} writes")
+            } else {
+                String::new()
+            }
+        ),
+    )
+}
+
+/// One PUT of `data` at the full key `key`; the ETag it was answered with.
+fn put_once(client: &Client, key: &str, data: &[u8]) -> io::Result<Option<String>> {
+    let url = || {
+        client
+            .bucket
+            .put_object(client.credentials.as_ref(), key)
+            .sign(SIGNATURE_LIFETIME)
+    };
+    let request = Request {
+        kind: RequestKind::Put,
+        key,
+        method: Method::Put,
+        url: &url,
+        headers: Vec::new(),
+        body: Some(data),
+        also_accept: &[],
+    };
+    let mut take = |response: &mut client::Response| {
+        let _ = response.text()?;
+        Ok(response.header("etag").map(str::to_string))
+    };
+    client.send(&request, &mut take, |_| data.len() as u64)
+}
+
+fn md5_of(data: &[u8]) -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::digest(data).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// An ETag as S3 computes it for an unencrypted object, without its quotes and in lower case:
+/// 32 hex digits (a PUT's MD5), then `-N` for a multipart upload of N parts; `None` for any
+/// other (a store that tags objects otherwise: SSE-KMS, some appliances), which is then checked
+/// by size.
+fn etag_digest(tag: &str) -> Option<String> {
+    let tag = tag.trim().trim_start_matches("W/").trim_matches('"');
+    let (digest, parts) = match tag.split_once('-') {
+        Some((digest, parts)) => (digest, Some(parts)),
+        None => (tag, None),
+    };
+    let digest_ok = digest.len() == 32 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+    let parts_ok = parts.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    (digest_ok && parts_ok).then(|| tag.to_ascii_lowercase())
+}
+
+/// GETs `span` of the object at the full key `key` into `buf`; a range that starts past the
+/// end gives no bytes. Returns them, and the object's size where the answer tells it.
+fn fetch(
+    client: &Client,
+    key: &str,
+    span: Span,
+    buf: &mut IoBuffer,
+) -> io::Result<(RangeRead, Option<u64>)> {
+    if let Span::Range(_, 0) | Span::Suffix(0) = span {
+        buf.resize_for_writing(0)?;
+        return Ok((RangeRead::default(), None));
+    }
+    let url = || {
+        client
+            .bucket
+            .get_object(client.credentials.as_ref(), key)
+            .sign(SIGNATURE_LIFETIME)
+    };
+    let range = match span {
+        Span::Whole => None,
+        Span::Range(offset, len) => Some(format!("bytes={offset}-{}", offset + len as u64 - 1)),
+        Span::Suffix(len) => Some(format!("bytes=-{len}")),
+    };
+    let request = Request {
+        kind: if range.is_some() {
+            RequestKind::RangedGet
+        } else {
+            RequestKind::Get
+        },
+        key,
+        method: Method::Get,
+        url: &url,
+        headers: range.map(|r| ("range", r)).into_iter().collect(),
+        body: None,
+        // A range that starts past the end.
+        also_accept: &[416],
+    };
+    let mut take = |response: &mut client::Response| -> io::Result<(usize, Option<u64>)> {
+        let content_range = response.header("content-range").map(ContentRange::parse);
+        match (response.status, span) {
+            (416, _) => {
+                buf.resize_for_writing(0)?;
+                Ok((0, content_range.and_then(|r| r.total)))
+            }
+            (206, Span::Range(..) | Span::Suffix(_)) => {
+                let range = content_range.unwrap_or_default();
+                let expected = match span {
+                    Span::Range(offset, _) => Some(offset),
+                    Span::Suffix(len) => range.total.map(|t| t - (len as u64).min(t)),
+                    Span::Whole => None,
+                };
+                if range.first.is_none() || range.first != expected {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "asked for {span:?}, the answer's Content-Range is {:?}",
+                            response.header("content-range")
+                        ),
+                    ));
+                }
+                Ok((read_body(response, buf)?, range.total))
+            }
+            // Whole: asked so, or a server that ignores ranges.
+            (_, Span::Whole) => {
+                let len = read_body(response, buf)?;
+                Ok((len, Some(len as u64)))
+            }
+            (_, part) => {
+                let whole = read_body(response, buf)?;
+                let (start, len) = match part {
+                    Span::Range(offset, len) => ((offset as usize).min(whole), len),
+                    Span::Suffix(len) => (whole - len.min(whole), whole),
+                    Span::Whole => (0, whole),
+                };
+                let end = start.saturating_add(len).min(whole);
+                let kept = buf.as_slice()[start..end].to_vec();
+                buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
+                Ok((kept.len(), Some(whole as u64)))
+            }
+        }
+    };
+    let (len, size) = client.send(&request, &mut take, |&(n, _)| n as u64)?;
+    let read = RangeRead {
+        start: 0,
+        len,
+        fetched: len as u64,
+    };
+    Ok((read, size))
 }
 
 /// S3's error code of a failed request.
@@ -352,7 +629,7 @@ fn read_body(response: &mut client::Response, buf: &mut IoBuffer) -> io::Result<
 
 impl Storage for S3Storage {
     fn describe(&self, key: &str) -> String {
-        self.client.object(&self.key(key))
+        self.object(&self.key(key))
     }
 
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
@@ -445,60 +722,11 @@ impl Storage for S3Storage {
         ))
     }
 
+    /// Every endpoint is asked: one that does not answer is named before the run starts.
     fn check_access(&self, create: bool) -> Result<()> {
-        let client = &self.client;
-        let prefix = self.prefix.clone();
-        let url = || {
-            let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
-            list.with_prefix(prefix.as_str());
-            list.with_max_keys(1);
-            list.sign(SIGNATURE_LIFETIME)
-        };
-        let Err(error) = self.exchange(RequestKind::List, &self.prefix, Method::Get, &url, None)
-        else {
-            return Ok(());
-        };
-        let bucket = client.bucket.name().to_string();
-        let endpoint = client.bucket.base_url().to_string();
-        let failure = error
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<RequestError>());
-        match failure.map(|f| (f.status, f.code.as_str())) {
-            Some((Some(404), "NoSuchBucket")) if create => {
-                let url = || {
-                    client
-                        .bucket
-                        .create_bucket(client.credentials.as_ref().unwrap_or(&EMPTY_CREDENTIALS))
-                        .sign(SIGNATURE_LIFETIME)
-                };
-                match self.exchange(RequestKind::CreateBucket, "", Method::Put, &url, Some(b"")) {
-                    Ok(_) => Ok(()),
-                    // Another process of the run made it first.
-                    Err(e) if request_code(&e) == Some("BucketAlreadyOwnedByYou") => Ok(()),
-                    Err(e) => Err(Error::on_object("cannot create bucket", &bucket, e)),
-                }
-            }
-            Some((Some(404), "NoSuchBucket")) => Err(Error::usage(format!(
-                "bucket '{bucket}' does not exist at {endpoint}: generate the dataset first \
-                 (++workload.workflow.generate_data=True makes the bucket), or name another \
-                 (workload.storage.storage_root)"
-            ))),
-            Some((None, TLS_REFUSED)) => Err(Error::usage(format!(
-                "cannot talk TLS with {endpoint}: {error}; if its certificate comes from a private \
-                 authority, name that authority's PEM file with \
-                 workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE"
-            ))),
-            Some((Some(400 | 401 | 403), code)) => Err(Error::usage(format!(
-                "the S3 endpoint {endpoint} refused these credentials for bucket '{bucket}' \
-                 ({code}): {error}; set workload.storage.storage_options.access_key_id and \
-                 secret_access_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile"
-            ))),
-            _ => Err(Error::on_object(
-                "cannot reach bucket",
-                format!("{bucket} at {endpoint}"),
-                error,
-            )),
-        }
+        self.endpoints
+            .iter()
+            .try_for_each(|client| self.check_endpoint(client, create))
     }
 
     /// `max_in_flight` if set, else `DEFAULT_WRITERS`.
@@ -507,7 +735,18 @@ impl Storage for S3Storage {
     }
 
     fn request_counts(&self) -> Option<RequestCounts> {
-        Some(self.client.counts())
+        let mut all = RequestCounts::default();
+        for client in &self.endpoints {
+            all.merge(&client.counts());
+        }
+        if self.endpoints.len() > 1 {
+            all.endpoints = self
+                .endpoints
+                .iter()
+                .map(|client| client.counts().for_endpoint(&client.endpoint))
+                .collect();
+        }
+        Some(all)
     }
 
     /// One GET of the suffix (`Range: bytes=-len`): its Content-Range carries the size, so no
@@ -526,7 +765,7 @@ impl Storage for S3Storage {
         self.head(&full)?.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} does not exist", self.client.object(&full)),
+                format!("{} does not exist", self.object(&full)),
             )
         })
     }
@@ -534,6 +773,7 @@ impl Storage for S3Storage {
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
         Ok(Box::new(Upload {
             storage: self,
+            client: Arc::clone(self.client()),
             key: self.key(key),
             pending: Vec::new(),
             multipart: None,
@@ -555,14 +795,17 @@ impl Storage for S3Storage {
         let size = self.head(&full)?.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} does not exist", self.client.object(&full)),
+                format!("{} does not exist", self.object(&full)),
             )
         })?;
         Ok(Box::new(Pieces {
-            storage: self,
-            key: full,
+            client: Arc::clone(self.client()),
+            key: full.into(),
             size,
             offset: 0,
+            ahead: VecDeque::new(),
+            fetched_to: 0,
+            depth: self.parts_in_flight,
         }))
     }
 
@@ -583,14 +826,21 @@ impl Storage for S3Storage {
         if self.head(&full)?.is_none() {
             return Ok(false);
         }
-        let client = &self.client;
+        let client = self.client();
         let url = || {
             client
                 .bucket
                 .delete_object(client.credentials.as_ref(), &full)
                 .sign(SIGNATURE_LIFETIME)
         };
-        self.exchange(RequestKind::Delete, &full, Method::Delete, &url, None)?;
+        Self::exchange(
+            client,
+            RequestKind::Delete,
+            &full,
+            Method::Delete,
+            &url,
+            None,
+        )?;
         Ok(true)
     }
 
@@ -650,7 +900,7 @@ impl Storage for S3Storage {
         if !folder.is_empty() && !folder.ends_with('/') {
             folder.push('/');
         }
-        let client = &self.client;
+        let client = self.client();
         let mut token: Option<String> = None;
         loop {
             let url = || {
@@ -663,7 +913,7 @@ impl Storage for S3Storage {
                 }
                 list.sign(SIGNATURE_LIFETIME)
             };
-            let text = self.exchange(RequestKind::List, &folder, Method::Get, &url, None)?;
+            let text = Self::exchange(client, RequestKind::List, &folder, Method::Get, &url, None)?;
             let page = ListObjectsV2::parse_response(&text).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -703,10 +953,15 @@ static EMPTY_CREDENTIALS: std::sync::LazyLock<rusty_s3::Credentials> =
     std::sync::LazyLock::new(|| rusty_s3::Credentials::new("", ""));
 
 /// An object being written: bytes wait in `pending` until a part is full; the first full part
-/// starts a multipart upload. [`ObjectWriter::finish`] sends what is left as one PUT, or as the
-/// last part and completes the upload; dropped unfinished, the upload is aborted.
+/// starts a multipart upload, and each full part is uploaded on a thread of its own while the
+/// next fills, up to `parts_in_flight` at once (so at most `parts_in_flight + 1` parts of
+/// memory). [`ObjectWriter::finish`] sends what is left as one PUT, or as the last part and
+/// completes the upload with the parts in order; dropped unfinished, or after any failure, the
+/// upload is aborted once its parts in flight have ended.
 struct Upload<'s> {
     storage: &'s S3Storage,
+    /// Every request of the object goes to one endpoint: an upload's ID is known where it began.
+    client: Arc<Client>,
     key: String,
     pending: Vec<u8>,
     multipart: Option<Multipart>,
@@ -714,15 +969,52 @@ struct Upload<'s> {
 }
 
 struct Multipart {
-    upload_id: String,
-    /// Each sent part's ETag, in order.
-    etags: Vec<String>,
+    upload_id: Arc<str>,
+    /// Parts handed to uploads so far.
+    sent: usize,
+    /// Parts being uploaded, oldest first.
+    in_flight: VecDeque<JoinHandle<io::Result<Part>>>,
+    /// The uploaded parts, in order.
+    done: Vec<Part>,
+    /// Buffers of uploaded parts, for the next ones.
+    spare: Vec<Vec<u8>>,
     completed: bool,
+}
+
+/// An uploaded part: its ETag, the MD5 of its bytes where computed, and its buffer back.
+struct Part {
+    etag: String,
+    digest: Option<[u8; 16]>,
+    buffer: Vec<u8>,
+}
+
+impl Multipart {
+    /// Waits for the oldest part in flight; its failure is the upload's.
+    fn collect_oldest(&mut self) -> io::Result<()> {
+        let Some(oldest) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let mut part = oldest
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("a part upload panicked")))?;
+        let mut buffer = std::mem::take(&mut part.buffer);
+        buffer.clear();
+        self.spare.push(buffer);
+        self.done.push(part);
+        Ok(())
+    }
+
+    /// Waits for every part in flight, whatever their outcome (the upload is being given up).
+    fn settle(&mut self) {
+        for part in self.in_flight.drain(..) {
+            let _ = part.join();
+        }
+    }
 }
 
 impl Upload<'_> {
     fn start_multipart(&mut self) -> io::Result<()> {
-        let client = &self.storage.client;
+        let client = &*self.client;
         let key = self.key.as_str();
         let url = || {
             client
@@ -730,9 +1022,14 @@ impl Upload<'_> {
                 .create_multipart_upload(client.credentials.as_ref(), key)
                 .sign(SIGNATURE_LIFETIME)
         };
-        let text = self
-            .storage
-            .exchange(RequestKind::Multipart, key, Method::Post, &url, None)?;
+        let text = S3Storage::exchange(
+            client,
+            RequestKind::Multipart,
+            key,
+            Method::Post,
+            &url,
+            None,
+        )?;
         let upload_id = xml_field(&text, "UploadId")
             .filter(|id| !id.is_empty())
             .ok_or_else(|| {
@@ -742,20 +1039,28 @@ impl Upload<'_> {
                 )
             })?;
         self.multipart = Some(Multipart {
-            upload_id: upload_id.to_string(),
-            etags: Vec::new(),
+            upload_id: upload_id.into(),
+            sent: 0,
+            in_flight: VecDeque::new(),
+            done: Vec::new(),
+            spare: Vec::new(),
             completed: false,
         });
         Ok(())
     }
 
-    /// Sends `pending[..len]` as the next part and checks that the server took it (an ETag).
-    fn send_part(&mut self, len: usize) -> io::Result<()> {
+    /// Hands `pending` to a thread that uploads it as the next part, once fewer than
+    /// `parts_in_flight` are in flight.
+    fn send_part(&mut self) -> io::Result<()> {
         if self.multipart.is_none() {
             self.start_multipart()?;
         }
+        let limit = self.storage.parts_in_flight;
         let multipart = self.multipart.as_mut().expect("started above");
-        let number = multipart.etags.len() + 1;
+        while multipart.in_flight.len() >= limit {
+            multipart.collect_oldest()?;
+        }
+        let number = multipart.sent + 1;
         let part_number = u16::try_from(number)
             .ok()
             .filter(|&n| n <= 10_000)
@@ -766,59 +1071,57 @@ impl Upload<'_> {
                     self.key
                 ))
             })?;
-        let client = &self.storage.client;
-        let (key, upload_id) = (self.key.as_str(), multipart.upload_id.as_str());
-        let url = || {
-            client
-                .bucket
-                .upload_part(client.credentials.as_ref(), key, part_number, upload_id)
-                .sign(SIGNATURE_LIFETIME)
-        };
-        let body = &self.pending[..len];
-        let request = Request {
-            kind: RequestKind::PartUpload,
-            key,
-            method: Method::Put,
-            url: &url,
-            headers: Vec::new(),
-            body: Some(body),
-            also_accept: &[],
-        };
-        let mut take = |response: &mut client::Response| {
-            response
-                .header("etag")
-                .filter(|etag| !etag.is_empty())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("part {part_number} of {key} was answered without an ETag"),
-                    )
+        let next = multipart
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.storage.part_size));
+        let body = std::mem::replace(&mut self.pending, next);
+        let (client, key, upload_id) = (
+            Arc::clone(&self.client),
+            self.key.clone(),
+            Arc::clone(&multipart.upload_id),
+        );
+        let verify = self.storage.verify;
+        let upload = std::thread::Builder::new()
+            .name("s3-part".into())
+            .spawn(move || {
+                let (etag, digest) =
+                    upload_part(&client, &key, &upload_id, part_number, &body, verify)?;
+                Ok(Part {
+                    etag,
+                    digest,
+                    buffer: body,
                 })
-        };
-        let etag = client.send(&request, &mut take, |_| len as u64)?;
-        multipart.etags.push(etag);
-        self.pending.drain(..len);
+            })
+            .map_err(|e| io::Error::other(format!("cannot start a part upload's thread: {e}")))?;
+        multipart.in_flight.push_back(upload);
+        multipart.sent = number;
         Ok(())
     }
 
-    /// Completes the upload and checks the object the server made: all the bytes written.
+    /// Completes the upload once every part is in, and checks the object the server made: the
+    /// ETag of the parts' MD5s, or else all the bytes written (a HEAD).
     fn complete(&mut self) -> io::Result<()> {
         let multipart = self.multipart.as_mut().expect("a multipart upload");
-        let client = &self.storage.client;
+        while !multipart.in_flight.is_empty() {
+            multipart.collect_oldest()?;
+        }
+        let client = &*self.client;
         let key = self.key.as_str();
-        let (upload_id, etags) = (multipart.upload_id.as_str(), &multipart.etags);
+        let upload_id = &*multipart.upload_id;
+        let parts = &multipart.done;
         let action = || {
             client.bucket.complete_multipart_upload(
                 client.credentials.as_ref(),
                 key,
                 upload_id,
-                etags.iter().map(String::as_str),
+                parts.iter().map(|p| p.etag.as_str()),
             )
         };
         let body = action().body();
         let url = || action().sign(SIGNATURE_LIFETIME);
-        let text = self.storage.exchange(
+        let text = S3Storage::exchange(
+            client,
             RequestKind::Multipart,
             key,
             Method::Post,
@@ -834,18 +1137,98 @@ impl Upload<'_> {
             )));
         }
         multipart.completed = true;
-        let size = self.storage.head(key)?;
-        if size != Some(self.written) {
+        // S3's ETag of a multipart object: the MD5 of its parts' MD5s, then `-N`.
+        let digests: Option<Vec<[u8; 16]>> = parts.iter().map(|p| p.digest).collect();
+        let expected = Expected {
+            bytes: self.written,
+            etag: digests.map(|d| format!("{}-{}", hex(&md5_of(&d.concat())), d.len())),
+        };
+        let answered =
+            xml_field(&text, "ETag").map(|t| t.replace("&quot;", "\"").replace("&#34;", "\""));
+        match self
+            .storage
+            .check_stored(client, key, &expected, answered.as_deref())?
+        {
+            None => {
+                client.count_writes(|w| w.verified += 1);
+                Ok(())
+            }
+            // The parts are gone from memory: nothing to write again.
+            Some(stored) => {
+                client.count_writes(|w| w.mismatches += 1);
+                Err(mismatch(&client.object(key), &expected, &stored, 1))
+            }
+        }
+    }
+}
+
+/// Uploads `body` as part `number` of the upload `upload_id` of the full key `key`, and checks
+/// (`verify_writes: etag`) that the ETag it is answered with is the MD5 of `body`: a mismatch
+/// is sent again, up to `s3_max_attempts` times. Returns the ETag, and the MD5 where it was
+/// checked.
+fn upload_part(
+    client: &Client,
+    key: &str,
+    upload_id: &str,
+    number: u16,
+    body: &[u8],
+    verify: VerifyWrites,
+) -> io::Result<(String, Option<[u8; 16]>)> {
+    let digest = (verify == VerifyWrites::Etag).then(|| md5_of(body));
+    let url = || {
+        client
+            .bucket
+            .upload_part(client.credentials.as_ref(), key, number, upload_id)
+            .sign(SIGNATURE_LIFETIME)
+    };
+    let request = Request {
+        kind: RequestKind::PartUpload,
+        key,
+        method: Method::Put,
+        url: &url,
+        headers: Vec::new(),
+        body: Some(body),
+        also_accept: &[],
+    };
+    let mut take = |response: &mut client::Response| {
+        let etag = response
+            .header("etag")
+            .filter(|etag| !etag.is_empty())
+            .map(str::to_string);
+        let _ = response.text();
+        etag.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("part {number} of {key} was answered without an ETag"),
+            )
+        })
+    };
+    let mut attempt = 1;
+    loop {
+        let etag = client.send(&request, &mut take, |_| body.len() as u64)?;
+        let (Some(want), Some(got)) = (digest, etag_digest(&etag)) else {
+            // Not checked, or a store whose ETags are not MD5s: the object's size is checked
+            // once complete.
+            return Ok((etag, None));
+        };
+        if got == hex(&want) {
+            return Ok((etag, Some(want)));
+        }
+        client.count_writes(|w| w.mismatches += 1);
+        if attempt >= client.max_attempts {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{} holds {size:?} bytes after its upload of {} bytes",
+                    "part {number} of {} was stored with ETag {got}, its {} bytes have the MD5 {}: \
+                     the store did not keep what was sent, after {attempt} writes",
                     client.object(key),
-                    self.written
+                    body.len(),
+                    hex(&want)
                 ),
             ));
         }
-        Ok(())
+        client.count_writes(|w| w.rewrites += 1);
+        attempt += 1;
     }
 }
 
@@ -860,7 +1243,7 @@ impl ObjectWriter for Upload<'_> {
             bytes = later;
             // A full part is sent once more bytes come: the last part is sent by `finish`.
             if self.pending.len() == part && !bytes.is_empty() {
-                self.send_part(part)?;
+                self.send_part()?;
             }
         }
         Ok(())
@@ -871,9 +1254,8 @@ impl ObjectWriter for Upload<'_> {
             let pending = std::mem::take(&mut self.pending);
             return self.storage.put_whole(&self.key, &pending);
         }
-        let len = self.pending.len();
-        if len > 0 {
-            self.send_part(len)?;
+        if !self.pending.is_empty() {
+            self.send_part()?;
         }
         self.complete()
     }
@@ -886,14 +1268,16 @@ impl ObjectWriter for Upload<'_> {
 
 impl Drop for Upload<'_> {
     fn drop(&mut self) {
-        let Some(multipart) = &self.multipart else {
+        let Some(multipart) = &mut self.multipart else {
             return;
         };
         if multipart.completed {
             return;
         }
-        let client = &self.storage.client;
-        let (key, upload_id) = (self.key.as_str(), multipart.upload_id.as_str());
+        // A part that ends after the abort could leave the upload behind on some stores.
+        multipart.settle();
+        let client = &*self.client;
+        let (key, upload_id) = (self.key.as_str(), &*multipart.upload_id);
         let url = || {
             client
                 .bucket
@@ -902,21 +1286,73 @@ impl Drop for Upload<'_> {
         };
         // Best effort: the upload failed already, and that failure is what is reported; an
         // upload left behind is invisible as an object and expires by the bucket's policy.
-        let _ = self
-            .storage
-            .exchange(RequestKind::Multipart, key, Method::Delete, &url, None);
+        let _ = S3Storage::exchange(
+            client,
+            RequestKind::Multipart,
+            key,
+            Method::Delete,
+            &url,
+            None,
+        );
     }
 }
 
-/// An object read whole in order, a ranged GET per piece.
-struct Pieces<'s> {
-    storage: &'s S3Storage,
-    key: String,
+/// An object read whole in order, a ranged GET per piece, with up to `parts_in_flight` pieces
+/// of the caller's size fetched ahead on threads of their own (a checkpoint load reads every
+/// byte of the object, so nothing fetched ahead is wasted).
+struct Pieces {
+    client: Arc<Client>,
+    key: Arc<str>,
     size: u64,
+    /// Where the next piece handed over starts.
     offset: u64,
+    /// Pieces being fetched, in order: their offset and length, and the thread.
+    ahead: VecDeque<(u64, usize, JoinHandle<io::Result<IoBuffer>>)>,
+    /// Where the next piece fetched ahead starts.
+    fetched_to: u64,
+    depth: usize,
 }
 
-impl ObjectReader for Pieces<'_> {
+impl Pieces {
+    /// Starts fetching pieces of `len` bytes until `depth` are in flight or the object ends.
+    fn fetch_ahead(&mut self, len: usize) -> io::Result<()> {
+        while self.ahead.len() < self.depth && self.fetched_to < self.size {
+            let offset = self.fetched_to;
+            let piece = len.min(usize::try_from(self.size - offset).unwrap_or(usize::MAX));
+            let (client, key) = (Arc::clone(&self.client), Arc::clone(&self.key));
+            let thread = std::thread::Builder::new()
+                .name("s3-piece".into())
+                .spawn(move || {
+                    let mut own = IoBuffer::new();
+                    let (read, _) = fetch(&client, &key, Span::Range(offset, piece), &mut own)?;
+                    if read.len != piece {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "{} ended at {} bytes, its size was {}",
+                                client.object(&key),
+                                offset + read.len as u64,
+                                offset + piece as u64
+                            ),
+                        ));
+                    }
+                    Ok(own)
+                })
+                .map_err(|e| io::Error::other(format!("cannot start a read's thread: {e}")))?;
+            self.ahead.push_back((offset, piece, thread));
+            self.fetched_to += piece as u64;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) {
+        for (_, _, thread) in self.ahead.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl ObjectReader for Pieces {
     fn size(&self) -> u64 {
         self.size
     }
@@ -928,22 +1364,33 @@ impl ObjectReader for Pieces<'_> {
             buf.resize_for_writing(0)?;
             return Ok(0);
         }
-        let (read, _) = self
-            .storage
-            .fetch(&self.key, Span::Range(self.offset, len), buf)?;
-        if read.len != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} ended at {} bytes, its size was {}",
-                    self.storage.client.object(&self.key),
-                    self.offset + read.len as u64,
-                    self.size
-                ),
-            ));
+        // Pieces fetched ahead for another size are not this read's.
+        if self
+            .ahead
+            .front()
+            .is_some_and(|&(offset, piece, _)| (offset, piece) != (self.offset, len))
+        {
+            self.drain();
         }
+        if self.ahead.is_empty() {
+            self.fetched_to = self.offset;
+        }
+        self.fetch_ahead(len)?;
+        let (_, _, thread) = self.ahead.pop_front().expect("a piece was started");
+        let mut got = thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))?;
+        std::mem::swap(buf, &mut got);
         self.offset += len as u64;
+        // The next pieces are fetched while the caller takes this one.
+        self.fetch_ahead(len)?;
         Ok(len)
+    }
+}
+
+impl Drop for Pieces {
+    fn drop(&mut self) {
+        self.drain();
     }
 }
 

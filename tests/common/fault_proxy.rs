@@ -33,11 +33,20 @@ pub enum Fault {
     /// (or an unexpected EOF if it was not reading yet). The head is only peeked, never read, so
     /// closing the socket with unread data makes the kernel send an RST — std has no `SO_LINGER`.
     Reset,
+    /// Forwards a request with a body (a PUT, a part) with only the first half of its body, its
+    /// `Content-Length` changed to match: the server stores a short object and answers 200, as a
+    /// store that silently truncates a write does. A request without a body is forwarded whole.
+    Truncate,
 }
 
 impl Fault {
     /// Every kind, [`Fault::Forward`] included.
-    pub const ALL: [Fault; 3] = [Fault::Forward, Fault::ServiceUnavailable, Fault::Reset];
+    pub const ALL: [Fault; 4] = [
+        Fault::Forward,
+        Fault::ServiceUnavailable,
+        Fault::Reset,
+        Fault::Truncate,
+    ];
 
     fn index(self) -> usize {
         self as usize
@@ -51,6 +60,8 @@ impl Fault {
 pub struct FaultPlan {
     /// (n, fault): requests n, 2n, 3n, … get `fault`.
     rules: Vec<(usize, Fault)>,
+    /// (text, fault): requests whose request line holds `text` get `fault`; before `rules`.
+    matching: Vec<(String, Fault)>,
     /// Forward a request whose previous attempt was faulted, whatever its number.
     spare_retries: bool,
 }
@@ -68,6 +79,14 @@ impl FaultPlan {
         self
     }
 
+    /// Requests whose request line (`PUT /bucket/key?partNumber=2&…`) holds `text` get `fault`,
+    /// whatever their number.
+    pub fn matching(text: &str, fault: Fault) -> FaultPlan {
+        let mut plan = FaultPlan::default();
+        plan.matching.push((text.to_string(), fault));
+        plan
+    }
+
     /// Forwards the next attempt of any faulted request (same method, target and `Range`), so
     /// every request succeeds by its second attempt. Without it, clients sending requests in
     /// lockstep can land one request's retries on the faulted numbers again and again, and whether
@@ -77,8 +96,11 @@ impl FaultPlan {
         self
     }
 
-    /// The fault of request number `n` (from 1).
-    pub fn fault_for(&self, n: usize) -> Fault {
+    /// The fault of request number `n` (from 1), whose request line is `line`.
+    pub fn fault_for(&self, n: usize, line: &str) -> Fault {
+        if let Some(&(_, fault)) = self.matching.iter().find(|(text, _)| line.contains(text)) {
+            return fault;
+        }
         self.rules
             .iter()
             .find_map(|&(k, fault)| (n % k == 0).then_some(fault))
@@ -118,6 +140,9 @@ struct Shared {
     faulted: Mutex<HashSet<String>>,
     /// Every open socket (clients and upstreams), to shut down at drop.
     open: Mutex<Open>,
+    /// Requests being answered now (each on its own connection), and the most at once.
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -175,6 +200,8 @@ impl FaultProxy {
             injected: Default::default(),
             faulted: Mutex::new(HashSet::new()),
             open: Mutex::new(Open::default()),
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         let accept = thread::Builder::new()
@@ -196,6 +223,19 @@ impl FaultProxy {
     /// acts, so once the client has seen a request's outcome, it is counted.
     pub fn injected(&self, kind: Fault) -> usize {
         self.shared.injected[kind.index()].load(Ordering::SeqCst)
+    }
+
+    /// The most requests the proxy was answering at once (from a request's head to the end of
+    /// its answer): what the server saw in flight together.
+    #[allow(dead_code)] // used by the library's S3 tests, not the end-to-end ones
+    pub fn peak_in_flight(&self) -> usize {
+        self.shared.peak.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the peak so far ([`FaultProxy::peak_in_flight`]), to measure a new phase.
+    #[allow(dead_code)] // used by the library's S3 tests, not the end-to-end ones
+    pub fn reset_peak(&self) {
+        self.shared.peak.store(0, Ordering::SeqCst);
     }
 
     /// Requests given any fault other than `Forward`.
@@ -266,11 +306,13 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
         return Ok(()); // closed or garbage before a full head: not a request
     };
     let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
-    let mut fault = shared.plan.fault_for(n);
+    let mut peeked_head = vec![0; head_len];
+    let peeked = client.peek(&mut peeked_head)?;
+    let peeked_head = String::from_utf8_lossy(&peeked_head[..peeked]).into_owned();
+    let line = peeked_head.split("\r\n").next().unwrap_or("");
+    let mut fault = shared.plan.fault_for(n, line);
     if shared.plan.spare_retries {
-        let mut head = vec![0; head_len];
-        let peeked = client.peek(&mut head)?;
-        let identity = request_identity(&String::from_utf8_lossy(&head[..peeked]));
+        let identity = request_identity(&peeked_head);
         let mut faulted = shared.faulted.lock().unwrap_or_else(|e| e.into_inner());
         if faulted.remove(&identity) {
             fault = Fault::Forward;
@@ -289,11 +331,42 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
     let mut head = vec![0; head_len];
     client.read_exact(&mut head)?;
     let head = String::from_utf8_lossy(&head).into_owned();
-    match fault {
-        Fault::Forward => forward(client, &head, shared),
+    let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.peak.fetch_max(now, Ordering::SeqCst);
+    let answered = match fault {
+        Fault::Forward => forward(client, &head, shared, None),
         Fault::ServiceUnavailable => slow_down(client, &head),
+        Fault::Truncate => truncate(client, &head, shared),
         Fault::Reset => unreachable!(),
+    };
+    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+    answered
+}
+
+/// Forwards the request with the first half of its body (see [`Fault::Truncate`]).
+fn truncate(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
+    let Some(length) = header(head, "content-length").and_then(|v| v.parse::<u64>().ok()) else {
+        return forward(client, head, shared, None);
+    };
+    let mut body = Vec::new();
+    client.set_read_timeout(Some(DISCARD_TIMEOUT))?;
+    (&client)
+        .take(length.min(MAX_DISCARD))
+        .read_to_end(&mut body)?;
+    body.truncate(body.len() / 2);
+    let mut shortened = String::new();
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        let name = line.split(':').next().unwrap_or("").trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            shortened.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        } else {
+            shortened.push_str(line);
+            shortened.push_str("\r\n");
+        }
     }
+    shortened.push_str("\r\n");
+    client.set_read_timeout(None)?;
+    forward(client, &shortened, shared, Some(&body))
 }
 
 /// Peeks (without reading) until the stream holds a whole request head; its length with the
@@ -326,10 +399,23 @@ fn peek_head(client: &TcpStream) -> io::Result<Option<usize>> {
     }
 }
 
-/// What tells one request from another across its attempts: the request line and the `Range`.
+/// What tells one request from another across its attempts: the request line without its
+/// signature (a presigned URL's `X-Amz-*` parameters change with each attempt's time), and the
+/// `Range`.
 fn request_identity(head: &str) -> String {
     let mut lines = head.split("\r\n");
-    let mut identity = lines.next().unwrap_or("").to_string();
+    let line = lines.next().unwrap_or("");
+    let mut identity = match line.split_once('?') {
+        Some((before, query)) => {
+            let (query, version) = query.rsplit_once(' ').unwrap_or((query, ""));
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|p| !p.starts_with("X-Amz-"))
+                .collect();
+            format!("{before}?{} {version}", kept.join("&"))
+        }
+        None => line.to_string(),
+    };
     for line in lines {
         let (name, value) = line.split_once(':').unwrap_or((line, ""));
         if name.trim().eq_ignore_ascii_case("range") {
@@ -365,7 +451,9 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn forward(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
+/// Passes the request on (with `body` in place of the client's, already read, where given) and
+/// its answer back.
+fn forward(client: TcpStream, head: &str, shared: &Shared, body: Option<&[u8]>) -> io::Result<()> {
     let upstream = match TcpStream::connect_timeout(&shared.upstream, UPSTREAM_CONNECT_TIMEOUT) {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -374,16 +462,24 @@ fn forward(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
         }
     };
     let key = shared.register(&upstream);
-    let result = relay(client, upstream, head);
+    let result = relay(client, upstream, head, body);
     shared.release(key);
     result
 }
 
 /// Sends the rewritten head, then copies the body up and the answer down until the upstream
 /// closes (it does, after its answer to a `Connection: close` request).
-fn relay(client: TcpStream, mut upstream: TcpStream, head: &str) -> io::Result<()> {
+fn relay(
+    client: TcpStream,
+    mut upstream: TcpStream,
+    head: &str,
+    body: Option<&[u8]>,
+) -> io::Result<()> {
     client.set_read_timeout(None)?;
     upstream.write_all(rewrite_head(head).as_bytes())?;
+    if let Some(body) = body {
+        upstream.write_all(body)?;
+    }
     let mut client_up = client.try_clone()?;
     let mut upstream_up = upstream.try_clone()?;
     let up = thread::Builder::new()

@@ -112,6 +112,7 @@ pub const ISOLATED_ENV: &[&str] = &[
     "PMI_SIZE",
     "PMIX_SIZE",
     "MPI_LOCALNRANKS",
+    "S3_ENDPOINT_URIS",
 ];
 
 // ---------------------------------------------------------------------------------------------

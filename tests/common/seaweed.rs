@@ -153,7 +153,7 @@ impl SeaweedFs {
         let sh_stderr = File::create(&log)
             .and_then(|_| File::options().append(true).open(&log))
             .map_err(|e| fatal(format!("opening {}: {e}", log.display())))?;
-        let ports = pick_ports();
+        let ports: [u16; 4] = pick_ports();
         remove_sockets(ports); // stale ones of a crashed server; the ports are free, so not in use
         let [master, volume, filer, s3] = ports;
         let mut args = vec![
@@ -180,36 +180,7 @@ impl SeaweedFs {
             args.push(format!("-s3.cert.file={}", tls.cert.display()));
             args.push(format!("-s3.key.file={}", tls.key.display()));
         }
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG)
-            .arg("seaweedfs-watchdog")
-            .arg(&log)
-            .arg(weed)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(sh_stderr)
-            .spawn()
-            .map_err(|e| fatal(format!("spawning sh for {}: {e}", weed.display())))?;
-        let stdin = child.stdin.take();
-        let mut line = String::new();
-        let read = child
-            .stdout
-            .take()
-            .map(|out| BufReader::new(out).read_line(&mut line));
-        let pid = match (read, line.trim().parse::<u32>()) {
-            (Some(Ok(_)), Ok(pid)) => pid,
-            _ => {
-                drop(stdin);
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fatal(format!(
-                    "no pid from the watchdog shell; log:\n{}",
-                    tail(&log)
-                )));
-            }
-        };
+        let (child, stdin, pid) = spawn_watched(weed, &log, sh_stderr, &args).map_err(fatal)?;
         let mut server = SeaweedFs {
             child,
             stdin,
@@ -335,11 +306,169 @@ impl SeaweedFs {
     }
 }
 
+impl SeaweedFs {
+    /// Starts a second S3 gateway (`weed s3`) of this server's filer, on a port of its own: the
+    /// same buckets and objects through another endpoint, as the several endpoints of one store
+    /// (MLPerf Storage's object runs) are. Waits until it answers `/healthz`.
+    pub fn start_gateway(&self) -> Result<Gateway, String> {
+        let weed = weed_binary();
+        let log = self
+            .dir
+            .join(format!("gateway-{}.log", self.gateways_started()));
+        let sh_stderr = File::create(&log)
+            .and_then(|_| File::options().append(true).open(&log))
+            .map_err(|e| format!("opening {}: {e}", log.display()))?;
+        let [port]: [u16; 1] = pick_ports();
+        let args = vec![
+            "-logtostderr".to_string(),
+            "s3".to_string(),
+            "-ip=127.0.0.1".to_string(),
+            "-ip.bind=127.0.0.1".to_string(),
+            format!("-filer=127.0.0.1:{}", self.ports[2]),
+            format!("-port={port}"),
+            format!("-port.grpc={}", port + GRPC_OFFSET),
+            format!("-config={}", self.dir.join("s3.json").display()),
+            "-port.iceberg=0".to_string(),
+            "-port.lance=0".to_string(),
+        ];
+        let (child, stdin, pid) = spawn_watched(&weed, &log, sh_stderr, &args)?;
+        let mut gateway = Gateway {
+            child,
+            stdin,
+            pid,
+            port,
+            stopped: false,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = gateway.child.try_wait() {
+                gateway.stopped = true;
+                return Err(format!("weed s3 exited ({status}); log:\n{}", tail(&log)));
+            }
+            if matches!(
+                http_get(gateway.addr(), "/healthz", Duration::from_secs(2)),
+                Ok((200, _))
+            ) && listens_on(pid, port)
+            {
+                return Ok(gateway);
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(format!(
+                    "no 200 from http://{}/healthz in {READY_TIMEOUT:?}; log:\n{}",
+                    gateway.addr(),
+                    tail(&log)
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// How many gateway logs this server's folder holds: the next one's number.
+    fn gateways_started(&self) -> usize {
+        (0..)
+            .find(|n| !self.dir.join(format!("gateway-{n}.log")).exists())
+            .unwrap_or(0)
+    }
+}
+
+/// A second S3 gateway of a [`SeaweedFs`] ([`SeaweedFs::start_gateway`]). Dropping it kills it.
+pub struct Gateway {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pid: u32,
+    port: u16,
+    stopped: bool,
+}
+
+impl Gateway {
+    /// The gateway's S3 endpoint, e.g. `http://127.0.0.1:12345`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Kills the gateway now (SIGKILL): its port refuses, the server behind it goes on.
+    pub fn kill(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.pid.to_string()])
+                .status();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let grpc = self.port + GRPC_OFFSET;
+        for name in [
+            format!("seaweedfs-s3-grpc-{grpc}.sock"),
+            format!("seaweedfs-s3-{}.sock", self.port),
+        ] {
+            let _ = fs::remove_file(Path::new("/tmp").join(name));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 impl Drop for SeaweedFs {
     fn drop(&mut self) {
         self.stop();
         if self.remove_dir {
             let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Starts `weed args…` under the [`WATCHDOG`] shell, its output appended to `log`: the shell,
+/// our end of its stdin (closing it kills `weed`), and `weed`'s pid.
+fn spawn_watched(
+    weed: &Path,
+    log: &Path,
+    sh_stderr: File,
+    args: &[String],
+) -> Result<(Child, Option<ChildStdin>, u32), String> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(WATCHDOG)
+        .arg("seaweedfs-watchdog")
+        .arg(log)
+        .arg(weed)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(sh_stderr)
+        .spawn()
+        .map_err(|e| format!("spawning sh for {}: {e}", weed.display()))?;
+    let stdin = child.stdin.take();
+    let mut line = String::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|out| BufReader::new(out).read_line(&mut line));
+    match (read, line.trim().parse::<u32>()) {
+        (Some(Ok(_)), Ok(pid)) => Ok((child, stdin, pid)),
+        _ => {
+            drop(stdin);
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!(
+                "no pid from the watchdog shell; log:\n{}",
+                tail(log)
+            ))
         }
     }
 }
@@ -457,12 +586,12 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// Four HTTP ports `p` (master, volume, filer, s3), each with `p` and `p + 10000` free now and
+/// `N` HTTP ports `p` (a server's master, volume, filer, s3; a gateway's s3), each with `p` and `p + 10000` free now and
 /// drawn by no other start in this process. Other processes are avoided by drawing at random, the
 /// bind check, and the retry of a start whose server dies.
-fn pick_ports() -> [u16; 4] {
+fn pick_ports<const N: usize>() -> [u16; N] {
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut ports = [0u16; 4];
+    let mut ports = [0u16; N];
     let mut found = 0;
     for _ in 0..100_000 {
         let p = PORT_LOW + (random_u64() % u64::from(PORT_HIGH - PORT_LOW)) as u16;

@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rusty_s3::{Bucket, Credentials};
 
 use super::settings::Settings;
-use crate::storage::requests::{KindCounts, RequestCounts, RequestKind};
+use crate::storage::requests::{KindCounts, RequestCounts, RequestKind, WriteChecks};
 
 /// A request that failed for good.
 #[derive(Debug)]
@@ -33,11 +33,17 @@ pub struct RequestError {
     pub code: String,
     pub message: String,
     pub attempts: u32,
+    /// The endpoint asked, named where the store has several.
+    pub endpoint: Option<String>,
 }
 
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: ", self.kind.name(), self.object)?;
+        write!(f, "{} {}", self.kind.name(), self.object)?;
+        if let Some(endpoint) = &self.endpoint {
+            write!(f, " at endpoint {endpoint}")?;
+        }
+        write!(f, ": ")?;
         if let Some(status) = self.status {
             write!(f, "HTTP {status} ")?;
         }
@@ -180,8 +186,13 @@ pub struct Client {
     agent: ureq::Agent,
     pub bucket: Bucket,
     pub credentials: Option<Credentials>,
-    max_attempts: u32,
-    gate: Gate,
+    /// The endpoint's URL as configured.
+    pub endpoint: String,
+    /// Whether failures name the endpoint: the store has several.
+    name_endpoint: bool,
+    pub max_attempts: u32,
+    /// Shared by the endpoints' clients: `max_in_flight` bounds the process.
+    gate: std::sync::Arc<Gate>,
     counts: Mutex<RequestCounts>,
 }
 
@@ -197,7 +208,14 @@ const BACKOFF_BASE: Duration = Duration::from_millis(50);
 const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
 impl Client {
-    pub fn new(settings: Settings, connections: usize) -> Client {
+    /// A client of `bucket` at the endpoint `endpoint`, one of `endpoints` of the store.
+    pub fn new(
+        settings: &Settings,
+        (endpoint, bucket): (String, Bucket),
+        endpoints: usize,
+        connections: usize,
+        gate: &std::sync::Arc<Gate>,
+    ) -> Client {
         let timeout = Some(settings.request_timeout);
         let roots = match &settings.authorities {
             Some(certificates) => ureq::tls::RootCerts::new_with_certs(certificates),
@@ -219,10 +237,12 @@ impl Client {
             .new_agent();
         Client {
             agent,
-            bucket: settings.bucket,
-            credentials: settings.credentials,
+            bucket,
+            credentials: settings.credentials.clone(),
+            endpoint,
+            name_endpoint: endpoints > 1,
             max_attempts: settings.max_attempts.max(1),
-            gate: Gate::new(settings.max_in_flight),
+            gate: std::sync::Arc::clone(gate),
             counts: Mutex::new(RequestCounts::default()),
         }
     }
@@ -293,6 +313,7 @@ impl Client {
                     code,
                     message,
                     attempts: attempt,
+                    endpoint: self.name_endpoint.then(|| self.endpoint.clone()),
                 }
                 .into_io());
             }
@@ -363,6 +384,12 @@ impl Client {
         }
     }
 
+    /// Records a check of a written object (`storage_options.verify_writes`).
+    pub fn count_writes(&self, change: impl FnOnce(&mut WriteChecks)) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut counts.writes);
+    }
+
     fn count(&self, kind: RequestKind, change: impl FnOnce(&mut KindCounts)) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         change(&mut counts.kinds[kind as usize]);
@@ -401,7 +428,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// At most `limit` requests in flight (0: no limit), and the most seen.
-struct Gate {
+pub struct Gate {
     limit: usize,
     in_flight: Mutex<usize>,
     freed: Condvar,
@@ -412,7 +439,7 @@ struct Gate {
 struct Slot<'g>(&'g Gate);
 
 impl Gate {
-    fn new(limit: usize) -> Gate {
+    pub fn new(limit: usize) -> Gate {
         Gate {
             limit,
             in_flight: Mutex::new(0),

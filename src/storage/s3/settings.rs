@@ -9,19 +9,24 @@ use std::time::Duration;
 
 use rusty_s3::{Bucket, Credentials, UrlStyle};
 
-use crate::config::{Config, ObjectStoreOptions};
+use crate::config::{Config, EndpointSpread, ObjectStoreOptions, VerifyWrites};
 use crate::error::{Error, Result};
 
 /// What a connection to one bucket needs.
 #[derive(Debug)]
 pub struct Settings {
-    pub bucket: Bucket,
+    /// The bucket at each endpoint of the store, in the order configured (one or more), with
+    /// the endpoint's URL as written.
+    pub buckets: Vec<(String, Bucket)>,
     /// `None`: requests go unsigned (a public bucket).
     pub credentials: Option<Credentials>,
     pub max_attempts: u32,
     pub max_in_flight: usize,
     pub request_timeout: Duration,
     pub part_size: usize,
+    pub parts_in_flight: usize,
+    pub verify_writes: VerifyWrites,
+    pub endpoint_spread: EndpointSpread,
     /// The certificate authorities `https` is checked against; `None`: the public ones (webpki's).
     pub authorities: Option<Vec<ureq::tls::Certificate<'static>>>,
 }
@@ -105,55 +110,97 @@ impl Settings {
             "region",
         )
         .unwrap_or_else(|| "us-east-1".to_string());
-        let endpoint = pick(
-            &options.endpoint_url,
-            &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
-            "endpoint_url",
-        )
-        .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
-        let endpoint_url: url::Url = endpoint.parse().map_err(|e| {
-            Error::usage(format!(
-                "workload.storage.storage_options.endpoint_url = '{endpoint}': not a URL ({e}); \
-                 e.g. http://127.0.0.1:9000"
-            ))
-        })?;
-        // AWS serves buckets as host names; other S3 servers (MinIO, Ceph, SeaweedFS, appliances)
-        // answer on one host, with the bucket in the path, unless set up otherwise (as the AWS
-        // SDKs and boto3 address a custom endpoint).
-        let aws = match endpoint_url.host() {
-            Some(url::Host::Domain(d)) => d.ends_with(".amazonaws.com"),
-            _ => false,
+        // Several endpoints of one store: the option's list, else `S3_ENDPOINT_URIS`, which
+        // replaces `endpoint_url` as it does in DLIO's fork that mlpstorage v3 runs.
+        let several = match (&options.endpoint_urls[..], env("S3_ENDPOINT_URIS")) {
+            ([], None) => None,
+            ([], Some(uris)) => Some((
+                "S3_ENDPOINT_URIS",
+                uris.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
+            )),
+            (urls, _) => Some((
+                "workload.storage.storage_options.endpoint_urls",
+                urls.to_vec(),
+            )),
         };
-        let path_style = options
-            .force_path_style
-            .unwrap_or(!aws || bucket.contains('.'));
-        let style = if path_style {
-            UrlStyle::Path
-        } else {
-            UrlStyle::VirtualHost
+        let endpoints = match several {
+            Some((source, urls)) if !urls.is_empty() => {
+                urls.into_iter().map(|u| (source, u)).collect::<Vec<_>>()
+            }
+            _ => vec![(
+                "workload.storage.storage_options.endpoint_url",
+                pick(
+                    &options.endpoint_url,
+                    &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+                    "endpoint_url",
+                )
+                .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com")),
+            )],
         };
-        let bucket_url = Bucket::new(endpoint_url, style, bucket.to_string(), region.clone())
-            .map_err(|e| {
-                Error::usage(format!(
-                    "cannot address bucket '{bucket}' at '{endpoint}' ({e:?}); the endpoint must be \
-                     http:// or https:// with a host, and virtual-host style \
-                     (s3_force_path_style = False) needs a host name, not an address"
-                ))
-            })?;
+        let mut buckets = Vec::with_capacity(endpoints.len());
+        for (source, endpoint) in endpoints {
+            let bucket_url = address(&endpoint, source, bucket, &region, options)?;
+            buckets.push((endpoint.trim_end_matches('/').to_string(), bucket_url));
+        }
         let authorities = match pick(&options.ca_bundle, &["AWS_CA_BUNDLE"], "ca_bundle") {
             Some(path) => Some(read_authorities(Path::new(&path))?),
             None => None,
         };
         Ok(Settings {
-            bucket: bucket_url,
+            buckets,
             authorities,
             credentials: credentials(options, &env, &profile)?,
             max_attempts: options.max_attempts,
             max_in_flight: options.max_in_flight as usize,
             request_timeout: Duration::from_secs_f64(options.request_timeout),
             part_size: options.part_size as usize,
+            parts_in_flight: (options.parts_in_flight as usize).max(1),
+            verify_writes: options.verify_writes,
+            endpoint_spread: options.endpoint_spread,
         })
     }
+}
+
+/// `bucket` at the endpoint `endpoint` (named by `source` in messages), in the URL style the
+/// endpoint takes.
+fn address(
+    endpoint: &str,
+    source: &str,
+    bucket: &str,
+    region: &str,
+    options: &ObjectStoreOptions,
+) -> Result<Bucket> {
+    let endpoint_url: url::Url = endpoint.parse().map_err(|e| {
+        Error::usage(format!(
+            "{source} = '{endpoint}': not a URL ({e}); e.g. http://127.0.0.1:9000"
+        ))
+    })?;
+    // AWS serves buckets as host names; other S3 servers (MinIO, Ceph, SeaweedFS, appliances)
+    // answer on one host, with the bucket in the path, unless set up otherwise (as the AWS
+    // SDKs and boto3 address a custom endpoint).
+    let aws = match endpoint_url.host() {
+        Some(url::Host::Domain(d)) => d.ends_with(".amazonaws.com"),
+        _ => false,
+    };
+    let path_style = options
+        .force_path_style
+        .unwrap_or(!aws || bucket.contains('.'));
+    let style = if path_style {
+        UrlStyle::Path
+    } else {
+        UrlStyle::VirtualHost
+    };
+    Bucket::new(endpoint_url, style, bucket.to_string(), region.to_string()).map_err(|e| {
+        Error::usage(format!(
+            "cannot address bucket '{bucket}' at '{endpoint}' ({e:?}); the endpoint must be \
+                 http:// or https:// with a host, and virtual-host style \
+                 (s3_force_path_style = False) needs a host name, not an address"
+        ))
+    })
 }
 
 /// The certificates of a PEM bundle (`ca_bundle`, `AWS_CA_BUNDLE`); a file that cannot be read
@@ -351,7 +398,7 @@ mod tests {
                 ..ObjectStoreOptions::default()
             };
             let settings = Settings::resolve(&options, bucket).unwrap();
-            settings.bucket.base_url().to_string()
+            settings.buckets[0].1.base_url().to_string()
         };
         let aws = "https://s3.eu-west-3.amazonaws.com";
         assert_eq!(

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::config::tests::resolve;
+use crate::storage::WriteChecks;
 
 #[path = "../../../tests/common/fault_proxy.rs"]
 mod fault_proxy;
@@ -330,4 +331,262 @@ fn a_lease_holds_a_folder_for_one_run_at_a_time() {
         refused.contains("is not a lease dlio-rs wrote"),
         "{refused}"
     );
+}
+
+/// Bytes that differ from part to part, so that a part sent in the wrong place shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i >> 20) as u8)
+        .collect()
+}
+
+/// Every write is checked before it counts: by the ETag it is answered with (SeaweedFS gives
+/// S3's MD5s, so no HEAD is made), or by the stored size (`verify_writes: size`, a HEAD each).
+/// A write that a proxy truncates (the server stores half and answers 200) is caught and written
+/// again; one truncated every time fails, naming the object and both sizes.
+#[test]
+fn s3_checks_every_write_and_writes_a_truncated_one_again() {
+    let server = server("s3-verified");
+    let small = pattern(100 << 10);
+    let big = pattern((12 << 20) + 3);
+    let setup = storage(&server.endpoint(), "verified", &[]);
+    setup.check_access(true).unwrap();
+    for (verify, heads) in [("etag", 0), ("size", 2)] {
+        let s3 = storage(
+            &server.endpoint(),
+            "verified",
+            &["part_size=5242880", &format!("verify_writes={verify}")],
+        );
+        s3.put("small.bin", &small).unwrap();
+        s3.put("big.bin", &big).unwrap();
+        let counts = s3.request_counts().unwrap();
+        let checks = WriteChecks {
+            verified: 2,
+            ..WriteChecks::default()
+        };
+        assert_eq!(counts.writes, checks, "{verify}");
+        assert_eq!(counts.of(RequestKind::Head).requests, heads, "{verify}");
+    }
+
+    // Truncated once (the retry is spared): caught, written again, stored whole.
+    for (what, line, data) in [
+        ("a PUT", "PUT /verified/prefix/of/run/once.bin?", &small),
+        ("a part", "partNumber=2&", &big),
+    ] {
+        let proxy = FaultProxy::start(
+            server.addr(),
+            FaultPlan::matching(line, Fault::Truncate).sparing_retries(),
+        )
+        .unwrap();
+        let s3 = storage(&proxy.endpoint(), "verified", &["part_size=5242880"]);
+        s3.put("once.bin", data).unwrap();
+        assert_eq!(proxy.injected(Fault::Truncate), 1, "{what}");
+        let checks = WriteChecks {
+            verified: 1,
+            mismatches: 1,
+            rewrites: 1,
+        };
+        assert_eq!(s3.request_counts().unwrap().writes, checks, "{what}");
+        let mut buf = IoBuffer::new();
+        assert!(setup.read_all("once.bin", &mut buf).unwrap().bytes(&buf) == &data[..]);
+    }
+
+    // Truncated every time: the run's write fails after its attempts, naming what was stored.
+    for verify in ["etag", "size"] {
+        let proxy = FaultProxy::start(
+            server.addr(),
+            FaultPlan::matching("PUT /verified/prefix/of/run/always.bin?", Fault::Truncate),
+        )
+        .unwrap();
+        let s3 = storage(
+            &proxy.endpoint(),
+            "verified",
+            &["s3_max_attempts=3", &format!("verify_writes={verify}")],
+        );
+        let error = s3.put("always.bin", &small).unwrap_err().to_string();
+        assert!(
+            error.contains(
+                "s3://verified/prefix/of/run/always.bin holds 51200 bytes after a write of \
+                 102400 bytes"
+            ) && error.contains("after 3 writes"),
+            "{verify}: {error}"
+        );
+        assert_eq!(error.contains("expected)"), verify == "etag", "{error}");
+        let checks = WriteChecks {
+            verified: 0,
+            mismatches: 3,
+            rewrites: 2,
+        };
+        assert_eq!(s3.request_counts().unwrap().writes, checks, "{verify}");
+    }
+    // A part truncated every time fails the upload, which is aborted: no object.
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching("partNumber=2&", Fault::Truncate),
+    )
+    .unwrap();
+    let s3 = storage(
+        &proxy.endpoint(),
+        "verified",
+        &["part_size=5242880", "s3_max_attempts=2"],
+    );
+    let error = s3.put("cut.bin", &big).unwrap_err().to_string();
+    assert!(
+        error.contains("part 2 of s3://verified/prefix/of/run/cut.bin was stored with ETag")
+            && error.contains("its 5242880 bytes have the MD5"),
+        "{error}"
+    );
+    assert!(!setup.exists("cut.bin").unwrap());
+}
+
+/// A large object's parts are uploaded together, up to `parts_in_flight` (seen at the server,
+/// through a proxy that counts the requests it is answering at once), and completed in order; a
+/// checkpoint load's pieces are fetched ahead together too. A part that fails for good aborts
+/// the upload once the others have ended: no object appears.
+#[test]
+fn s3_uploads_parts_together_and_reads_pieces_ahead() {
+    let server = server("s3-parallel");
+    let proxy = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
+    let s3 = storage(
+        &proxy.endpoint(),
+        "parallel",
+        &["part_size=5242880", "parts_in_flight=4"],
+    );
+    s3.check_access(true).unwrap();
+    let big = pattern(8 * (5 << 20) + 1000);
+    let mut object = s3.create("big.bin").unwrap();
+    for piece in big.chunks(1 << 20) {
+        object.write(piece).unwrap();
+    }
+    object.finish().unwrap();
+    let counts = s3.request_counts().unwrap();
+    assert_eq!(counts.of(RequestKind::PartUpload).requests, 9);
+    assert_eq!(counts.writes.verified, 1);
+    // At the server, more than one at once; at the client (exact: the proxy sees a request end
+    // only when its connection closes, a little after the client is done), at most 4.
+    let peak = proxy.peak_in_flight();
+    assert!(peak >= 2, "{peak} parts in flight at once");
+    assert!(counts.peak_in_flight <= 4, "{}", counts.peak_in_flight);
+
+    proxy.reset_peak();
+    let mut reader = s3.open_sequential("big.bin").unwrap();
+    let (mut buf, mut read) = (IoBuffer::new(), Vec::new());
+    loop {
+        let n = reader.read_next(&mut buf, 4 << 20).unwrap();
+        if n == 0 {
+            break;
+        }
+        read.extend_from_slice(&buf.as_slice()[..n]);
+    }
+    drop(reader);
+    assert!(read == big, "the pieces, in order");
+    let peak = proxy.peak_in_flight();
+    assert!(peak >= 2, "{peak} pieces in flight at once");
+    let counts = s3.request_counts().unwrap();
+    assert!(counts.peak_in_flight <= 4, "{}", counts.peak_in_flight);
+    let ranged = counts.of(RequestKind::RangedGet).clone();
+    assert_eq!((ranged.requests, ranged.bytes), (11, big.len() as u64));
+
+    let failing = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching("partNumber=3&", Fault::ServiceUnavailable),
+    )
+    .unwrap();
+    let s3 = storage(
+        &failing.endpoint(),
+        "parallel",
+        &[
+            "part_size=5242880",
+            "parts_in_flight=4",
+            "s3_max_attempts=2",
+        ],
+    );
+    let error = s3.put("failed.bin", &big).unwrap_err().to_string();
+    assert!(error.contains("HTTP 503 SlowDown"), "{error}");
+    assert!(!s3.exists("failed.bin").unwrap());
+    let multipart = s3
+        .request_counts()
+        .unwrap()
+        .of(RequestKind::Multipart)
+        .clone();
+    assert_eq!(
+        (multipart.requests, multipart.failures),
+        (2, 0),
+        "started, then aborted at the server"
+    );
+}
+
+/// Two S3 gateways of one SeaweedFS filer are two endpoints of one store: each rank's requests go
+/// to endpoint `rank mod 2` (or each request to the next, `endpoint_spread: requests`), what one
+/// writes the other reads, each endpoint's requests are counted, and a request to a gateway that
+/// died fails naming it.
+#[test]
+fn s3_spreads_requests_over_endpoints_and_names_a_dead_one() {
+    let server = server("s3-endpoints");
+    let mut gateway = server
+        .start_gateway()
+        .unwrap_or_else(|e| panic!("the second gateway did not start: {e}"));
+    let (first, second) = (server.endpoint(), gateway.endpoint());
+    let both = format!("endpoint_urls=[{first},{second}]");
+    let s3 = storage(&first, "endpoints", &[&both]);
+    s3.check_access(true).unwrap();
+    let counted = |s3: &S3Storage| -> Vec<(String, u64)> {
+        let counts = s3.request_counts().unwrap();
+        counts
+            .endpoints
+            .iter()
+            .map(|e| (e.url.clone(), e.requests))
+            .collect()
+    };
+    assert_eq!(counted(&s3), [(first.clone(), 1), (second.clone(), 1)]);
+    for rank in 0..3 {
+        crate::storage::mark_rank(rank);
+        s3.put(&format!("rank{rank}.bin"), &[rank as u8; 1000])
+            .unwrap();
+    }
+    assert_eq!(counted(&s3), [(first.clone(), 3), (second.clone(), 2)]);
+    // One store: rank 1's object, written through the second gateway, read through the first.
+    crate::storage::mark_rank(0);
+    let mut buf = IoBuffer::new();
+    assert_eq!(
+        s3.read_all("rank1.bin", &mut buf).unwrap().bytes(&buf),
+        [1; 1000]
+    );
+
+    let spread = storage(&first, "endpoints", &[&both, "endpoint_spread=requests"]);
+    for _ in 0..10 {
+        spread.read_all("rank2.bin", &mut buf).unwrap();
+    }
+    assert_eq!(counted(&spread), [(first.clone(), 5), (second.clone(), 5)]);
+
+    gateway.kill();
+    let short = storage(
+        &first,
+        "endpoints",
+        &[&both, "s3_max_attempts=2", "request_timeout=2"],
+    );
+    crate::storage::mark_rank(0);
+    short.read_all("rank0.bin", &mut buf).unwrap();
+    crate::storage::mark_rank(1);
+    let error = short
+        .read_all("rank0.bin", &mut buf)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!(
+            "GET s3://endpoints/prefix/of/run/rank0.bin at endpoint {second}: connection"
+        )),
+        "{error}"
+    );
+    let counts = short.request_counts().unwrap();
+    assert_eq!(
+        counts
+            .endpoints
+            .iter()
+            .map(|e| (e.requests, e.failures))
+            .collect::<Vec<_>>(),
+        [(1, 0), (0, 1)]
+    );
+    let dead = short.check_access(false).unwrap_err().to_string();
+    assert!(dead.contains(&format!("at {second}/")), "{dead}");
 }

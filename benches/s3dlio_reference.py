@@ -11,6 +11,8 @@ Usage:
   s3dlio_reference.py get --bucket B --keys-file F [--threads T] [--max-in-flight M]
                           [--expect-size BYTES]
   s3dlio_reference.py put --bucket B --prefix P --count N --size BYTES [--max-in-flight M]
+  s3dlio_reference.py ckpt --bucket B --like SAVED_PREFIX --prefix P [--part-mib 16]
+                           [--parts-in-flight 8] [--range-split]
 
 Connection settings come from the environment, as s3dlio reads them:
 AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
@@ -276,6 +278,145 @@ def cmd_get(args):
           "env": env_info()})
 
 
+def cmd_put(args):
+    m = args.max_in_flight or 1
+    if args.count <= 0 or args.size < 0:
+        die("--count must be > 0 and --size >= 0")
+    prefix = args.prefix.strip("/")
+    uris = [uri_of(args.bucket, f"{prefix}/obj_{i:08d}" if prefix else f"obj_{i:08d}")
+            for i in range(args.count)]
+    s3dlio, client = import_s3dlio(args)
+    # One immutable buffer, generated once (outside the timed region) and
+    # shared by every object: exact `bytes` are never copied by s3dlio.
+    buf = os.urandom(args.size) if args.size else b""
+    try:
+        s3dlio.put_bytes(uri_of(args.bucket, f"{prefix}/.warmup" if prefix else ".warmup"), b"x")
+    except Exception as e:
+        die(f"warm-up PUT to bucket {args.bucket} failed (does the bucket exist?): {e}")
+
+    part = args.multipart_part_mib * MIB if args.multipart_part_mib else 0
+    strategy = args.strategy
+    if strategy == "auto":
+        strategy = "multipart" if part and args.size > part else "put_many"
+    if strategy == "multipart" and not part:
+        die("--strategy multipart needs --multipart-part-mib")
+    mv = memoryview(buf)
+
+    def put_mpu(u):
+        w = s3dlio.MultipartUploadWriter.from_uri(
+            u, part_size=part, max_in_flight=args.multipart_parts_in_flight,
+            abort_on_drop=True)
+        try:
+            for off in range(0, len(mv), part):
+                w.write(mv[off:off + part])
+            w.close()
+        except BaseException:
+            w.abort()
+            raise
+
+    batches = 0
+    c0 = cpu_now()
+    t0 = time.perf_counter()
+    try:
+        if strategy == "put_many":
+            # The item list is cheap (the payload is shared), so batches are
+            # large: only the last one drains the pipeline.
+            step = max(16 * m, args.max_batch)
+            for i in range(0, len(uris), step):
+                chunk = uris[i:i + step]
+                s3dlio.put_many([(u, buf) for u in chunk], max_in_flight=min(m, len(chunk)))
+                batches += 1
+        elif strategy == "threads":
+            run_threads(m, uris, lambda u: s3dlio.put_bytes(u, buf))
+        elif strategy == "multipart":
+            run_threads(m, uris, put_mpu)
+        else:
+            die(f"strategy {strategy} not supported for put")
+    except SystemExit:
+        raise
+    except Exception as e:
+        die(f"PUT failed: {e}")
+    seconds = time.perf_counter() - t0
+    cpu = cpu_now() - c0
+    extra = {"max_in_flight": m, "strategy": strategy, "batches": batches, "env": env_info()}
+    if strategy == "multipart":
+        extra["multipart_part_mib"] = args.multipart_part_mib
+        extra["multipart_parts_in_flight"] = args.multipart_parts_in_flight
+    emit("put", len(uris), len(uris) * args.size, seconds, cpu, client, extra)
+
+
+def cmd_ckpt(args):
+    """One rank's checkpoint, saved then loaded: objects of the sizes of the objects under
+    --like (a checkpoint dlio-rs saved), written one after another as DLIO's s3dlio storage
+    writes them (MultipartUploadWriter above --part-mib, --parts-in-flight parts at once;
+    put_bytes below), then read back one after another with s3dlio.get (checked for size)."""
+    s3dlio, client = import_s3dlio(args)
+    like = args.like.rstrip("/") + "/"
+    listed = s3dlio.list(uri_of(args.bucket, like), recursive=True)
+    names = sorted(n for n in listed if not n.rstrip("/").endswith(".dlio-rs.lock"))
+    if not names:
+        die(f"no objects under s3://{args.bucket}/{like}")
+    full = [n if n.startswith("s3://") else uri_of(args.bucket, n) for n in names]
+    sizes = [int(s3dlio.stat(u)["size"]) for u in full]
+    prefix = args.prefix.strip("/")
+    uris = [uri_of(args.bucket, f"{prefix}/file_{i:04d}") for i in range(len(sizes))]
+    part = args.part_mib * MIB
+    # The payloads, made once outside the timing: immutable bytes s3dlio never copies.
+    buf = os.urandom(max(sizes))
+    small = {n: buf[:n] for n in set(sizes) if n <= part}
+    mv = memoryview(buf)
+    try:
+        s3dlio.put_bytes(uri_of(args.bucket, f"{prefix}/.warmup"), b"x")
+    except Exception as e:
+        die(f"warm-up PUT to bucket {args.bucket} failed: {e}")
+
+    c0 = cpu_now()
+    t0 = time.perf_counter()
+    try:
+        for u, n in zip(uris, sizes):
+            if n <= part:
+                s3dlio.put_bytes(u, small[n])
+                continue
+            w = s3dlio.MultipartUploadWriter.from_uri(
+                u, part_size=part, max_in_flight=args.parts_in_flight, abort_on_drop=True)
+            try:
+                for off in range(0, n, part):
+                    w.write(mv[off:min(off + part, n)])
+                w.close()
+            except BaseException:
+                w.abort()
+                raise
+    except SystemExit:
+        raise
+    except Exception as e:
+        die(f"checkpoint save failed: {e}")
+    save_s = time.perf_counter() - t0
+    save_cpu = cpu_now() - c0
+
+    c0 = cpu_now()
+    t0 = time.perf_counter()
+    try:
+        for u, n in zip(uris, sizes):
+            got = len(s3dlio.get(u))
+            if got != n:
+                die(f"{u}: got {got} bytes, expected {n}")
+    except SystemExit:
+        raise
+    except Exception as e:
+        die(f"checkpoint load failed: {e}")
+    load_s = time.perf_counter() - t0
+    load_cpu = cpu_now() - c0
+    total = sum(sizes)
+    mib = total / MIB
+    emit("ckpt", len(sizes), total, save_s + load_s, save_cpu + load_cpu, client,
+         {"save_seconds": round(save_s, 6), "load_seconds": round(load_s, 6),
+          "save_mib_per_s": round(mib / save_s, 3), "load_mib_per_s": round(mib / load_s, 3),
+          "save_cpu_ms_per_mib": round(save_cpu * 1000 / mib, 4),
+          "load_cpu_ms_per_mib": round(load_cpu * 1000 / mib, 4),
+          "part_mib": args.part_mib, "parts_in_flight": args.parts_in_flight,
+          "env": env_info()})
+
+
 def main():
     p = argparse.ArgumentParser(
         description="s3dlio reference client for the dlio-rs S3 benchmark; "
@@ -327,6 +468,16 @@ def main():
                    help="concurrent parts per multipart object (default 1, so at most "
                         "M requests in flight; DLIO's integration uses 8)")
 
+    c = sub.add_parser("ckpt", help="save then load one rank's checkpoint files")
+    common(c)
+    c.add_argument("--like", required=True,
+                   help="prefix of a saved checkpoint: the objects are written at its sizes")
+    c.add_argument("--prefix", required=True, help="where this checkpoint is written")
+    c.add_argument("--part-mib", type=int, default=16,
+                   help="multipart part size in MiB; smaller objects are one PUT (default 16)")
+    c.add_argument("--parts-in-flight", type=int, default=8,
+                   help="concurrent parts per object (default 8, as DLIO's s3dlio storage)")
+
     args = p.parse_args()
     if args.max_in_flight is not None and args.max_in_flight < 1:
         die("--max-in-flight must be >= 1")
@@ -334,8 +485,10 @@ def main():
         if args.threads < 1:
             die("--threads must be >= 1")
         cmd_get(args)
-    else:
+    elif args.op == "put":
         cmd_put(args)
+    else:
+        cmd_ckpt(args)
 
 
 if __name__ == "__main__":

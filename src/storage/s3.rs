@@ -7,8 +7,12 @@
 //!   of one object (parquet's pre-buffered ranges) are that many ranged GETs in flight at once;
 //!   nothing asks for an object's size first where the layout gives it (no HEAD per object);
 //! - an object is written by one PUT up to `part_size` bytes, beyond that by a multipart upload
-//!   of `part_size` parts, each checked, then completed and its size checked with a HEAD — or
-//!   aborted, never left looking whole;
+//!   of `part_size` parts, up to `parts_in_flight` at once, completed in order — or aborted,
+//!   never left looking whole; every object written is checked before it counts (its ETag
+//!   against the MD5 of what was sent, or its size by a HEAD) and written again on a mismatch;
+//! - an object read whole in order (a checkpoint load) is fetched in `part_size` ranges, up to
+//!   `parts_in_flight` ahead;
+//! - with several endpoints, each request goes to its rank's (or to the next in turn);
 //! - a folder's listing is one paginated LIST with the `/` delimiter; folders do not exist;
 //! - nothing is cached and nothing can be mapped: the bytes of every read are the bytes of GET
 //!   bodies, counted exactly ([`Accounting::Requests`]).
@@ -22,7 +26,7 @@ mod settings;
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 use rusty_s3::actions::ListObjectsV2;
@@ -803,8 +807,10 @@ impl Storage for S3Storage {
             key: full.into(),
             size,
             offset: 0,
+            current: None,
             ahead: VecDeque::new(),
             fetched_to: 0,
+            range: self.part_size,
             depth: self.parts_in_flight,
         }))
     }
@@ -954,8 +960,8 @@ static EMPTY_CREDENTIALS: std::sync::LazyLock<rusty_s3::Credentials> =
 
 /// An object being written: bytes wait in `pending` until a part is full; the first full part
 /// starts a multipart upload, and each full part is uploaded on a thread of its own while the
-/// next fills, up to `parts_in_flight` at once (so at most `parts_in_flight + 1` parts of
-/// memory). [`ObjectWriter::finish`] sends what is left as one PUT, or as the last part and
+/// next fills, up to `parts_in_flight` at once, the next starting as soon as any ends (so at
+/// most `parts_in_flight + 1` parts of memory). [`ObjectWriter::finish`] sends what is left as one PUT, or as the last part and
 /// completes the upload with the parts in order; dropped unfinished, or after any failure, the
 /// upload is aborted once its parts in flight have ended.
 struct Upload<'s> {
@@ -972,10 +978,14 @@ struct Multipart {
     upload_id: Arc<str>,
     /// Parts handed to uploads so far.
     sent: usize,
-    /// Parts being uploaded, oldest first.
-    in_flight: VecDeque<JoinHandle<io::Result<Part>>>,
-    /// The uploaded parts, in order.
-    done: Vec<Part>,
+    /// Parts being uploaded.
+    in_flight: usize,
+    /// Where each part's thread tells its outcome, with the part's index: a slot is freed by
+    /// whichever part ends first, not the oldest.
+    ended: mpsc::Receiver<(usize, io::Result<Part>)>,
+    tell: mpsc::Sender<(usize, io::Result<Part>)>,
+    /// The uploaded parts, by index.
+    done: Vec<Option<Part>>,
     /// Buffers of uploaded parts, for the next ones.
     spare: Vec<Vec<u8>>,
     completed: bool,
@@ -989,25 +999,31 @@ struct Part {
 }
 
 impl Multipart {
-    /// Waits for the oldest part in flight; its failure is the upload's.
-    fn collect_oldest(&mut self) -> io::Result<()> {
-        let Some(oldest) = self.in_flight.pop_front() else {
-            return Ok(());
-        };
-        let mut part = oldest
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("a part upload panicked")))?;
+    /// Waits for the next part to end; its failure is the upload's.
+    fn collect_one(&mut self) -> io::Result<()> {
+        let (index, outcome) = self
+            .ended
+            .recv()
+            .map_err(|_| io::Error::other("a part upload's thread is gone"))?;
+        self.in_flight -= 1;
+        let mut part = outcome?;
         let mut buffer = std::mem::take(&mut part.buffer);
         buffer.clear();
         self.spare.push(buffer);
-        self.done.push(part);
+        if self.done.len() <= index {
+            self.done.resize_with(index + 1, || None);
+        }
+        self.done[index] = Some(part);
         Ok(())
     }
 
     /// Waits for every part in flight, whatever their outcome (the upload is being given up).
     fn settle(&mut self) {
-        for part in self.in_flight.drain(..) {
-            let _ = part.join();
+        while self.in_flight > 0 {
+            if self.ended.recv().is_err() {
+                return;
+            }
+            self.in_flight -= 1;
         }
     }
 }
@@ -1038,10 +1054,13 @@ impl Upload<'_> {
                     format!("starting a multipart upload of {key} gave no UploadId: {text}"),
                 )
             })?;
+        let (tell, ended) = mpsc::channel();
         self.multipart = Some(Multipart {
             upload_id: upload_id.into(),
             sent: 0,
-            in_flight: VecDeque::new(),
+            in_flight: 0,
+            ended,
+            tell,
             done: Vec::new(),
             spare: Vec::new(),
             completed: false,
@@ -1057,8 +1076,8 @@ impl Upload<'_> {
         }
         let limit = self.storage.parts_in_flight;
         let multipart = self.multipart.as_mut().expect("started above");
-        while multipart.in_flight.len() >= limit {
-            multipart.collect_oldest()?;
+        while multipart.in_flight >= limit {
+            multipart.collect_one()?;
         }
         let number = multipart.sent + 1;
         let part_number = u16::try_from(number)
@@ -1082,19 +1101,26 @@ impl Upload<'_> {
             Arc::clone(&multipart.upload_id),
         );
         let verify = self.storage.verify;
-        let upload = std::thread::Builder::new()
+        let tell = multipart.tell.clone();
+        std::thread::Builder::new()
             .name("s3-part".into())
             .spawn(move || {
-                let (etag, digest) =
-                    upload_part(&client, &key, &upload_id, part_number, &body, verify)?;
-                Ok(Part {
-                    etag,
-                    digest,
-                    buffer: body,
-                })
+                let upload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    upload_part(&client, &key, &upload_id, part_number, &body, verify)
+                }));
+                let outcome = match upload {
+                    Ok(Ok((etag, digest))) => Ok(Part {
+                        etag,
+                        digest,
+                        buffer: body,
+                    }),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(io::Error::other("a part upload panicked")),
+                };
+                let _ = tell.send((number - 1, outcome));
             })
             .map_err(|e| io::Error::other(format!("cannot start a part upload's thread: {e}")))?;
-        multipart.in_flight.push_back(upload);
+        multipart.in_flight += 1;
         multipart.sent = number;
         Ok(())
     }
@@ -1103,13 +1129,17 @@ impl Upload<'_> {
     /// ETag of the parts' MD5s, or else all the bytes written (a HEAD).
     fn complete(&mut self) -> io::Result<()> {
         let multipart = self.multipart.as_mut().expect("a multipart upload");
-        while !multipart.in_flight.is_empty() {
-            multipart.collect_oldest()?;
+        while multipart.in_flight > 0 {
+            multipart.collect_one()?;
         }
         let client = &*self.client;
         let key = self.key.as_str();
         let upload_id = &*multipart.upload_id;
-        let parts = &multipart.done;
+        let parts: Vec<&Part> = multipart
+            .done
+            .iter()
+            .map(|p| p.as_ref().expect("every part ended"))
+            .collect();
         let action = || {
             client.bucket.complete_multipart_upload(
                 client.credentials.as_ref(),
@@ -1297,58 +1327,58 @@ impl Drop for Upload<'_> {
     }
 }
 
-/// An object read whole in order, a ranged GET per piece, with up to `parts_in_flight` pieces
-/// of the caller's size fetched ahead on threads of their own (a checkpoint load reads every
-/// byte of the object, so nothing fetched ahead is wasted).
+/// An object read whole in order: ranged GETs of `part_size` bytes each (a checkpoint reader
+/// such as s3dlio's splits a large object so), up to `parts_in_flight` of them in flight at
+/// once on threads of their own, from which the caller's pieces are handed over in order. A
+/// checkpoint load reads every byte of the object, so nothing fetched ahead is wasted.
 struct Pieces {
     client: Arc<Client>,
     key: Arc<str>,
     size: u64,
     /// Where the next piece handed over starts.
     offset: u64,
-    /// Pieces being fetched, in order: their offset and length, and the thread.
-    ahead: VecDeque<(u64, usize, JoinHandle<io::Result<IoBuffer>>)>,
-    /// Where the next piece fetched ahead starts.
+    /// The range being handed over: its bytes, and how many of them are handed over already.
+    current: Option<(IoBuffer, usize)>,
+    /// Ranges being fetched, in order.
+    ahead: VecDeque<JoinHandle<io::Result<IoBuffer>>>,
+    /// Where the next range fetched starts.
     fetched_to: u64,
+    range: usize,
     depth: usize,
 }
 
 impl Pieces {
-    /// Starts fetching pieces of `len` bytes until `depth` are in flight or the object ends.
-    fn fetch_ahead(&mut self, len: usize) -> io::Result<()> {
+    /// Starts fetching ranges until `depth` are in flight or the object ends.
+    fn fetch_ahead(&mut self) -> io::Result<()> {
         while self.ahead.len() < self.depth && self.fetched_to < self.size {
             let offset = self.fetched_to;
-            let piece = len.min(usize::try_from(self.size - offset).unwrap_or(usize::MAX));
+            let len = self
+                .range
+                .min(usize::try_from(self.size - offset).unwrap_or(usize::MAX));
             let (client, key) = (Arc::clone(&self.client), Arc::clone(&self.key));
             let thread = std::thread::Builder::new()
-                .name("s3-piece".into())
+                .name("s3-range".into())
                 .spawn(move || {
                     let mut own = IoBuffer::new();
-                    let (read, _) = fetch(&client, &key, Span::Range(offset, piece), &mut own)?;
-                    if read.len != piece {
+                    let (read, _) = fetch(&client, &key, Span::Range(offset, len), &mut own)?;
+                    if read.len != len {
                         return Err(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
                             format!(
                                 "{} ended at {} bytes, its size was {}",
                                 client.object(&key),
                                 offset + read.len as u64,
-                                offset + piece as u64
+                                offset + len as u64
                             ),
                         ));
                     }
                     Ok(own)
                 })
                 .map_err(|e| io::Error::other(format!("cannot start a read's thread: {e}")))?;
-            self.ahead.push_back((offset, piece, thread));
-            self.fetched_to += piece as u64;
+            self.ahead.push_back(thread);
+            self.fetched_to += len as u64;
         }
         Ok(())
-    }
-
-    fn drain(&mut self) {
-        for (_, _, thread) in self.ahead.drain(..) {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -1358,39 +1388,36 @@ impl ObjectReader for Pieces {
     }
 
     fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
-        let left = self.size - self.offset;
-        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
-        if len == 0 {
-            buf.resize_for_writing(0)?;
-            return Ok(0);
+        let len = len.min(usize::try_from(self.size - self.offset).unwrap_or(usize::MAX));
+        let out = buf.resize_for_writing(len)?;
+        let mut filled = 0;
+        while filled < len {
+            if self.current.as_ref().is_none_or(|(range, used)| *used == range.len()) {
+                self.fetch_ahead()?;
+                let next = self.ahead.pop_front().expect("the object has bytes left");
+                let range = next
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))?;
+                self.current = Some((range, 0));
+                // The next ranges are fetched while this one is handed over.
+                self.fetch_ahead()?;
+            }
+            let (range, used) = self.current.as_mut().expect("taken above");
+            let n = (len - filled).min(range.len() - *used);
+            out[filled..filled + n].copy_from_slice(&range.as_slice()[*used..*used + n]);
+            *used += n;
+            filled += n;
         }
-        // Pieces fetched ahead for another size are not this read's.
-        if self
-            .ahead
-            .front()
-            .is_some_and(|&(offset, piece, _)| (offset, piece) != (self.offset, len))
-        {
-            self.drain();
-        }
-        if self.ahead.is_empty() {
-            self.fetched_to = self.offset;
-        }
-        self.fetch_ahead(len)?;
-        let (_, _, thread) = self.ahead.pop_front().expect("a piece was started");
-        let mut got = thread
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))?;
-        std::mem::swap(buf, &mut got);
         self.offset += len as u64;
-        // The next pieces are fetched while the caller takes this one.
-        self.fetch_ahead(len)?;
         Ok(len)
     }
 }
 
 impl Drop for Pieces {
     fn drop(&mut self) {
-        self.drain();
+        for thread in self.ahead.drain(..) {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -1392,7 +1392,11 @@ impl ObjectReader for Pieces {
         let out = buf.resize_for_writing(len)?;
         let mut filled = 0;
         while filled < len {
-            if self.current.as_ref().is_none_or(|(range, used)| *used == range.len()) {
+            if self
+                .current
+                .as_ref()
+                .is_none_or(|(range, used)| *used == range.len())
+            {
                 self.fetch_ahead()?;
                 let next = self.ahead.pop_front().expect("the object has bytes left");
                 let range = next

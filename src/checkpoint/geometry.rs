@@ -22,10 +22,12 @@
 //!
 //! Sizes are payload bytes (elements × bytes per element); `torch.save` adds about 1.5 KiB per
 //! file plus about 0.3 KiB per tensor of its own, which is not counted here. File names are
-//! DLIO's `{suffix}.{ext}`; its TensorFlow checkpointing (`.pb`) lets `tf.train.Checkpoint` add
-//! suffixes of its own, which are not modelled.
+//! DLIO's `{suffix}.{ext}`; its TensorFlow checkpointing (`.pb`) saves each such shard as
+//! `tf.train.Checkpoint` does, under names of its own ([`super::tf_bundle`]), from the shard's
+//! state dict ([`Geometry::states`]).
 
-use crate::config::{CheckpointMode, Config, Framework};
+use super::tf_bundle::{StateDict, Value, Variable};
+use crate::config::{CheckpointMode, Config, Datatype, Framework};
 use crate::error::{Error, Result};
 
 /// What a checkpoint file holds.
@@ -125,6 +127,33 @@ enum WholeName {
     ZeroRank,
 }
 
+/// The tensors of DLIO's state dicts, each `(its key, its elements)`: what a format that stores
+/// every tensor apart (TensorFlow's) needs beyond the byte counts.
+#[derive(Debug, Clone, Default)]
+struct Shapes {
+    model_dtype: Option<Datatype>,
+    embedding: Vec<(usize, u64)>,
+    layer: Vec<(usize, u64)>,
+    final_norm: Vec<(usize, u64)>,
+    /// Legacy `layer_parameters`: the one int8 dict every owned layer shares.
+    predefined: Vec<(usize, u64)>,
+    /// The optimizer's tensors: of `optimizer_datatype`, or the legacy int8 groups (then each
+    /// `{"a", "b"}` of its size, and `combined`).
+    optimizer: Vec<(usize, u64)>,
+    optimizer_dtype: Option<Datatype>,
+    legacy_groups: bool,
+}
+
+/// `(index, elements)` of the non-empty entries, as DLIO keys its dicts (`str(index)`).
+fn kept(elements: &[u64]) -> Vec<(usize, u64)> {
+    elements
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, e)| e > 0)
+        .collect()
+}
+
 /// DLIO's checkpoint layout for one configuration and world: cheap to clone (plain numbers); each
 /// rank's file list is computed when asked for.
 #[derive(Debug, Clone)]
@@ -140,6 +169,7 @@ pub struct Geometry {
     model_states: Option<u64>,
     layers: Layers,
     optimizer: Option<Optimizer>,
+    shapes: Shapes,
     total_bytes: u64,
     reported_model_bytes: u64,
     reported_optimizer_bytes: u64,
@@ -193,6 +223,7 @@ impl Geometry {
             num_parameters = p.1;
         }
 
+        let mut shapes = Shapes::default();
         let layers = if !model.layer_parameters.is_empty() {
             // DLIO keeps each listed size above 0 as an int8 tensor of size ÷ TP, which may have
             // no elements but is still a key of the dict.
@@ -201,6 +232,13 @@ impl Geometry {
                 .iter()
                 .filter(|&&p| p > 0)
                 .map(|&p| p / tensor)
+                .collect();
+            shapes.predefined = model
+                .layer_parameters
+                .iter()
+                .enumerate()
+                .filter(|&(_, &p)| p > 0)
+                .map(|(i, &p)| (i, p / tensor))
                 .collect();
             let bytes = kept
                 .iter()
@@ -221,6 +259,10 @@ impl Geometry {
             let dtype = model.model_datatype.bytes();
             let tensors =
                 |elements: &[u64]| Tensors::of(elements, dtype).ok_or_else(|| overflow(model_keys));
+            shapes.model_dtype = Some(model.model_datatype);
+            shapes.embedding = kept(&[split(embedding)]);
+            shapes.layer = kept(&[norm, split(qkv), split(dense), norm, split(up), split(down)]);
+            shapes.final_norm = kept(&[norm]);
             Layers::Transformer {
                 num_layers,
                 embedding: tensors(&[split(embedding)])?,
@@ -240,6 +282,8 @@ impl Geometry {
             let bytes = sum
                 .and_then(|s| s.checked_mul(3))
                 .ok_or_else(|| overflow("workload.model.optimization_groups"))?;
+            shapes.optimizer = kept(&model.optimization_groups);
+            shapes.legacy_groups = true;
             Some(Optimizer {
                 bytes,
                 reported: false,
@@ -258,6 +302,8 @@ impl Geometry {
                     .and_then(|e| e.checked_add(h.checked_mul(15)?))
                     .and_then(|e| e.checked_mul(model.optimizer_datatype.bytes()))
                     .ok_or_else(|| overflow(model_keys))?;
+                shapes.optimizer = kept(&[n, 5 * h, n, 5 * h, n, 5 * h]);
+                shapes.optimizer_dtype = Some(model.optimizer_datatype);
                 Some(Optimizer {
                     bytes,
                     reported: true,
@@ -283,6 +329,7 @@ impl Geometry {
             model_states,
             layers,
             optimizer,
+            shapes,
             total_bytes: 0,
             reported_model_bytes: 0,
             reported_optimizer_bytes: 0,
@@ -443,6 +490,101 @@ impl Geometry {
             });
         }
         files
+    }
+
+    /// The state dict of each of `rank`'s files, in [`Geometry::files`]' order, as DLIO builds
+    /// it: `{"a": model_states}`; a layer's `{"0": input_norm, "1": qkv, …}` (its non-empty
+    /// tensors, keyed by their place); several layers as `{"{layer}": layer dict}`; the
+    /// optimizer's `{"0": …, "5": …}`, or the legacy groups' `{"{i}": {"a", "b"}, "combined"}`.
+    /// Legacy layers all hold the same variables (one dict), which a bundle saves once.
+    ///
+    /// # Panics
+    /// If `rank` is not below the world size.
+    pub fn states(&self, rank: u64) -> Vec<StateDict> {
+        let pos = self.position(rank);
+        let mut states = Vec::new();
+        if !self.takes_part(rank) {
+            return states;
+        }
+        let mut ids = 0u64;
+        let mut variable = |dtype: Datatype, elements: u64| {
+            ids += 1;
+            Value::Variable(Variable {
+                id: ids,
+                dtype,
+                elements,
+            })
+        };
+        let shapes = &self.shapes;
+        let dict = |entries: &[(usize, u64)],
+                    dtype: Datatype,
+                    variable: &mut dyn FnMut(Datatype, u64) -> Value| {
+            StateDict(
+                entries
+                    .iter()
+                    .map(|&(i, e)| (i.to_string(), variable(dtype, e)))
+                    .collect(),
+            )
+        };
+        if let Some(bytes) = self.model_states {
+            states.push(StateDict(vec![(
+                "a".to_string(),
+                variable(Datatype::Int8, bytes),
+            )]));
+        }
+        // The legacy dict is made once: every layer shares its variables.
+        let shared = dict(&shapes.predefined, Datatype::Int8, &mut variable);
+        let layer = |index: u64, variable: &mut dyn FnMut(Datatype, u64) -> Value| match self.layers
+        {
+            Layers::Predefined { .. } => shared.clone(),
+            Layers::Transformer { num_layers, .. } => {
+                let dtype = shapes.model_dtype.unwrap_or(Datatype::Int8);
+                let entries = if index == 0 || index == num_layers + 1 {
+                    &shapes.embedding
+                } else if index == num_layers + 2 {
+                    &shapes.final_norm
+                } else {
+                    &shapes.layer
+                };
+                dict(entries, dtype, variable)
+            }
+            Layers::Absent => StateDict::default(),
+        };
+        match self.model_files(pos) {
+            ModelFiles::None => {}
+            ModelFiles::PerLayer { first, last } => {
+                for index in first..=last {
+                    states.push(layer(index, &mut variable));
+                }
+            }
+            ModelFiles::Whole { first, last, .. } => states.push(StateDict(
+                (first..=last)
+                    .map(|index| (index.to_string(), Value::Dict(layer(index, &mut variable))))
+                    .collect(),
+            )),
+        }
+        if self.optimizer.is_some() {
+            states.push(if shapes.legacy_groups {
+                let mut entries: Vec<(String, Value)> = shapes
+                    .optimizer
+                    .iter()
+                    .map(|&(i, e)| {
+                        let pair = StateDict(vec![
+                            ("a".to_string(), variable(Datatype::Int8, e)),
+                            ("b".to_string(), variable(Datatype::Int8, e)),
+                        ]);
+                        (i.to_string(), Value::Dict(pair))
+                    })
+                    .collect();
+                let combined = shapes.optimizer.iter().map(|&(_, e)| e).sum();
+                entries.push(("combined".to_string(), variable(Datatype::Int8, combined)));
+                StateDict(entries)
+            } else {
+                let dtype = shapes.optimizer_dtype.unwrap_or(Datatype::Int8);
+                dict(&shapes.optimizer, dtype, &mut variable)
+            });
+        }
+        states
     }
 
     /// The payload bytes `rank` writes per checkpoint: the sum over [`Geometry::files`].

@@ -10,6 +10,7 @@
 pub mod geometry;
 pub mod preview;
 pub mod schedule;
+pub mod tf_bundle;
 pub mod transfer;
 
 use crate::error::Result;

@@ -27,11 +27,22 @@ fn geometry(words: &[&str], world: u64) -> Geometry {
     geometry
 }
 
-/// Every rank's bytes are the sum of its files, and the total the sum of the ranks.
+/// Every rank's bytes are the sum of its files, and the total the sum of the ranks; each file's
+/// state dict holds its bytes.
 fn assert_consistent(geometry: &Geometry) {
     let mut total = 0;
     for rank in 0..geometry.world() {
         let files = geometry.files(rank);
+        let states = geometry.states(rank);
+        assert_eq!(states.len(), files.len(), "rank {rank}");
+        for (file, state) in files.iter().zip(&states) {
+            assert_eq!(
+                state.payload_bytes(),
+                file.bytes,
+                "rank {rank}: {}",
+                file.name
+            );
+        }
         assert_eq!(
             geometry.rank_bytes(rank),
             files.iter().map(|f| f.bytes).sum::<u64>(),

@@ -289,9 +289,9 @@ fn test_iostat_profiling() {
 }
 
 /// `test_checkpoint_epoch`: a checkpoint every 2 of 8 epochs; its files per checkpoint are
-/// (model + optimizer + layer) × ranks. DLIO's TensorFlow checkpoints are tf.train.Checkpoint's
-/// (two files a shard, index and data, and the folder's `checkpoint` file: 13 a checkpoint here);
-/// dlio-rs writes one `.pb` file a shard (docs/deviations.md, "Checkpoints"), which is asserted.
+/// (model + optimizer + layer) × ranks, and for TensorFlow tf.train.Checkpoint's: two files a
+/// shard (`{shard}.pb-1.index`, `{shard}.pb-1.data-00000-of-00001`) and the folder's
+/// `checkpoint` file, as DLIO's test counts them (2 × shards + 1, 13 a checkpoint here).
 #[test]
 fn test_checkpoint_epoch() {
     type Row = (&'static str, &'static str, u64, u64, bool);
@@ -344,20 +344,27 @@ fn test_checkpoint_epoch() {
             );
             verify(ran, &tmp.join("out"), row);
             let found = files_in_subfolders(&tmp.join("checkpoints"));
-            let per_checkpoint = 3 * NP;
+            let shards = 3 * NP;
+            let tensorflow = framework == "tensorflow";
+            let per_checkpoint = if tensorflow { 2 * shards + 1 } else { shards };
             assert_eq!(
                 found.len(),
                 epochs / per_ckp * per_checkpoint,
                 "{row}: files produced {found:?}"
             );
-            let ext = if framework == "tensorflow" {
-                ".pb"
-            } else {
-                ".pt"
+            let named = |f: &PathBuf| {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                if tensorflow {
+                    name == "checkpoint"
+                        || name.ends_with(".pb-1.index")
+                        || name.ends_with(".pb-1.data-00000-of-00001")
+                } else {
+                    name.ends_with(".pt")
+                }
             };
             assert!(
-                found.iter().all(|f| f.to_string_lossy().ends_with(ext)),
-                "{row}: every file a {ext}: {found:?}"
+                found.iter().all(named),
+                "{row}: every file one of {framework}'s: {found:?}"
             );
         },
     );

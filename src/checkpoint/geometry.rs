@@ -433,6 +433,12 @@ impl Geometry {
         self.num_parameters
     }
 
+    /// Whether the shards are TensorFlow's (`framework: tensorflow`): each saved as a bundle of
+    /// its state dict ([`Geometry::states`]) rather than as one file.
+    pub fn tensorflow(&self) -> bool {
+        self.extension == "pb"
+    }
+
     /// Whether `rank` writes (and reads) anything: under ZeRO 0 only ranks < TP × PP do.
     pub fn takes_part(&self, rank: u64) -> bool {
         self.zero_stage != 0 || rank < self.model_parallelism()

@@ -43,6 +43,8 @@ pub struct Place {
 /// One rank's checkpoints: its files (the same in every checkpoint), its transfer, its records.
 pub struct RankCheckpoints<'a> {
     files: Vec<ShardFile>,
+    /// Each file as a TensorFlow bundle, for `framework: tensorflow`.
+    bundles: Option<Vec<tf_bundle::Bundle>>,
     transfer: Transfer<'a>,
     pub records: Vec<CheckpointRecord>,
 }
@@ -58,6 +60,10 @@ impl<'a> RankCheckpoints<'a> {
     ) -> RankCheckpoints<'a> {
         RankCheckpoints {
             files: shared.geometry.files(rank),
+            bundles: shared.geometry.tensorflow().then(|| {
+                let states = shared.geometry.states(rank);
+                states.iter().map(tf_bundle::Bundle::plan).collect()
+            }),
             transfer: Transfer::new(
                 shared.storage,
                 shared.fsync,
@@ -100,8 +106,14 @@ impl<'a> RankCheckpoints<'a> {
         let folder = Geometry::folder_name(place.epoch, place.step);
         let start = clock.now();
         let moved = match op {
-            CheckpointOp::Save => self.transfer.save(&folder, &self.files)?,
-            CheckpointOp::Load => self.transfer.load(&folder, &self.files)?,
+            CheckpointOp::Save => {
+                self.transfer
+                    .save(&folder, &self.files, self.bundles.as_deref())?
+            }
+            CheckpointOp::Load => {
+                self.transfer
+                    .load(&folder, &self.files, self.bundles.as_deref())?
+            }
         };
         then()?;
         self.records.push(CheckpointRecord {
@@ -122,7 +134,10 @@ impl<'a> RankCheckpoints<'a> {
     /// Drops this rank's files of the checkpoint at `place` from the page cache, so that a load
     /// reads them from the storage.
     pub fn evict(&self, place: Place) -> Result<()> {
-        self.transfer
-            .evict(&Geometry::folder_name(place.epoch, place.step), &self.files)
+        self.transfer.evict(
+            &Geometry::folder_name(place.epoch, place.step),
+            &self.files,
+            self.bundles.is_some(),
+        )
     }
 }

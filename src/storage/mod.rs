@@ -296,6 +296,26 @@ pub trait Storage: Send + Sync {
     /// Removes the object at `key`; false if there was none.
     fn delete(&self, key: &str) -> io::Result<bool>;
 
+    /// Whether [`Storage::rename`] moves a file atomically, as a file system's rename does
+    /// (TensorFlow's `HasAtomicMove`, which decides whether it writes through temporary names);
+    /// object stores have no rename.
+    fn renames(&self) -> bool {
+        false
+    }
+
+    /// Moves the object at `from` to `to`, replacing any there (where [`Storage::renames`]).
+    fn rename(&self, from: &str, _to: &str) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{}: this storage has no rename", self.describe(from)),
+        ))
+    }
+
+    /// Removes the empty folder `key`; nothing where the storage has no folders.
+    fn remove_folder(&self, _key: &str) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Writes the small object `data` at `key` only if `condition` holds, as one request the
     /// store decides (S3's conditional PUT): `Some(tag)`, the stored version's tag, or `None`
     /// when the condition did not hold. What a [`lease`] is made of; a storage that has

@@ -194,6 +194,18 @@ impl Storage for Throttled {
         self.inner.make_folder(key)
     }
 
+    fn renames(&self) -> bool {
+        self.inner.renames()
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+
+    fn remove_folder(&self, key: &str) -> io::Result<()> {
+        self.inner.remove_folder(key)
+    }
+
     fn delete(&self, key: &str) -> io::Result<bool> {
         self.inner.delete(key)
     }

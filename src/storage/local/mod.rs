@@ -316,6 +316,18 @@ impl Storage for LocalFs {
         self.make_folders(key)
     }
 
+    fn renames(&self) -> bool {
+        true
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.path(from), self.path(to))
+    }
+
+    fn remove_folder(&self, key: &str) -> io::Result<()> {
+        fs::remove_dir(self.path(key))
+    }
+
     fn delete(&self, key: &str) -> io::Result<bool> {
         match fs::remove_file(self.path(key)) {
             Ok(()) => Ok(true),

@@ -1297,3 +1297,341 @@ fn fsync_true_syncs_every_saved_file_once_and_false_syncs_none() {
         assert_eq!(num(e, "/fsync_fraction"), 0.0, "{e}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// TensorFlow shards: tf.train.Checkpoint's bundles, read back by a reader of their own here
+// ---------------------------------------------------------------------------------------------
+
+/// One tensor of a bundle's index, as a BundleEntryProto says.
+#[derive(Debug, Default, Clone)]
+struct Entry {
+    dtype: u64,
+    shape: Vec<u64>,
+    shard: u64,
+    offset: u64,
+    size: u64,
+    crc: Option<u32>,
+}
+
+fn varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = bytes[*at];
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return value;
+        }
+    }
+    panic!("a varint longer than 10 bytes");
+}
+
+fn fixed32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+/// LevelDB's masked CRC32C.
+fn masked(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// A protobuf message's fields: (number, varint value or bytes).
+fn fields(mut bytes: &[u8]) -> Vec<(u64, Result<u64, Vec<u8>>)> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let mut at = 0;
+        let key = varint(bytes, &mut at);
+        let value = match key & 7 {
+            0 => Ok(varint(bytes, &mut at)),
+            2 => {
+                let len = varint(bytes, &mut at) as usize;
+                at += len;
+                Err(bytes[at - len..at].to_vec())
+            }
+            5 => {
+                at += 4;
+                Ok(u64::from(fixed32(bytes, at - 4)))
+            }
+            wire => panic!("wire type {wire} in a bundle entry"),
+        };
+        out.push((key >> 3, value));
+        bytes = &bytes[at..];
+    }
+    out
+}
+
+/// A table block's entries (prefix-compressed keys), after checking its trailer: compression
+/// byte 0 and the masked CRC32C of block and byte.
+fn block_entries(table: &[u8], offset: usize, size: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let block = &table[offset..offset + size];
+    assert_eq!(table[offset + size], 0, "an uncompressed block");
+    let crc = crc32c::crc32c_append(crc32c::crc32c(block), &[0]);
+    assert_eq!(fixed32(table, offset + size + 1), masked(crc), "block CRC");
+    let restarts = fixed32(block, size - 4) as usize;
+    let end = size - 4 - 4 * restarts;
+    let (mut at, mut key, mut out) = (0, Vec::new(), Vec::new());
+    while at < end {
+        let shared = varint(block, &mut at) as usize;
+        let unshared = varint(block, &mut at) as usize;
+        let len = varint(block, &mut at) as usize;
+        key.truncate(shared);
+        key.extend_from_slice(&block[at..at + unshared]);
+        at += unshared;
+        out.push((key.clone(), block[at..at + len].to_vec()));
+        at += len;
+    }
+    out
+}
+
+/// A bundle's index: the 48-byte footer (two block handles, the magic), the index block, every
+/// data block; the header entry checked (one shard, version 1); key → entry, in key order.
+fn read_index(path: &Path) -> BTreeMap<String, Entry> {
+    let table = std::fs::read(path).unwrap();
+    let footer = &table[table.len() - 48..];
+    assert_eq!(
+        u64::from_le_bytes(footer[40..].try_into().unwrap()),
+        0xdb47_7524_8b80_fb57,
+        "{}: the table magic",
+        path.display()
+    );
+    let mut at = 0;
+    let handles: Vec<usize> = (0..4).map(|_| varint(footer, &mut at) as usize).collect();
+    assert!(
+        block_entries(&table, handles[0], handles[1]).is_empty(),
+        "empty metaindex"
+    );
+    let mut rows = Vec::new();
+    for (_, handle) in block_entries(&table, handles[2], handles[3]) {
+        let mut at = 0;
+        let offset = varint(&handle, &mut at) as usize;
+        let size = varint(&handle, &mut at) as usize;
+        rows.extend(block_entries(&table, offset, size));
+    }
+    assert!(rows.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
+    let (header_key, header) = rows.remove(0);
+    assert_eq!(header_key, b"");
+    let header = fields(&header);
+    assert_eq!(header[0], (1, Ok(1)), "one shard");
+    assert_eq!(header[1], (3, Err(vec![8, 1])), "version: producer 1");
+    rows.into_iter()
+        .map(|(key, value)| {
+            let mut entry = Entry::default();
+            for (field, value) in fields(&value) {
+                match (field, value) {
+                    (1, Ok(v)) => entry.dtype = v,
+                    (2, Err(shape)) => {
+                        for (_, dim) in fields(&shape) {
+                            let dim = fields(&dim.unwrap_err());
+                            entry
+                                .shape
+                                .push(dim.first().map_or(0, |d| d.1.clone().unwrap()));
+                        }
+                    }
+                    (3, Ok(v)) => entry.shard = v,
+                    (4, Ok(v)) => entry.offset = v,
+                    (5, Ok(v)) => entry.size = v,
+                    (6, Ok(v)) => entry.crc = Some(v as u32),
+                    other => panic!("unexpected field {other:?}"),
+                }
+            }
+            (String::from_utf8(key).unwrap(), entry)
+        })
+        .collect()
+}
+
+/// Checks the shard `{folder}/{name}-1` against its index: its tensors tile the data file, each
+/// tensor's bytes have the index's CRC, the save counter is int64 1 and the object graph a string
+/// framed as TensorFlow frames it. Returns the variables, key (without TensorFlow's suffix) →
+/// (dtype, elements), and their bytes.
+fn check_bundle(folder: &Path, name: &str) -> (BTreeMap<String, (u64, u64)>, u64) {
+    let index = read_index(&folder.join(format!("{name}-1.index")));
+    let data = std::fs::read(folder.join(format!("{name}-1.data-00000-of-00001"))).unwrap();
+    let mut by_offset: Vec<(&String, &Entry)> = index.iter().collect();
+    by_offset.sort_by_key(|(_, e)| e.offset);
+    let mut end = 0;
+    let (mut variables, mut payload) = (BTreeMap::new(), 0);
+    for (key, entry) in by_offset {
+        assert_eq!(
+            (entry.offset, entry.shard),
+            (end, 0),
+            "{name}: {key} follows the last"
+        );
+        end += entry.size;
+        let bytes = &data[entry.offset as usize..end as usize];
+        if key == "_CHECKPOINTABLE_OBJECT_GRAPH" {
+            assert_eq!((entry.dtype, entry.shape.len()), (7, 0), "a string scalar");
+            let mut at = 0;
+            let len = varint(bytes, &mut at);
+            assert_eq!(
+                at as u64 + 4 + len,
+                entry.size,
+                "{name}: the graph's framing"
+            );
+            let length_crc = crc32c::crc32c(&(len as u32).to_le_bytes());
+            assert_eq!(fixed32(bytes, at), masked(length_crc));
+            let crc = crc32c::crc32c_append(length_crc, &bytes[at..at + 4]);
+            let crc = crc32c::crc32c_append(crc, &bytes[at + 4..]);
+            assert_eq!(entry.crc, Some(masked(crc)), "{name}: the graph's CRC");
+            continue;
+        }
+        assert_eq!(
+            entry.crc,
+            Some(masked(crc32c::crc32c(bytes))),
+            "{name}: {key}'s CRC"
+        );
+        let key = key.strip_suffix("/.ATTRIBUTES/VARIABLE_VALUE").unwrap();
+        if key == "save_counter" {
+            assert_eq!(
+                (entry.dtype, entry.shape.len(), bytes),
+                (9, 0, &1u64.to_le_bytes()[..])
+            );
+            continue;
+        }
+        assert_eq!(entry.shape.len(), 1, "{name}: {key} is 1-D");
+        variables.insert(key.to_string(), (entry.dtype, entry.shape[0]));
+        payload += entry.size;
+    }
+    assert_eq!(end, data.len() as u64, "{name}: nothing after the graph");
+    (variables, payload)
+}
+
+/// `framework: tensorflow` saves each shard as `tf.train.Checkpoint(**state).save` does: two
+/// files of TensorFlow 2.21's sizes (measured by saving the same states with TensorFlow itself)
+/// and the folder's `checkpoint` file, whose index a reader of its own here decodes and checks
+/// against the data; nothing else is left (no temporary names); the loads read them back.
+#[test]
+fn tensorflow_shards_are_tf_checkpoint_bundles_of_tensorflows_own_sizes() {
+    let tmp = Scratch::new("ckpt-tf");
+    let tf = ["++workload.framework=tensorflow"];
+    // DLIO's test_checkpoint_epoch states (legacy lists) and the tiny llama (ZeRO 3, 2 ranks).
+    let legacy: Vec<String> = strings(&[
+        "++workload.framework=tensorflow",
+        "++workload.workflow.generate_data=False",
+        "++workload.workflow.train=False",
+        "++workload.workflow.checkpoint=True",
+        "++workload.model.model_size=1024",
+        "++workload.model.optimization_groups=[1024, 128]",
+        "++workload.model.num_layers=2",
+        "++workload.model.layer_parameters=[16]",
+        "++workload.checkpoint.num_checkpoints_write=1",
+        "++workload.checkpoint.num_checkpoints_read=1",
+        "++workload.checkpoint.time_between_checkpoints=0",
+        &format!(
+            "++workload.checkpoint.checkpoint_folder={}",
+            tmp.s("ckpt-legacy")
+        ),
+        &format!("++hydra.run.dir={}", tmp.s("out-legacy")),
+    ]);
+    run_quiet(&tmp.path, 1, &legacy).ok();
+    run_quiet(&tmp.path, 2, &tiny_words(&tmp, "llama", 1, 1, &tf)).ok();
+
+    // Sizes of TensorFlow 2.21's own saves of the same states (tensorflow-cpu 2.21.0,
+    // tf.train.Checkpoint(**state).save, states built as DLIO's base_checkpointing.py builds
+    // them; and benches/tf_checkpoint_check.py found TensorFlow's save of these very files'
+    // tensors byte-identical).
+    let shard = |name: &str, index: u64, data: u64| {
+        [
+            (format!("{name}.pb-1.index"), index),
+            (format!("{name}.pb-1.data-00000-of-00001"), data),
+        ]
+    };
+    // `checkpoint` names the last shard a rank saved: 57 bytes + 2 × the name.
+    let last = "zero_pp_rank_0_mp_rank_0_optim_states.pb-1";
+    let mut legacy_files: BTreeMap<String, u64> = [
+        shard("model_states-0", 253, 1212),
+        shard("zero_pp_rank_0_mp_rank_0_model_states", 251, 239),
+        shard("zero_pp_rank_0_mp_rank_0_optim_states", 468, 3976),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    legacy_files.insert("checkpoint".into(), 57 + 2 * last.len() as u64);
+    let folder = tmp.join("ckpt-legacy/global_epoch1_step1");
+    assert_eq!(files_in(&folder), legacy_files);
+    assert_eq!(
+        std::fs::read_to_string(folder.join("checkpoint")).unwrap(),
+        format!("model_checkpoint_path: \"{last}\"\nall_model_checkpoint_paths: \"{last}\"\n")
+    );
+    let (optimizer, bytes) = check_bundle(&folder, "zero_pp_rank_0_mp_rank_0_optim_states.pb");
+    let int8 = |n: u64| (6, n);
+    assert_eq!(
+        optimizer,
+        BTreeMap::from([
+            ("0/a".to_string(), int8(1024)),
+            ("0/b".to_string(), int8(1024)),
+            ("1/a".to_string(), int8(128)),
+            ("1/b".to_string(), int8(128)),
+            ("combined".to_string(), int8(1152)),
+        ])
+    );
+    assert_eq!(bytes, 3 * 1152);
+    // The layers share one dict: its variable is saved once, under the first layer.
+    let (layers, _) = check_bundle(&folder, "zero_pp_rank_0_mp_rank_0_model_states.pb");
+    assert_eq!(layers, BTreeMap::from([("1/0".to_string(), int8(16))]));
+    let (model, _) = check_bundle(&folder, "model_states-0.pb");
+    assert_eq!(model, BTreeMap::from([("a".to_string(), int8(1024))]));
+
+    let folder = tmp.join("ckpt-llama/global_epoch1_step1");
+    let found = files_in(&folder);
+    let oracle = dlio_geometry(&tiny_model(2, json!({})));
+    let mut payload = 0;
+    for (name, bytes) in oracle_files(&oracle) {
+        let name = name.strip_suffix(".pt").unwrap();
+        let (variables, saved) = check_bundle(&folder, &format!("{name}.pb"));
+        assert_eq!(saved, bytes, "{name}: DLIO's payload");
+        payload += saved;
+        let (index, data) = if name.ends_with("optim_states") {
+            // fp32 (1): [n, 5h, n, 5h, n, 5h] with n = parameters ÷ 2.
+            assert!(
+                variables.values().all(|&(dtype, _)| dtype == 1),
+                "{variables:?}"
+            );
+            (531, 9_780_255)
+        } else {
+            // fp16 (19): layers 0..=4 as {"{layer}": {"{tensor}": …}}, sharded over 2 ranks.
+            assert!(
+                variables.values().all(|&(dtype, _)| dtype == 19),
+                "{variables:?}"
+            );
+            assert_eq!(variables["0/0"].1, 256 * 1000 / 2, "the embedding");
+            assert_eq!(variables.len(), 1 + 6 + 6 + 1 + 1);
+            (1015, 1_628_669)
+        };
+        for (suffix, size) in [("index", index), ("data-00000-of-00001", data)] {
+            let file = format!("{name}.pb-1.{suffix}");
+            assert_eq!(found.get(&file), Some(&size), "{file}: TensorFlow's size");
+        }
+    }
+    assert_eq!(found.len(), 2 * 4 + 1, "{found:?}");
+    let report = read_json(&tmp.join("out-llama/report.json"));
+    let list = at(&report, "/checkpoints/list").as_array().unwrap();
+    assert_eq!(list.len(), 2, "a save and a load: {list:?}");
+    for checkpoint in list {
+        assert_eq!(
+            int(checkpoint, "/bytes"),
+            payload,
+            "the payload: {checkpoint}"
+        );
+    }
+}
+
+/// A load checks every tensor against the index, as TensorFlow's restore does: one byte changed
+/// in a tensor fails the run naming the shard's files.
+#[test]
+fn a_tensorflow_shard_with_a_changed_byte_fails_the_load_naming_it() {
+    let tmp = Scratch::new("ckpt-tf-changed");
+    let tf = ["++workload.framework=tensorflow"];
+    run_quiet(&tmp.path, 1, &tiny_words(&tmp, "a", 1, 0, &tf)).ok();
+    let data = tmp.join(
+        "ckpt-a/global_epoch1_step1/zero_pp_rank_0_mp_rank_0_optim_states.pb-1.data-00000-of-00001",
+    );
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[1000] ^= 0x40;
+    std::fs::write(&data, bytes).unwrap();
+    let mut words = tiny_words(&tmp, "a", 0, 1, &tf);
+    words.retain(|w| !w.starts_with("++hydra.run.dir="));
+    words.push(format!("++hydra.run.dir={}", tmp.s("out-read")));
+    run_quiet(&tmp.path, 1, &words)
+        .fails(1)
+        .says(&[&data.display().to_string(), "do not match"]);
+}

@@ -240,15 +240,17 @@ impl<'a> Transfer<'a> {
         seconds += self.put(&temp_index, &table, false)?;
         self.rename(&temp_index, &part_index)?;
         // The merge reads the part's index back.
-        self.storage
-            .read_all(&part_index, &mut self.small)
-            .map_err(|e| {
-                Error::on_object(
-                    "cannot read checkpoint file",
-                    self.storage.describe(&part_index),
-                    e,
-                )
-            })?;
+        let merged = self.storage.read_all(&part_index, &mut self.small);
+        let merged = merged.map_err(|e| {
+            Error::on_object(
+                "cannot read checkpoint file",
+                self.storage.describe(&part_index),
+                e,
+            )
+        })?;
+        if let Some(meters) = self.meters {
+            meters.checkpoint_read(merged.len as u64);
+        }
         self.rename(&part_data, &data)?;
         seconds += self.put(&index, &table, true)?;
         let removed = self
@@ -300,13 +302,16 @@ impl<'a> Transfer<'a> {
         let kernel_count = kernel_before
             .zip(crate::system::thread_read_bytes())
             .map(|(before, after)| after.saturating_sub(before));
-        // The share of the payload that came from the storage: the small files (a few hundred
-        // bytes a shard) are read first and fall in the same proportion.
-        moved.bytes_from_storage = self
+        let from_storage = self
             .storage
             .accounting()
-            .bytes_from_storage(read, kernel_count)
-            .map(|b| b.min(moved.bytes));
+            .bytes_from_storage(read, kernel_count);
+        // TensorFlow's small files (a few hundred bytes a shard) are read too: what came from
+        // the storage is counted against the payload, which it cannot exceed.
+        moved.bytes_from_storage = match bundles {
+            Some(_) => from_storage.map(|b| b.min(moved.bytes)),
+            None => from_storage,
+        };
         Ok(moved)
     }
 

@@ -93,6 +93,9 @@ impl StateDict {
     }
 }
 
+/// A dict's entries, borrowed.
+type Entries<'a> = Vec<(&'a str, &'a Value)>;
+
 /// What a stretch of the data file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Content {
@@ -166,7 +169,7 @@ impl Bundle {
         }
         let mut nodes: Vec<Node> = Vec::new();
         let mut ids: BTreeMap<u64, usize> = BTreeMap::new();
-        let mut root: Vec<(&str, &Value)> = state.0.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let mut root: Entries = state.0.iter().map(|(k, v)| (k.as_str(), v)).collect();
         // tf.train.Checkpoint(**kwargs) sorts its keyword arguments.
         root.sort_by(|a, b| a.0.cmp(b.0));
         nodes.push(Node::Dict {
@@ -174,7 +177,7 @@ impl Bundle {
             has_values: true,
         });
         // Dicts waiting to be expanded: their node, their path, their entries.
-        let mut pending: VecDeque<(usize, String, Vec<(&str, &Value)>)> = VecDeque::new();
+        let mut pending: VecDeque<(usize, String, Entries)> = VecDeque::new();
         pending.push_back((0, String::new(), root));
         let mut root_done = false;
         while let Some((parent, path, entries)) = pending.pop_front() {

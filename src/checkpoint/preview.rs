@@ -99,6 +99,14 @@ pub fn render(config: &Config, world: u64, rank: u64) -> Result<String> {
         gib(optimizer),
         config.checkpoint_folder().display()
     );
+    if geometry.tensorflow() {
+        let _ = writeln!(
+            text,
+            "  as tf.train.Checkpoint saves them: each shard's {{name}}-1.index and \
+             {{name}}-1.data-00000-of-00001, and the folder's checkpoint file: {} files",
+            2 * files + 1
+        );
+    }
     let _ = writeln!(
         text,
         "heaviest rank: {} with {}",

@@ -17,7 +17,8 @@
 //! Everything but the tensors' bytes (and so their CRCs) follows from the state's shape: a
 //! [`Bundle`] is planned from a [`StateDict`] before any byte is written, so every file's size is
 //! known up front, and the index is built once the data file's CRCs are known. Checked byte for
-//! byte against TensorFlow 2.21 (tests/tf_checkpoint.rs, benches/tf_checkpoint_check.py).
+//! byte against TensorFlow 2.21 (the tests below, tests/checkpoint.rs, and
+//! benches/tf_checkpoint_check.py, which has TensorFlow restore and re-save a run's shards).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
@@ -599,6 +600,73 @@ mod tests {
             dtype,
             elements,
         })
+    }
+
+    /// TensorFlow 2.21's own files for DLIO's legacy optimizer state of test_checkpoint_epoch
+    /// (`{"0": {"a", "b"}, "1": {"a", "b"}, "combined"}`, int8 1024, 1024, 128, 128, 1152) holding
+    /// ones (`tf.ones`, so that the CRCs are known): the whole index, and the object graph tensor
+    /// that ends the data file, saved by `tf.train.Checkpoint(**state).save` (tensorflow-cpu
+    /// 2.21.0).
+    const TF_INDEX: [&str; 10] = [
+        "00000608011a020801001e14302f612f2e415454524942555445532f5641524941424c455f56414c5545080612051203",
+        "0880082088092880083554bf89fd021c14622f2e415454524942555445532f5641524941424c455f56414c5545080612",
+        "0512030880082088112880083554bf89fd001e14312f612f2e415454524942555445532f5641524941424c455f56414c",
+        "554508061205120308800120881928800135c12c2334021c14622f2e415454524942555445532f5641524941424c455f",
+        "56414c554508061205120308800120881a28800135c12c2334001c0f5f434845434b504f494e5441424c455f4f424a45",
+        "43545f47524150480807120020881b28800435dc19e7cb002311636f6d62696e65642f2e415454524942555445532f56",
+        "41524941424c455f56414c5545080612051203088009288009350447652900270e736176655f636f756e7465722f2e41",
+        "5454524942555445532f5641524941424c455f56414c5545080912002080092808350175de410000000001000000007d",
+        "4d3387000000000100000000c0f2a1b00001037400fe02000000000100000000a6226f3583030890030f000000000000",
+        "0000000000000000000000000000000000000000000000000000000057fb808b247547db",
+    ];
+    const TF_GRAPH: [&str; 11] = [
+        "fa035db1e3f70a320a0508011201300a0508021201310a0c08031208636f6d62696e65640a100804120c736176655f63",
+        "6f756e7465722a0208010a120a0508051201610a0508061201622a0208010a120a0508071201610a0508081201622a02",
+        "08010a45123f0a0e5641524941424c455f56414c554512085661726961626c651a23636f6d62696e65642f2e41545452",
+        "4942555445532f5641524941424c455f56414c55452a0208010a4d12470a0e5641524941424c455f56414c5545120c73",
+        "6176655f636f756e7465721a27736176655f636f756e7465722f2e415454524942555445532f5641524941424c455f56",
+        "414c55452a0208010a40123a0a0e5641524941424c455f56414c554512085661726961626c651a1e302f612f2e415454",
+        "524942555445532f5641524941424c455f56414c55452a0208010a40123a0a0e5641524941424c455f56414c55451208",
+        "5661726961626c651a1e302f622f2e415454524942555445532f5641524941424c455f56414c55452a0208010a40123a",
+        "0a0e5641524941424c455f56414c554512085661726961626c651a1e312f612f2e415454524942555445532f56415249",
+        "41424c455f56414c55452a0208010a40123a0a0e5641524941424c455f56414c554512085661726961626c651a1e312f",
+        "622f2e415454524942555445532f5641524941424c455f56414c55452a020801",
+    ];
+
+    fn unhex(lines: &[&str]) -> Vec<u8> {
+        let hex: String = lines.concat();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_index_and_the_object_graph_are_tensorflows_byte_for_byte() {
+        let pair = |first: u64, elements: u64| {
+            Value::Dict(StateDict(vec![
+                ("a".into(), var(first, Datatype::Int8, elements)),
+                ("b".into(), var(first + 1, Datatype::Int8, elements)),
+            ]))
+        };
+        let state = StateDict(vec![
+            ("0".into(), pair(1, 1024)),
+            ("1".into(), pair(3, 128)),
+            ("combined".into(), var(5, Datatype::Int8, 1152)),
+        ]);
+        let bundle = Bundle::plan(&state);
+        assert_eq!((bundle.data_bytes(), bundle.index_bytes()), (3976, 468));
+        assert_eq!(bundle.graph(), unhex(&TF_GRAPH));
+        assert_eq!(bundle.tensors.last().unwrap().offset, 3976 - 512);
+        let crcs: Vec<u32> = bundle
+            .tensors
+            .iter()
+            .map(|t| match t.content {
+                Content::Payload => crc32c::crc32c(&vec![1u8; t.size as usize]),
+                fixed => bundle.fixed_crc(fixed).unwrap(),
+            })
+            .collect();
+        assert_eq!(bundle.index(&crcs), unhex(&TF_INDEX));
     }
 
     #[test]

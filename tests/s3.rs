@@ -211,6 +211,58 @@ fn checkpoints_are_saved_to_and_loaded_from_a_bucket_in_checked_parts() {
     }
 }
 
+/// TensorFlow shards on object storage, which has no rename: each saved under its final names
+/// (data file, index, the folder's `checkpoint` object), and loaded back with every tensor's
+/// CRC checked against the index.
+#[test]
+fn tensorflow_checkpoints_are_saved_to_a_bucket_under_their_final_names() {
+    let tmp = Scratch::new("s3-tf-checkpoints");
+    let server = start(&tmp);
+    let mut words = strings(&[
+        "workload=llama3_8b",
+        "++workload.framework=tensorflow",
+        "++workload.model.num_layers=2",
+        "++workload.model.transformer.hidden_size=256",
+        "++workload.model.transformer.ffn_hidden_size=512",
+        "++workload.model.transformer.vocab_size=1000",
+        "++workload.checkpoint.time_between_checkpoints=0",
+        "++workload.checkpoint.num_checkpoints_write=1",
+        "++workload.checkpoint.num_checkpoints_read=1",
+        "++workload.checkpoint.checkpoint_folder=s3://checkpoints/tf",
+    ]);
+    words.push(format!("++hydra.run.dir={}", tmp.s("out")));
+    words.extend(seaweed::storage_words(&server.endpoint(), "checkpoints"));
+    run_quiet(&tmp.path, 2, &words).ok();
+    let report = read_json(&tmp.join("out/report.json"));
+    let one = int(&report, "/checkpoints/size_bytes");
+    let list = at(&report, "/checkpoints/list").as_array().unwrap();
+    assert_eq!(list.len(), 2, "a save and a load: {list:?}");
+    let kinds = at(&report, "/storage_requests/checkpoints/kinds");
+    // 2 ranks × 2 shards × (data file, index, checkpoint): 12 objects, no copies, no deletes.
+    let puts = kinds
+        .pointer("/PUT/requests")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        + kinds
+            .pointer("/multipart complete/requests")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+    assert_eq!(puts, 12, "{kinds}");
+    assert!(kinds.pointer("/DELETE").is_none(), "{kinds}");
+    // TensorFlow's sizes for these shards (tests/checkpoint.rs): data files and indexes.
+    let stored = 2 * (1_628_669 + 1015 + 9_780_255 + 531);
+    let sent = kinds
+        .pointer("/PUT/bytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        + kinds
+            .pointer("/part upload/bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+    assert_eq!(sent, stored + 4 * 141, "{kinds}");
+    assert!(stored > one, "the payload {one} is within the files");
+}
+
 #[test]
 fn injected_503s_and_resets_are_retried_and_counted() {
     let tmp = Scratch::new("s3-proxy");

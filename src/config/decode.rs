@@ -13,7 +13,7 @@ use super::schema::{
     ElementType, EndpointSpread, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions,
     OutputConfig, PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig,
     StorageType, Throttle, TraceFormat, TrainConfig, TransformerShape, VerifyWrites, Workflow,
-    MAX_PART_SIZE, MIN_PART_SIZE, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
+    MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 use super::time_spec::time_spec;
 use super::value::Value;
@@ -268,6 +268,9 @@ fn object_store_options(f: &mut Fields<'_>) -> ObjectStoreOptions {
         verify_writes: f.choice(&format!("{KEY}.verify_writes"), VerifyWrites::Etag),
         endpoint_urls: endpoint_urls(f, &format!("{KEY}.endpoint_urls")),
         endpoint_spread: f.choice(&format!("{KEY}.endpoint_spread"), EndpointSpread::Rank),
+        account_name: f.opt_string(&format!("{KEY}.account_name")),
+        account_key: f.opt_string(&format!("{KEY}.account_key")),
+        sas_token: f.opt_string(&format!("{KEY}.sas_token")),
     }
 }
 
@@ -718,20 +721,14 @@ impl Config {
         };
         match self.storage.storage_type {
             StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs => {}
-            StorageType::S3 if cfg!(feature = "s3") => {
-                if self.dataset.format == Format::MmapIndexedBinary {
-                    return Err(Error::usage(
-                        "workload.dataset.format = mmap_indexed_binary reads by mapping files \
-                         into memory, and objects in a bucket cannot be mapped: use \
-                         indexed_binary (the same data, read with ranged GETs)",
-                    ));
-                }
-            }
+            StorageType::S3 if cfg!(feature = "s3") => self.check_object_store()?,
+            StorageType::Azure if cfg!(feature = "azure") => self.check_object_store()?,
             StorageType::S3 => return Err(Error::usage(NO_OBJECT_STORE)),
+            StorageType::Azure => return Err(Error::usage(NO_AZURE)),
             other => {
                 return not_yet(
                     format!("workload.storage.storage_type = {other}"),
-                    "supported storage types are local_fs, parallel_fs, direct_fs, s3",
+                    "supported storage types are local_fs, parallel_fs, direct_fs, s3, azure",
                 )
             }
         }
@@ -795,13 +792,26 @@ impl Config {
                     .to_string(),
             );
         }
-        if self.storage.storage_type == StorageType::S3 {
-            return refuse(
-                "workload.reader.data_loader = native_dali with storage_type s3: DALI's numpy \
-                 reader maps local files, and objects in a bucket cannot be mapped; use \
-                 data_loader pytorch or dali for s3"
-                    .to_string(),
-            );
+        if self.storage.storage_type.is_object_store() {
+            let store = self.storage.storage_type;
+            return refuse(format!(
+                "workload.reader.data_loader = native_dali with storage_type {store}: DALI's \
+                 numpy reader maps local files, and objects in {store} storage cannot be mapped; \
+                 use data_loader pytorch or dali for {store}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// What an object store cannot do: map its objects into memory.
+    fn check_object_store(&self) -> Result<()> {
+        if self.dataset.format == Format::MmapIndexedBinary {
+            return Err(Error::usage(format!(
+                "workload.dataset.format = mmap_indexed_binary reads by mapping files into \
+                 memory, and objects in {} storage cannot be mapped: use indexed_binary (the \
+                 same data, read with ranged GETs)",
+                self.storage.storage_type
+            )));
         }
         Ok(())
     }

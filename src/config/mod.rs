@@ -39,7 +39,7 @@ pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,
     ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
     PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig, StorageType, Throttle,
-    TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE,
+    TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE,
     NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 #[cfg(feature = "s3")]

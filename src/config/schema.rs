@@ -34,11 +34,19 @@ choice_enum!(
 choice_enum!(ReadType { OnDemand => "on_demand", Memory => "memory" });
 choice_enum!(
     /// `direct_fs` is mlpstorage v3's `--o-direct`: a local file system read with O_DIRECT.
+    /// `azure` (Azure Blob Storage) is dlio-rs's own.
     StorageType {
         LocalFs => "local_fs", ParallelFs => "parallel_fs", DirectFs => "direct_fs", S3 => "s3",
-        Aistore => "aistore",
+        Aistore => "aistore", Azure => "azure",
     }
 );
+
+impl StorageType {
+    /// An object store, read over the network: nothing of it is in this host's page cache.
+    pub fn is_object_store(self) -> bool {
+        matches!(self, StorageType::S3 | StorageType::Azure)
+    }
+}
 choice_enum!(
     /// `subset`: fewer ranks than the model's parallelism, a data parallelism given by
     /// `model.parallelism.data` (mlpstorage's runs with fewer processes).
@@ -280,6 +288,11 @@ pub struct ObjectStoreOptions {
     pub endpoint_urls: Vec<String>,
     /// How a process's requests are spread over several endpoints.
     pub endpoint_spread: EndpointSpread,
+    /// Azure Blob Storage (`azure`): the storage account, its key (SharedKey signing) or a SAS
+    /// token; what is not set comes from the `AZURE_STORAGE_*` variables (`storage::azure`).
+    pub account_name: Option<String>,
+    pub account_key: Option<String>,
+    pub sas_token: Option<String>,
 }
 
 choice_enum!(
@@ -310,6 +323,10 @@ impl Default for EndpointSpread {
 /// Why `storage_type: s3` is refused by a build without object storage.
 pub const NO_OBJECT_STORE: &str = "workload.storage.storage_type = s3 needs dlio-rs built with \
      object storage: cargo build --release --features s3";
+
+/// Why `storage_type: azure` is refused by a build without Azure Blob Storage.
+pub const NO_AZURE: &str = "workload.storage.storage_type = azure needs dlio-rs built with \
+     Azure Blob Storage: cargo build --release --features azure";
 
 /// Bounds of [`ObjectStoreOptions`]: S3 allows 10,000 parts of 5 MiB to 5 GiB.
 pub const MIN_PART_SIZE: u64 = 5 << 20;

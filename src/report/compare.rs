@@ -47,12 +47,24 @@ pub const WORKLOAD_KEYS: [&str; 11] = [
 
 /// Keys left out of the configuration difference: where the results and the log go, and the
 /// object store's credentials (which report.json never keeps, and a comparison must not print).
-pub const IGNORED: [&str; 5] = [
+pub const IGNORED: [&str; 7] = [
     "output.folder",
     "output.log_file",
     "storage.storage_options.access_key_id",
     "storage.storage_options.secret_access_key",
     "storage.storage_options.session_token",
+    "storage.storage_options.account_key",
+    "storage.storage_options.sas_token",
+];
+
+/// The keys of `storage.storage_options` that hold credentials (S3's, Azure's): report.json
+/// keeps none of them.
+pub const CREDENTIALS: [&str; 5] = [
+    "access_key_id",
+    "secret_access_key",
+    "session_token",
+    "account_key",
+    "sas_token",
 ];
 
 /// The key under which the runs' accelerator counts are compared, beside the configuration's.

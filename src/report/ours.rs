@@ -229,8 +229,9 @@ fn storage_requests(results: &Results) -> Value {
 /// submissions publish their results), and an audit of an object-store run takes them from the
 /// environment or a profile again.
 fn without_credentials(mut configuration: Value) -> Value {
+    use crate::report::compare::CREDENTIALS;
     if let Some(Value::Object(options)) = configuration.pointer_mut("/storage/storage_options") {
-        for key in ["access_key_id", "secret_access_key", "session_token"] {
+        for key in CREDENTIALS {
             options.remove(key);
         }
     }

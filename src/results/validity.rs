@@ -57,6 +57,8 @@ pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
         Some("storage.throttle")
     } else if config.storage.storage_type == crate::config::StorageType::S3 {
         Some("storage.storage_type=s3")
+    } else if config.storage.storage_type == crate::config::StorageType::Azure {
+        Some("storage.storage_type=azure")
     } else if config.reader.odirect {
         Some("reader.odirect")
     } else {

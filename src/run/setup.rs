@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::checkpoint::{Checkpointing, Geometry, Schedule};
 use crate::comm::{agree, all_gather_values, Comm, Hosts, Reduce};
-use crate::config::{Config, PageCache, Source, StorageType};
+use crate::config::{Config, PageCache, Source};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::folder;
@@ -137,10 +137,12 @@ pub(super) fn set_up(comm: &dyn Comm, source: &Source, options: &RunOptions) -> 
 /// Keys that may rightly differ between the processes of a job: each host's own credentials.
 /// (Nothing else: a data folder, a seed or a step count that differs would make the processes
 /// read other data, or wait for each other at steps the others never take.)
-pub const MAY_DIFFER_PER_HOST: [&str; 3] = [
+pub const MAY_DIFFER_PER_HOST: [&str; 5] = [
     "storage.storage_options.access_key_id",
     "storage.storage_options.secret_access_key",
     "storage.storage_options.session_token",
+    "storage.storage_options.account_key",
+    "storage.storage_options.sas_token",
 ];
 
 /// What a process's run is, key by key (the configuration's leaves, sorted, and the options that
@@ -262,11 +264,12 @@ fn check(source: &Source, options: &RunOptions, world: u64, lead: bool) -> Resul
         }
     }
     config.check_supported()?;
-    let object_store = config.storage.storage_type == StorageType::S3;
+    let object_store = config.storage.storage_type.is_object_store();
     if let (true, true, Some(keys)) = (lead, object_store, cache_keys_set(&config)) {
         crate::console::tell(format_args!(
-            "warning: {keys} ignored with storage_type = s3: objects are read over the network, \
-             and nothing of them is cached on this host"
+            "warning: {keys} ignored with storage_type = {}: objects are read over the \
+             network, and nothing of them is cached on this host",
+            config.storage.storage_type
         ));
     }
     let drop_timeout = if config.workflow.train

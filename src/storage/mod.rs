@@ -5,10 +5,14 @@
 //! local files: the data folder); what only a local folder has (a lock, free space) is asked
 //! through [`Storage::local_root`].
 
+#[cfg(feature = "azure")]
+mod azure;
 mod buffer;
 #[cfg(test)]
 mod conformance;
 mod fs_type;
+#[cfg(feature = "azure")]
+mod http;
 pub mod lease;
 mod local;
 mod mapped;
@@ -21,6 +25,8 @@ mod uring;
 use std::io;
 use std::ops::ControlFlow;
 
+#[cfg(feature = "azure")]
+pub use azure::AzureStorage;
 pub use buffer::IoBuffer;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
@@ -31,7 +37,8 @@ pub use throttle::{Link, Throttled};
 
 /// The storage a configuration's dataset lives in: the data folder, read with O_DIRECT or with
 /// pages evicted as the configuration asks (`storage.storage_type: local_fs`, `parallel_fs`,
-/// `direct_fs`), or a bucket (`s3`), for about `concurrency` threads reading at once.
+/// `direct_fs`), or a bucket (`s3`) or container (`azure`), for about `concurrency` threads reading
+/// at once.
 pub fn for_data(
     config: &crate::config::Config,
     concurrency: usize,
@@ -60,7 +67,7 @@ fn data_storage(
     config: &crate::config::Config,
     concurrency: usize,
 ) -> crate::error::Result<Box<dyn Storage>> {
-    if config.storage.storage_type == crate::config::StorageType::S3 {
+    if config.storage.storage_type.is_object_store() {
         return object_store(config, &config.dataset.data_folder, concurrency);
     }
     Ok(Box::new(LocalFs::with_options(
@@ -73,7 +80,7 @@ fn data_storage(
 }
 
 /// The storage a configuration's checkpoints go to: the checkpoint folder, with O_DIRECT writes
-/// and reads when `checkpoint.odirect`, or a bucket for `s3`.
+/// and reads when `checkpoint.odirect`, or a bucket for `s3` (a container for `azure`).
 pub fn for_checkpoints(
     config: &crate::config::Config,
     concurrency: usize,
@@ -85,7 +92,7 @@ fn checkpoint_storage(
     config: &crate::config::Config,
     concurrency: usize,
 ) -> crate::error::Result<Box<dyn Storage>> {
-    if config.storage.storage_type == crate::config::StorageType::S3 {
+    if config.storage.storage_type.is_object_store() {
         return object_store(config, &config.checkpoint.folder, concurrency);
     }
     let storage = LocalFs::with_options(
@@ -103,29 +110,37 @@ fn checkpoint_storage(
     }))
 }
 
-#[cfg(feature = "s3")]
+/// The object store of `storage.storage_type`, its folder `folder`; a build without it refuses
+/// (`Config::check_supported` refuses it before any storage is made).
 fn object_store(
     config: &crate::config::Config,
     folder: &str,
     concurrency: usize,
 ) -> crate::error::Result<Box<dyn Storage>> {
-    Ok(Box::new(S3Storage::for_folder(
-        config,
-        folder,
-        concurrency,
-    )?))
-}
-
-/// Without the `s3` feature, `Config::check_supported` refuses `s3` before any storage is made.
-#[cfg(not(feature = "s3"))]
-fn object_store(
-    _config: &crate::config::Config,
-    _folder: &str,
-    _concurrency: usize,
-) -> crate::error::Result<Box<dyn Storage>> {
-    Err(crate::error::Error::usage(
-        crate::config::NO_OBJECT_STORE.to_string(),
-    ))
+    use crate::config::StorageType;
+    // Unused by a build with neither store.
+    let _ = (folder, concurrency);
+    match config.storage.storage_type {
+        #[cfg(feature = "s3")]
+        StorageType::S3 => Ok(Box::new(S3Storage::for_folder(
+            config,
+            folder,
+            concurrency,
+        )?)),
+        #[cfg(feature = "azure")]
+        StorageType::Azure => Ok(Box::new(AzureStorage::for_folder(
+            config,
+            folder,
+            concurrency,
+        )?)),
+        #[cfg(not(feature = "azure"))]
+        StorageType::Azure => Err(crate::error::Error::usage(
+            crate::config::NO_AZURE.to_string(),
+        )),
+        _ => Err(crate::error::Error::usage(
+            crate::config::NO_OBJECT_STORE.to_string(),
+        )),
+    }
 }
 
 thread_local! {

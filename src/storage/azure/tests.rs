@@ -1,0 +1,286 @@
+//! The Azure backend against a real Blob server (Azurite, started here on a free port): the
+//! conformance suite every backend passes, its conditional writes, block uploads, paginated
+//! listings, retries through a proxy that injects faults, refused credentials, a missing
+//! container.
+
+use super::*;
+use crate::config::tests::resolve;
+
+#[path = "../../../tests/common/azurite.rs"]
+#[allow(dead_code)] // what only the end-to-end tests use
+mod azurite;
+// The S3 tests include it too when both stores are built: each its own copy, as each is built
+// without the other.
+#[path = "../../../tests/common/fault_proxy.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod fault_proxy;
+
+use azurite::Azurite;
+use fault_proxy::{Fault, FaultPlan, FaultProxy};
+
+fn server(name: &str) -> Azurite {
+    let parent = crate::storage::scratch_dir(name);
+    Azurite::start(&parent).unwrap_or_else(|e| panic!("Azurite did not start: {e}"))
+}
+
+/// A storage of `container` at `endpoint`, with the development account and `extra` options.
+fn storage(endpoint: &str, container: &str, extra: &[&str]) -> AzureStorage {
+    let mut words = vec!["workload=default".to_string()];
+    words.extend(azurite::storage_words(endpoint, container));
+    words.extend(
+        extra
+            .iter()
+            .map(|w| format!("++workload.storage.storage_options.{w}")),
+    );
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let config = resolve(&words).unwrap();
+    AzureStorage::for_folder(&config, "prefix/of/run", 4).unwrap()
+}
+
+#[test]
+fn azure_passes_the_conformance_suite_and_uploads_in_checked_blocks() {
+    let server = server("azure-conformance");
+    let azure = storage(&server.endpoint(), "conformance", &["part_size=5242880"]);
+    azure.check_access(true).unwrap();
+    crate::storage::conformance::run("azure", &azure);
+    crate::storage::conformance::conditional_writes("azure", &azure, true);
+
+    // 12 MiB + 3 bytes: three blocks of 5 MiB, 5 MiB and 2 MiB + 3, written in odd pieces.
+    let big: Vec<u8> = (0..(12 << 20) + 3).map(|i: u32| (i % 251) as u8).collect();
+    let mut object = azure.create("big.bin").unwrap();
+    for piece in big.chunks(777_777) {
+        object.write(piece).unwrap();
+    }
+    object.finish().unwrap();
+    let mut buf = IoBuffer::new();
+    assert_eq!(
+        azure.read_all("big.bin", &mut buf).unwrap().bytes(&buf),
+        &big[..]
+    );
+    let counts = azure.request_counts().unwrap();
+    assert_eq!(counts.of(RequestKind::PartUpload).requests, 3);
+    assert_eq!(counts.of(RequestKind::PartUpload).bytes, big.len() as u64);
+    // The block list.
+    assert_eq!(counts.of(RequestKind::Multipart).requests, 1);
+
+    // A writer dropped midway commits nothing: no blob appears, and one there stays whole.
+    let mut partial = azure.create("partial.bin").unwrap();
+    partial.write(&big).unwrap();
+    drop(partial);
+    assert!(!azure.exists("partial.bin").unwrap());
+    let mut partial = azure.create("big.bin").unwrap();
+    partial.write(&big[..(11 << 20)]).unwrap();
+    drop(partial);
+    assert_eq!(azure.size("big.bin").unwrap(), big.len() as u64);
+
+    // Every byte of a GET body is counted, once.
+    let before = azure.request_counts().unwrap();
+    azure
+        .read_range("big.bin", 5 << 20, 1000, &mut buf)
+        .unwrap();
+    assert_eq!(buf.as_slice()[..1000], big[5 << 20..(5 << 20) + 1000]);
+    let after = azure.request_counts().unwrap();
+    assert_eq!(
+        after.of(RequestKind::RangedGet).bytes - before.of(RequestKind::RangedGet).bytes,
+        1000
+    );
+    // Names with characters a URL must encode, and the describe that names them.
+    let odd = "odd name/with spaces+plus&amp%.bin";
+    azure.put(odd, b"odd").unwrap();
+    assert_eq!(azure.read_all(odd, &mut buf).unwrap().bytes(&buf), b"odd");
+    assert_eq!(
+        azure.describe(odd),
+        format!("az://devstoreaccount1/conformance/prefix/of/run/{odd}")
+    );
+    let mut listed = Vec::new();
+    azure
+        .list_dir("odd name", &mut |name, kind| {
+            listed.push((name.to_string(), kind))
+        })
+        .unwrap();
+    assert_eq!(
+        listed,
+        [("with spaces+plus&amp%.bin".to_string(), EntryKind::File)]
+    );
+}
+
+#[test]
+fn azure_lists_a_folder_page_by_page() {
+    let server = server("azure-pages");
+    let azure = storage(&server.endpoint(), "pages", &[]).with_list_page(7);
+    azure.check_access(true).unwrap();
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..20 {
+        let name = format!("f{i:02}.bin");
+        azure.put(&format!("split/{name}"), b"x").unwrap();
+        expected.insert(name, EntryKind::File);
+    }
+    for sub in ["0", "1", "2"] {
+        azure.put(&format!("split/{sub}/deeper.bin"), b"x").unwrap();
+        expected.insert(sub.to_string(), EntryKind::Folder);
+    }
+    let before = azure
+        .request_counts()
+        .unwrap()
+        .of(RequestKind::List)
+        .requests;
+    let mut listed = std::collections::BTreeMap::new();
+    azure
+        .list_dir("split", &mut |name, kind| {
+            assert!(
+                listed.insert(name.to_string(), kind).is_none(),
+                "{name} twice"
+            );
+        })
+        .unwrap();
+    assert_eq!(listed, expected);
+    let pages = azure
+        .request_counts()
+        .unwrap()
+        .of(RequestKind::List)
+        .requests
+        - before;
+    // 23 entries (20 blobs and 3 prefixes) at 7 a page.
+    assert_eq!(pages, 4);
+}
+
+#[test]
+fn azure_retries_503s_and_resets_and_gives_up_naming_the_blob() {
+    let server = server("azure-faults");
+    // Every 3rd request answered 503, every 5th reset (the 15th: a 503).
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::every(3, Fault::ServiceUnavailable)
+            .and_every(5, Fault::Reset)
+            .sparing_retries(),
+    )
+    .unwrap();
+    let azure = storage(&proxy.endpoint(), "faults", &["s3_max_attempts=10"]);
+    azure.check_access(true).unwrap();
+    let mut buf = IoBuffer::new();
+    for i in 0..20u8 {
+        let key = format!("o{i}");
+        azure.put(&key, &[i; 3000]).unwrap();
+        assert_eq!(
+            azure.read_all(&key, &mut buf).unwrap().bytes(&buf),
+            &[i; 3000]
+        );
+    }
+    let counts = azure.request_counts().unwrap();
+    let retries: u64 = counts.kinds.iter().map(|k| k.retries).sum();
+    assert_eq!(retries as usize, proxy.faults(), "one retry per fault");
+    assert!(proxy.injected(Fault::ServiceUnavailable) > 0 && proxy.injected(Fault::Reset) > 0);
+    assert_eq!(counts.of(RequestKind::Get).requests, 20);
+    assert_eq!(counts.of(RequestKind::Get).bytes, 20 * 3000);
+
+    let failing = FaultProxy::start(
+        server.addr(),
+        FaultPlan::every(1, Fault::ServiceUnavailable),
+    )
+    .unwrap();
+    let through = storage(&failing.endpoint(), "faults", &["s3_max_attempts=3"]);
+    let text = through.read_all("o1", &mut buf).unwrap_err().to_string();
+    assert!(
+        text.contains("GET az://devstoreaccount1/faults/prefix/of/run/o1")
+            && text.contains("HTTP 503 SlowDown")
+            && text.contains("after 3 attempts"),
+        "{text}"
+    );
+    let counts = through.request_counts().unwrap();
+    assert_eq!(counts.of(RequestKind::Get).failures, 1);
+    assert_eq!(counts.of(RequestKind::Get).retries, 2);
+}
+
+#[test]
+fn azure_does_not_hang_on_a_server_that_stops_answering() {
+    let server = server("azure-stalled");
+    let patient = storage(&server.endpoint(), "stalled", &[]);
+    patient.check_access(true).unwrap();
+    patient.put("k", b"bytes").unwrap();
+    let azure = storage(
+        &server.endpoint(),
+        "stalled",
+        &["request_timeout=0.5", "s3_max_attempts=2"],
+    );
+    server.pause();
+    let started = std::time::Instant::now();
+    let error = azure.read_all("k", &mut IoBuffer::new()).unwrap_err();
+    let took = started.elapsed();
+    server.resume();
+    assert!(
+        error
+            .to_string()
+            .contains("az://devstoreaccount1/stalled/prefix/of/run/k")
+            && error.to_string().contains("timeout"),
+        "{error}"
+    );
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+}
+
+#[test]
+fn refused_credentials_and_missing_containers_are_usage_errors() {
+    let server = server("azure-credentials");
+    let endpoint = server.endpoint();
+    let good = storage(&endpoint, "present", &[]);
+    let missing = good.check_access(false).unwrap_err();
+    assert_eq!(missing.exit_code(), 2);
+    assert!(
+        missing
+            .to_string()
+            .contains("container 'present' does not exist"),
+        "{missing}"
+    );
+    good.check_access(true).unwrap();
+    good.check_access(false).unwrap();
+    // Another process made it meanwhile: taken as made.
+    good.check_access(true).unwrap();
+    let wrong = "account_key=d3Jvbmcga2V5IG9mIHRoZSByaWdodCBsZW5ndGggZm9yIGF6dXJl";
+    let bad = storage(&endpoint, "present", &[wrong, "s3_max_attempts=1"]);
+    let error = bad.check_access(false).unwrap_err();
+    assert_eq!(error.exit_code(), 2, "{error}");
+    assert!(
+        error.to_string().contains("refused these credentials")
+            && error.to_string().contains("AuthorizationFailure"),
+        "{error}"
+    );
+}
+
+/// A lease on a folder of the container: one holder at a time, named to the next; deleted when
+/// let go; an expired one taken over.
+#[test]
+fn a_lease_holds_a_folder_of_a_container_for_one_run_at_a_time() {
+    use crate::storage::lease::{Lease, LEASE_OBJECT};
+    let server = server("azure-lease");
+    let azure: Arc<dyn Storage> = Arc::new(storage(&server.endpoint(), "lease", &[]));
+    azure.check_access(true).unwrap();
+    let Ok(first) = Lease::take(Arc::clone(&azure), "generating", None).unwrap() else {
+        panic!("refused");
+    };
+    let Err(held) = Lease::take(Arc::clone(&azure), "generating", None).unwrap() else {
+        panic!("a second holder");
+    };
+    assert!(held.holder.starts_with("generating, process "), "{held:?}");
+    first.check().unwrap();
+    drop(first);
+    assert!(!azure.exists(LEASE_OBJECT).unwrap(), "let go: deleted");
+    azure
+        .put(
+            LEASE_OBJECT,
+            b"dlio-rs lease: generating, process 1 on gone, since then\ntoken: 0\nuntil: 1\n",
+        )
+        .unwrap();
+    let Ok(second) = Lease::take(Arc::clone(&azure), "generating", None).unwrap() else {
+        panic!("an expired lease refused");
+    };
+    azure
+        .put(
+            LEASE_OBJECT,
+            b"dlio-rs lease: generating, process 2 on x, since now\ntoken: 1\nuntil: 99999999999\n",
+        )
+        .unwrap();
+    let lost = second.check().unwrap_err().to_string();
+    assert!(lost.contains("lost the lease"), "{lost}");
+    drop(second);
+    assert!(azure.exists(LEASE_OBJECT).unwrap(), "the other's stays");
+}

@@ -1,7 +1,9 @@
 //! The end-to-end tests, in one binary (`integration`): each module is one area, and
 //! `common` (scratch folders, the binaries run as processes, their JSON outputs, SeaweedFS and a
-//! fault-injecting proxy for the S3 tests) is compiled once for all of them.
+//! fault-injecting proxy for the S3 tests, Azurite for the Azure tests) is compiled once for all
+//! of them.
 //!
+//! - `azure` (with the `azure` feature): runs against a real Azure Blob server (Azurite);
 //! - `catalogue`: a catalogue of bad input (words, YAML, values, damaged files, signals), each
 //!   with its exit code and message;
 //! - `checkpoint`: checkpoint files, sizes and figures against DLIO's geometry, loads, failures
@@ -42,6 +44,8 @@
 
 mod common;
 
+#[cfg(feature = "azure")]
+mod azure;
 mod catalogue;
 mod checkpoint;
 mod cli;

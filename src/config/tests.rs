@@ -202,6 +202,13 @@ fn not_supported_yet_is_clear() {
     } else {
         assert!(built_in.unwrap_err().contains("--features s3"));
     }
+    let azure = resolve(&["workload=default", "++workload.storage.storage_type=azure"]).unwrap();
+    let built_in = azure.check_supported().map_err(|e| e.to_string());
+    if cfg!(feature = "azure") {
+        assert_eq!(built_in, Ok(()));
+    } else {
+        assert!(built_in.unwrap_err().contains("--features azure"));
+    }
     let mapped = resolve(&[
         "workload=default",
         "++workload.storage.storage_type=s3",

@@ -185,15 +185,18 @@ impl Azurite {
     }
 
     /// Freezes the server (SIGSTOP): connections are accepted, nothing answers.
+    #[allow(dead_code)] // the library's unit tests stall it; the end-to-end tests do not
     pub fn pause(&self) {
         self.signal("STOP");
     }
 
     /// Lets a paused server go on (SIGCONT).
+    #[allow(dead_code)]
     pub fn resume(&self) {
         self.signal("CONT");
     }
 
+    #[allow(dead_code)]
     fn signal(&self, name: &str) {
         assert!(!self.stopped, "SIG{name} to a stopped Azurite");
         let status = Command::new("kill")

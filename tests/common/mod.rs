@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[cfg(feature = "azure")]
+pub mod azurite;
 #[cfg(feature = "s3")]
 pub mod fault_proxy;
 pub mod mpirun;

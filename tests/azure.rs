@@ -169,7 +169,15 @@ fn checkpoints_are_saved_to_and_loaded_from_a_container_in_blocks() {
     ]);
     words.push(format!("++hydra.run.dir={}", tmp.s("out")));
     words.extend(azurite::storage_words(&server.endpoint(), "checkpoints"));
-    run_quiet(&tmp.path, 2, &words).ok();
+    let mut args = strings(&["run", "--accelerators", "2"]);
+    args.extend(words.iter().cloned());
+    let ran = dlio_rs(&tmp.path, &args).ok();
+    assert!(
+        ran.stdout
+            .contains("Azure Blob requests for checkpoints: ranged GET "),
+        "{}",
+        ran.context()
+    );
     let report = read_json(&tmp.join("out/report.json"));
     let one = int(&report, "/checkpoints/size_bytes");
     let kinds = at(&report, "/storage_requests/checkpoints/kinds");

@@ -17,7 +17,11 @@ fn percent(v: Option<f64>) -> String {
 }
 
 /// One line per use of an object storage: its requests by kind, retries, failures, latency.
-fn request_lines(out: &mut String, results: &Results) {
+fn request_lines(out: &mut String, config: &Config, results: &Results) {
+    let store = match config.storage.storage_type {
+        crate::config::StorageType::Azure => "Azure Blob",
+        _ => "S3",
+    };
     for (what, counts) in &results.requests {
         let kinds: Vec<String> = crate::storage::RequestKind::ALL
             .iter()
@@ -40,7 +44,7 @@ fn request_lines(out: &mut String, results: &Results) {
                 line + ")"
             })
             .collect();
-        let _ = writeln!(out, "S3 requests for {what}: {}", kinds.join("; "));
+        let _ = writeln!(out, "{store} requests for {what}: {}", kinds.join("; "));
         let w = &counts.writes;
         if w.verified + w.mismatches > 0 {
             let _ = writeln!(
@@ -84,7 +88,7 @@ pub fn render(
             config.workload_name, results.world
         );
         checkpoint_rows(&mut out, results);
-        request_lines(&mut out, results);
+        request_lines(&mut out, config, results);
         let _ = writeln!(out, "Outputs: {}", output_folder.display());
         return out;
     }
@@ -187,7 +191,7 @@ pub fn render(
             names.join("; ")
         );
     }
-    request_lines(&mut out, results);
+    request_lines(&mut out, config, results);
     let _ = writeln!(out, "Outputs: {}", output_folder.display());
     out
 }

@@ -1,7 +1,7 @@
 //! The end-to-end tests, in one binary (`integration`): each module is one area, and
 //! `common` (scratch folders, the binaries run as processes, their JSON outputs, SeaweedFS and a
-//! fault-injecting proxy for the S3 tests, Azurite for the Azure tests) is compiled once for all
-//! of them.
+//! fault-injecting proxy for the S3 tests, Azurite for the Azure tests, fake-gcs-server for the
+//! GCS tests) is compiled once for all of them.
 //!
 //! - `azure` (with the `azure` feature): runs against a real Azure Blob server (Azurite);
 //! - `catalogue`: a catalogue of bad input (words, YAML, values, damaged files, signals), each
@@ -14,6 +14,7 @@
 //! - `docs`: docs/running.md and docs/configuration.md name the subcommands, options and keys the
 //!   binaries have, and only those;
 //! - `formats`: every data format, read and written, against Python DLIO and the Python tools;
+//! - `gcs` (with the `gcs` feature): runs against a GCS server (fake-gcs-server);
 //! - `grammar`: configuration text read as OmegaConf and Hydra read it (proptest included);
 //! - `hostile`: random configurations and randomly damaged output folders given to the real
 //!   binaries (proptest): no panic, no hang, exit 0/1/2 with one error line, no write outside;
@@ -52,6 +53,8 @@ mod cli;
 mod datasize;
 mod docs;
 mod formats;
+#[cfg(feature = "gcs")]
+mod gcs;
 // proptest keeps grammar's failing cases in tests/grammar.proptest-regressions, beside the module
 // file, because no folder above it holds a lib.rs or main.rs; were this file tests/main.rs, they
 // would move to proptest-regressions/grammar.txt.

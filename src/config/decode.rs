@@ -13,7 +13,7 @@ use super::schema::{
     ElementType, EndpointSpread, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions,
     OutputConfig, PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig,
     StorageType, Throttle, TraceFormat, TrainConfig, TransformerShape, VerifyWrites, Workflow,
-    MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
+    MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE, NO_GCS, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 use super::time_spec::time_spec;
 use super::value::Value;
@@ -723,12 +723,14 @@ impl Config {
             StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs => {}
             StorageType::S3 if cfg!(feature = "s3") => self.check_object_store()?,
             StorageType::Azure if cfg!(feature = "azure") => self.check_object_store()?,
+            StorageType::Gcs if cfg!(feature = "gcs") => self.check_object_store()?,
             StorageType::S3 => return Err(Error::usage(NO_OBJECT_STORE)),
             StorageType::Azure => return Err(Error::usage(NO_AZURE)),
+            StorageType::Gcs => return Err(Error::usage(NO_GCS)),
             other => {
                 return not_yet(
                     format!("workload.storage.storage_type = {other}"),
-                    "supported storage types are local_fs, parallel_fs, direct_fs, s3, azure",
+                    "supported storage types are local_fs, parallel_fs, direct_fs, s3, azure, gcs",
                 )
             }
         }

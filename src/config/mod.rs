@@ -40,7 +40,7 @@ pub use schema::{
     ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
     PageCache, Parallelism, ReadType, ReaderConfig, Shuffle, StorageConfig, StorageType, Throttle,
     TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE,
-    NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
+    NO_GCS, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
 #[cfg(feature = "s3")]
 pub use schema::{EndpointSpread, VerifyWrites};

@@ -34,17 +34,20 @@ choice_enum!(
 choice_enum!(ReadType { OnDemand => "on_demand", Memory => "memory" });
 choice_enum!(
     /// `direct_fs` is mlpstorage v3's `--o-direct`: a local file system read with O_DIRECT.
-    /// `azure` (Azure Blob Storage) is dlio-rs's own.
+    /// `azure` (Azure Blob Storage) and `gcs` (Google Cloud Storage) are dlio-rs's own.
     StorageType {
         LocalFs => "local_fs", ParallelFs => "parallel_fs", DirectFs => "direct_fs", S3 => "s3",
-        Aistore => "aistore", Azure => "azure",
+        Aistore => "aistore", Azure => "azure", Gcs => "gcs",
     }
 );
 
 impl StorageType {
     /// An object store, read over the network: nothing of it is in this host's page cache.
     pub fn is_object_store(self) -> bool {
-        matches!(self, StorageType::S3 | StorageType::Azure)
+        matches!(
+            self,
+            StorageType::S3 | StorageType::Azure | StorageType::Gcs
+        )
     }
 }
 choice_enum!(
@@ -327,6 +330,10 @@ pub const NO_OBJECT_STORE: &str = "workload.storage.storage_type = s3 needs dlio
 /// Why `storage_type: azure` is refused by a build without Azure Blob Storage.
 pub const NO_AZURE: &str = "workload.storage.storage_type = azure needs dlio-rs built with \
      Azure Blob Storage: cargo build --release --features azure";
+
+/// Why `storage_type: gcs` is refused by a build without Google Cloud Storage.
+pub const NO_GCS: &str = "workload.storage.storage_type = gcs needs dlio-rs built with Google \
+     Cloud Storage: cargo build --release --features gcs";
 
 /// Bounds of [`ObjectStoreOptions`]: S3 allows 10,000 parts of 5 MiB to 5 GiB.
 pub const MIN_PART_SIZE: u64 = 5 << 20;

@@ -209,6 +209,13 @@ fn not_supported_yet_is_clear() {
     } else {
         assert!(built_in.unwrap_err().contains("--features azure"));
     }
+    let gcs = resolve(&["workload=default", "++workload.storage.storage_type=gcs"]).unwrap();
+    let built_in = gcs.check_supported().map_err(|e| e.to_string());
+    if cfg!(feature = "gcs") {
+        assert_eq!(built_in, Ok(()));
+    } else {
+        assert!(built_in.unwrap_err().contains("--features gcs"));
+    }
     let mapped = resolve(&[
         "workload=default",
         "++workload.storage.storage_type=s3",

@@ -20,6 +20,7 @@ fn percent(v: Option<f64>) -> String {
 fn request_lines(out: &mut String, config: &Config, results: &Results) {
     let store = match config.storage.storage_type {
         crate::config::StorageType::Azure => "Azure Blob",
+        crate::config::StorageType::Gcs => "GCS",
         _ => "S3",
     };
     for (what, counts) in &results.requests {

@@ -59,6 +59,8 @@ pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
         Some("storage.storage_type=s3")
     } else if config.storage.storage_type == crate::config::StorageType::Azure {
         Some("storage.storage_type=azure")
+    } else if config.storage.storage_type == crate::config::StorageType::Gcs {
+        Some("storage.storage_type=gcs")
     } else if config.reader.odirect {
         Some("reader.odirect")
     } else {

@@ -1,4 +1,4 @@
-//! One request to an object store's REST API (Azure Blob Storage), made until it succeeds or
+//! One request to an object store's REST API (Azure Blob Storage, Google Cloud Storage), made until it succeeds or
 //! its attempts run out, by the rules of the S3 backend's client (`s3/client.rs`): sent by ureq,
 //! authenticated anew per attempt by the store's [`Service`] (a signature covers the time of
 //! its request), bounded in time (a connection or a read that waits past `request_timeout` fails
@@ -393,7 +393,34 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The certificates of a PEM bundle (`ca_bundle`); a file that cannot be read or holds none is a
+/// usage error naming it.
+pub fn read_authorities(
+    path: &std::path::Path,
+) -> crate::error::Result<Vec<ureq::tls::Certificate<'static>>> {
+    let refuse = |why: String| {
+        crate::error::Error::usage(format!(
+            "the CA bundle {} (workload.storage.storage_options.ca_bundle) {why}",
+            path.display()
+        ))
+    };
+    let pem = std::fs::read(path).map_err(|e| refuse(format!("cannot be read: {e}")))?;
+    let mut certificates = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(certificate)) => certificates.push(certificate),
+            Ok(_) => {}
+            Err(e) => return Err(refuse(format!("is not PEM: {e}"))),
+        }
+    }
+    if certificates.is_empty() {
+        return Err(refuse("holds no certificate".to_string()));
+    }
+    Ok(certificates)
+}
+
 /// The text of the first `<name>…</name>` in an XML answer.
+#[cfg(feature = "azure")]
 pub fn xml_field<'t>(text: &'t str, name: &str) -> Option<&'t str> {
     let open = format!("<{name}>");
     let start = text.find(&open)? + open.len();
@@ -402,6 +429,7 @@ pub fn xml_field<'t>(text: &'t str, name: &str) -> Option<&'t str> {
 }
 
 /// XML text with its five predefined entities and character references replaced.
+#[cfg(feature = "azure")]
 pub fn xml_unescape(text: &str) -> String {
     if !text.contains('&') {
         return text.to_string();
@@ -490,7 +518,7 @@ impl Drop for Slot<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "azure"))]
 mod tests {
     use super::*;
 

@@ -11,7 +11,9 @@ mod buffer;
 #[cfg(test)]
 mod conformance;
 mod fs_type;
-#[cfg(feature = "azure")]
+#[cfg(feature = "gcs")]
+mod gcs;
+#[cfg(any(feature = "azure", feature = "gcs"))]
 mod http;
 pub mod lease;
 mod local;
@@ -28,6 +30,8 @@ use std::ops::ControlFlow;
 #[cfg(feature = "azure")]
 pub use azure::AzureStorage;
 pub use buffer::IoBuffer;
+#[cfg(feature = "gcs")]
+pub use gcs::GcsStorage;
 pub use local::{LocalFs, LocalOptions};
 pub use mapped::Mapped;
 pub use requests::{RequestCounts, RequestKind, WriteChecks};
@@ -136,6 +140,16 @@ fn object_store(
         #[cfg(not(feature = "azure"))]
         StorageType::Azure => Err(crate::error::Error::usage(
             crate::config::NO_AZURE.to_string(),
+        )),
+        #[cfg(feature = "gcs")]
+        StorageType::Gcs => Ok(Box::new(GcsStorage::for_folder(
+            config,
+            folder,
+            concurrency,
+        )?)),
+        #[cfg(not(feature = "gcs"))]
+        StorageType::Gcs => Err(crate::error::Error::usage(
+            crate::config::NO_GCS.to_string(),
         )),
         _ => Err(crate::error::Error::usage(
             crate::config::NO_OBJECT_STORE.to_string(),

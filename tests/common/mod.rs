@@ -13,6 +13,8 @@ use serde_json::Value;
 
 #[cfg(feature = "azure")]
 pub mod azurite;
+#[cfg(feature = "gcs")]
+pub mod fake_gcs;
 #[cfg(feature = "s3")]
 pub mod fault_proxy;
 pub mod mpirun;

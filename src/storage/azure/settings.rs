@@ -202,7 +202,7 @@ impl Settings {
             )));
         }
         let authorities = match &options.ca_bundle {
-            Some(path) => Some(read_authorities(std::path::Path::new(path))?),
+            Some(path) => Some(http::read_authorities(std::path::Path::new(path))?),
             None => None,
         };
         Ok(Settings {
@@ -252,30 +252,6 @@ fn endpoint(account: &str, endpoint: Option<String>) -> Result<url::Url> {
     url.set_path(&format!("{path}/"));
     url.set_query(None);
     Ok(url)
-}
-
-/// The certificates of a PEM bundle (`ca_bundle`); a file that cannot be read or holds none is a
-/// usage error naming it.
-fn read_authorities(path: &std::path::Path) -> Result<Vec<ureq::tls::Certificate<'static>>> {
-    let refuse = |why: String| {
-        Error::usage(format!(
-            "the CA bundle {} (workload.storage.storage_options.ca_bundle) {why}",
-            path.display()
-        ))
-    };
-    let pem = std::fs::read(path).map_err(|e| refuse(format!("cannot be read: {e}")))?;
-    let mut certificates = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(certificate)) => certificates.push(certificate),
-            Ok(_) => {}
-            Err(e) => return Err(refuse(format!("is not PEM: {e}"))),
-        }
-    }
-    if certificates.is_empty() {
-        return Err(refuse("holds no certificate".to_string()));
-    }
-    Ok(certificates)
 }
 
 /// Signs requests for one account ([`Service`] of the REST client).

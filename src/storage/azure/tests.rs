@@ -284,3 +284,72 @@ fn a_lease_holds_a_folder_of_a_container_for_one_run_at_a_time() {
     drop(second);
     assert!(azure.exists(LEASE_OBJECT).unwrap(), "the other's stays");
 }
+
+/// An account SAS (signed here with the development key, as `az storage account
+/// generate-sas` makes one) instead of the key: the requests carry it and Azurite takes them; a
+/// token with a wrong signature is refused as credentials.
+#[test]
+fn a_sas_token_takes_the_place_of_the_key() {
+    use base64::Engine;
+    use hmac::{Hmac, KeyInit, Mac};
+    let sas = |key: &[u8]| {
+        let (version, expiry) = ("2021-12-02", "2099-01-01T00:00:00Z");
+        let text = format!(
+            "{}\nrwdlac\nb\nsco\n\n{expiry}\n\nhttps,http\n{version}\n\n",
+            azurite::ACCOUNT
+        );
+        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
+        mac.update(text.as_bytes());
+        let signature =
+            base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+        format!(
+            "sv={version}&ss=b&srt=sco&sp=rwdlac&se={}&spr=https,http&sig={}",
+            encode(expiry, true),
+            encode(&signature, true)
+        )
+    };
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(azurite::ACCOUNT_KEY)
+        .unwrap();
+    let server = server("azure-sas");
+    let with_sas = |token: String| {
+        let config = resolve(&[
+            "workload=default",
+            "++workload.storage.storage_type=azure",
+            "++workload.storage.storage_root=shared",
+            &format!(
+                "++workload.storage.storage_options.endpoint_url={}",
+                server.endpoint()
+            ),
+            &format!(
+                "++workload.storage.storage_options.account_name={}",
+                azurite::ACCOUNT
+            ),
+            "++workload.storage.storage_options.s3_max_attempts=1",
+        ])
+        .unwrap();
+        let mut config = config;
+        config.storage.options.sas_token = Some(token);
+        AzureStorage::for_folder(&config, "run", 2).unwrap()
+    };
+    let azure = with_sas(sas(&key));
+    azure.check_access(true).unwrap();
+    azure.put("k", b"shared").unwrap();
+    let mut buf = IoBuffer::new();
+    assert_eq!(
+        azure.read_all("k", &mut buf).unwrap().bytes(&buf),
+        b"shared"
+    );
+    let mut listed = Vec::new();
+    azure
+        .list_dir("", &mut |name, _| listed.push(name.to_string()))
+        .unwrap();
+    assert_eq!(listed, ["k"]);
+    let forged = with_sas(sas(b"not the key"));
+    let error = forged.check_access(false).unwrap_err();
+    assert_eq!(error.exit_code(), 2, "{error}");
+    assert!(
+        error.to_string().contains("refused these credentials"),
+        "{error}"
+    );
+}

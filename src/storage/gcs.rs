@@ -6,7 +6,7 @@
 //!   several parts of one object that many in flight at once; an object's tail one download of
 //!   the suffix (`bytes=-N`), whose `Content-Range` gives the size;
 //! - an object is written by one simple upload (`uploadType=media`) up to `part_size` bytes,
-//!   beyond that by a resumable upload: a session started, a `part_size` chunk per request
+//!   whose answer (the object's metadata) is checked for its size, beyond that by a resumable upload: a session started, a `part_size` chunk per request
 //!   (`Content-Range: bytes a-b/*`, each answered 308 with the bytes GCS holds, checked), the last
 //!   chunk with the total, whose answer (the object's metadata) is checked for its size. A writer
 //!   that fails or is dropped midway cancels its session: no object appears;
@@ -438,10 +438,24 @@ impl GcsStorage {
         }
     }
 
-    /// A simple upload: the whole object in one request.
+    /// A simple upload: the whole object in one request, whose answer (the object's metadata)
+    /// must say every byte stored.
     fn put_whole(&self, name: &str, data: &[u8]) -> io::Result<()> {
         let url = self.upload_url(&[("uploadType", "media"), ("name", name)]);
-        let mut take = |response: &mut Response| response.text().map(drop);
+        let object = self.object(name);
+        let mut take = |response: &mut Response| {
+            let (size, _) = size_and_generation(&response.text()?)?;
+            if size != data.len() as u64 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{object} holds {size} bytes after an upload of {}",
+                        data.len()
+                    ),
+                ));
+            }
+            Ok(())
+        };
         self.send(
             RequestKind::Put,
             name,

@@ -408,54 +408,9 @@ impl Storage for AzureStorage {
         each: &mut OnRange<'_>,
     ) -> io::Result<()> {
         let blob = self.key(key);
-        let mut next = 0;
-        while next < ranges.len() {
-            let mut end = next + 1;
-            let mut bytes = ranges[next].1;
-            while end < ranges.len()
-                && end - next < window.reads.max(1)
-                && bytes + ranges[end].1 <= window.bytes
-            {
-                bytes += ranges[end].1;
-                end += 1;
-            }
-            let batch = &ranges[next..end];
-            if batch.len() == 1 {
-                let read = self.fetch(&blob, Some(batch[0]), buf)?;
-                if each(next, read.bytes(buf), read.fetched).is_break() {
-                    return Ok(());
-                }
-            } else {
-                let results: Vec<io::Result<(IoBuffer, RangeRead)>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = batch
-                        .iter()
-                        .map(|&range| {
-                            let blob = &blob;
-                            s.spawn(move || {
-                                let mut own = IoBuffer::new();
-                                self.fetch(blob, Some(range), &mut own)
-                                    .map(|read| (own, read))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))
-                        })
-                        .collect()
-                });
-                for (i, result) in results.into_iter().enumerate() {
-                    let (own, read) = result?;
-                    if each(next + i, read.bytes(&own), read.fetched).is_break() {
-                        return Ok(());
-                    }
-                }
-            }
-            next = end;
-        }
-        Ok(())
+        super::ranged::read_ranges_by_requests(ranges, window, buf, each, &|range, buf| {
+            self.fetch(&blob, Some(range), buf)
+        })
     }
 
     fn map_range(&self, key: &str, _offset: u64, _len: usize) -> io::Result<Mapped> {

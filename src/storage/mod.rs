@@ -18,6 +18,8 @@ mod http;
 pub mod lease;
 mod local;
 mod mapped;
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+mod ranged;
 pub mod requests;
 #[cfg(feature = "s3")]
 mod s3;

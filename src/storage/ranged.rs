@@ -1,0 +1,66 @@
+//! [`Storage::read_ranges`](super::Storage::read_ranges) for object stores, where each range is
+//! a request of its own (a ranged GET): up to `window.reads` ranges (and `window.bytes`) fetched
+//! at once, each on its own thread, handed over in order, a window at a time. One loop for every
+//! object-store backend; each gives the request that reads one range.
+
+use std::io;
+
+use super::{IoBuffer, OnRange, RangeRead, Window};
+
+/// Reads `ranges` through `fetch(range, buffer)`, one request per range: a window of them at
+/// once (a window of one into `buf`, larger ones into buffers of their own threads), each
+/// handed to `each` in order; `Break` stops.
+pub(super) fn read_ranges_by_requests(
+    ranges: &[(u64, usize)],
+    window: Window,
+    buf: &mut IoBuffer,
+    each: &mut OnRange<'_>,
+    fetch: &(dyn Fn((u64, usize), &mut IoBuffer) -> io::Result<RangeRead> + Sync),
+) -> io::Result<()> {
+    let mut next = 0;
+    while next < ranges.len() {
+        let mut end = next + 1;
+        let mut bytes = ranges[next].1;
+        while end < ranges.len()
+            && end - next < window.reads.max(1)
+            && bytes + ranges[end].1 <= window.bytes
+        {
+            bytes += ranges[end].1;
+            end += 1;
+        }
+        let batch = &ranges[next..end];
+        if batch.len() == 1 {
+            let read = fetch(batch[0], buf)?;
+            if each(next, read.bytes(buf), read.fetched).is_break() {
+                return Ok(());
+            }
+        } else {
+            let results: Vec<io::Result<(IoBuffer, RangeRead)>> = std::thread::scope(|s| {
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|&range| {
+                        s.spawn(move || {
+                            let mut own = IoBuffer::new();
+                            fetch(range, &mut own).map(|read| (own, read))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))
+                    })
+                    .collect()
+            });
+            for (i, result) in results.into_iter().enumerate() {
+                let (own, read) = result?;
+                if each(next + i, read.bytes(&own), read.fetched).is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        next = end;
+    }
+    Ok(())
+}

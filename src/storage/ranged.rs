@@ -7,6 +7,11 @@ use std::io;
 
 use super::{IoBuffer, OnRange, RangeRead, Window};
 
+/// The request that reads one range `(offset, len)` into a buffer, callable from the window's
+/// threads.
+pub(super) type FetchRange<'a> =
+    dyn Fn((u64, usize), &mut IoBuffer) -> io::Result<RangeRead> + Sync + 'a;
+
 /// Reads `ranges` through `fetch(range, buffer)`, one request per range: a window of them at
 /// once (a window of one into `buf`, larger ones into buffers of their own threads), each
 /// handed to `each` in order; `Break` stops.
@@ -15,7 +20,7 @@ pub(super) fn read_ranges_by_requests(
     window: Window,
     buf: &mut IoBuffer,
     each: &mut OnRange<'_>,
-    fetch: &(dyn Fn((u64, usize), &mut IoBuffer) -> io::Result<RangeRead> + Sync),
+    fetch: &FetchRange<'_>,
 ) -> io::Result<()> {
     let mut next = 0;
     while next < ranges.len() {

@@ -535,9 +535,10 @@ impl Storage for AzureStorage {
     fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
         let blob = self.key(key);
         let size = self.size_of(&blob)?;
-        Ok(Box::new(Pieces {
-            storage: self,
-            blob,
+        let object = self.object(&blob).to_string();
+        Ok(Box::new(super::ranged::Pieces {
+            fetch: Box::new(move |range, buf| self.fetch(&blob, Some(range), buf)),
+            object,
             size,
             offset: 0,
         }))
@@ -869,45 +870,6 @@ impl ObjectWriter for Upload<'_> {
     /// Azure's answer to a Put Blob or a Put Block List means the blob is stored.
     fn finish_durably(self: Box<Self>) -> io::Result<()> {
         self.finish()
-    }
-}
-
-/// A blob read whole in order, a ranged get per piece.
-struct Pieces<'s> {
-    storage: &'s AzureStorage,
-    blob: String,
-    size: u64,
-    offset: u64,
-}
-
-impl ObjectReader for Pieces<'_> {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
-        let left = self.size - self.offset;
-        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
-        if len == 0 {
-            buf.resize_for_writing(0)?;
-            return Ok(0);
-        }
-        let read = self
-            .storage
-            .fetch(&self.blob, Some((self.offset, len)), buf)?;
-        if read.len != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} ended at {} bytes, its size was {}",
-                    self.storage.object(&self.blob),
-                    self.offset + read.len as u64,
-                    self.size
-                ),
-            ));
-        }
-        self.offset += len as u64;
-        Ok(len)
     }
 }
 

@@ -704,9 +704,13 @@ impl Storage for GcsStorage {
     fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
         let name = self.key(key);
         let size = self.size_of(&name)?;
-        Ok(Box::new(Pieces {
-            storage: self,
-            name,
+        let object = self.object(&name).to_string();
+        Ok(Box::new(super::ranged::Pieces {
+            fetch: Box::new(move |(offset, len), buf| {
+                self.fetch(&name, Span::Range(offset, len), buf)
+                    .map(|(read, _)| read)
+            }),
+            object,
             size,
             offset: 0,
         }))
@@ -1108,45 +1112,6 @@ impl Drop for Upload<'_> {
             &mut take,
             |_| 0,
         );
-    }
-}
-
-/// An object read whole in order, a ranged download per piece.
-struct Pieces<'s> {
-    storage: &'s GcsStorage,
-    name: String,
-    size: u64,
-    offset: u64,
-}
-
-impl ObjectReader for Pieces<'_> {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
-        let left = self.size - self.offset;
-        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
-        if len == 0 {
-            buf.resize_for_writing(0)?;
-            return Ok(0);
-        }
-        let (read, _) = self
-            .storage
-            .fetch(&self.name, Span::Range(self.offset, len), buf)?;
-        if read.len != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} ended at {} bytes, its size was {}",
-                    self.storage.object(&self.name),
-                    self.offset + read.len as u64,
-                    self.size
-                ),
-            ));
-        }
-        self.offset += len as u64;
-        Ok(len)
     }
 }
 

@@ -69,3 +69,43 @@ pub(super) fn read_ranges_by_requests(
     }
     Ok(())
 }
+
+/// An object read whole in order ([`Storage::open_sequential`](super::Storage::open_sequential)),
+/// a ranged request per piece, for stores whose reads are requests of their own.
+pub(super) struct Pieces<'s> {
+    /// Reads one range of the object.
+    pub fetch: Box<FetchRange<'s>>,
+    /// The object, for messages.
+    pub object: String,
+    pub size: u64,
+    pub offset: u64,
+}
+
+impl super::ObjectReader for Pieces<'_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
+        let left = self.size - self.offset;
+        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        if len == 0 {
+            buf.resize_for_writing(0)?;
+            return Ok(0);
+        }
+        let read = (self.fetch)((self.offset, len), buf)?;
+        if read.len != len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{} ended at {} bytes, its size was {}",
+                    self.object,
+                    self.offset + read.len as u64,
+                    self.size
+                ),
+            ));
+        }
+        self.offset += len as u64;
+        Ok(len)
+    }
+}

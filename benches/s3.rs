@@ -33,6 +33,9 @@ use common::*;
 #[path = "../tests/common/seaweed.rs"]
 #[allow(dead_code)]
 mod seaweed;
+#[path = "../tests/common/watched.rs"]
+#[allow(dead_code)]
+mod watched;
 
 const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/s3dlio_reference.py");
 const BUCKET: &str = "bench";

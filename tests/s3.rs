@@ -288,6 +288,42 @@ fn injected_503s_and_resets_are_retried_and_counted() {
     assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
 }
 
+/// A store behind a gateway that redirects every request (AIStore's S3 API: a 307 to the target
+/// holding the object): 2 ranks generate, train and audit through it; report.json counts one
+/// redirect per request, as many as the gateway sent.
+#[test]
+fn a_run_through_redirecting_gateways_counts_each_redirect() {
+    let tmp = Scratch::new("s3-redirects");
+    let server = start(&tmp);
+    let target = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
+    let gateway = FaultProxy::start(server.addr(), FaultPlan::every(1, Fault::Redirect)).unwrap();
+    gateway.redirect_to(target.addr());
+    target.present_as(&gateway.addr().to_string());
+    let words = format_words(&tmp, &gateway.endpoint(), "npz");
+    run_quiet(&tmp.path, 2, &words).ok();
+    let report = read_json(&tmp.join("out-npz/report.json"));
+    assert_eq!(int(&report, "/epochs/1/samples_read"), 16);
+    let mut requests = 0;
+    let mut redirects = 0;
+    for (_, kind) in at(&report, "/storage_requests/data/kinds")
+        .as_object()
+        .unwrap()
+    {
+        requests += kind["requests"].as_u64().unwrap() + kind["failures"].as_u64().unwrap();
+        redirects += kind["redirects"].as_u64().unwrap();
+    }
+    assert_eq!(redirects, requests, "one redirect per request: {report}");
+    assert_eq!(
+        target.injected(Fault::Forward),
+        gateway.injected(Fault::Redirect)
+    );
+    assert!(
+        redirects as usize <= gateway.injected(Fault::Redirect) && redirects >= 16,
+        "{redirects} redirects counted, {} sent",
+        gateway.injected(Fault::Redirect)
+    );
+}
+
 /// Every object a generation writes is checked before it counts: data files whose first PUT a
 /// proxy truncates (the server keeps half and answers 200) are caught and written again, counted
 /// in report.json, and the dataset trains whole after the settle time asked for; truncated every

@@ -711,28 +711,19 @@ impl Config {
         })
     }
 
-    /// Fails with a clear message when the configuration asks for something not built yet.
+    /// Fails with a clear message when the configuration asks for something not built (in this
+    /// build, or at all).
     pub fn check_supported(&self) -> Result<()> {
-        let not_yet = |what: String, fix: &str| {
-            Err(Error::usage(format!(
-                "{what} is not supported yet by dlio-rs {}; {fix}",
-                env!("CARGO_PKG_VERSION")
-            )))
-        };
         match self.storage.storage_type {
             StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs => {}
-            StorageType::S3 if cfg!(feature = "s3") => self.check_object_store()?,
+            StorageType::S3 | StorageType::Aistore if cfg!(feature = "s3") => {
+                self.check_object_store()?
+            }
             StorageType::Azure if cfg!(feature = "azure") => self.check_object_store()?,
             StorageType::Gcs if cfg!(feature = "gcs") => self.check_object_store()?,
-            StorageType::S3 => return Err(Error::usage(NO_OBJECT_STORE)),
+            StorageType::S3 | StorageType::Aistore => return Err(Error::usage(NO_OBJECT_STORE)),
             StorageType::Azure => return Err(Error::usage(NO_AZURE)),
             StorageType::Gcs => return Err(Error::usage(NO_GCS)),
-            other => {
-                return not_yet(
-                    format!("workload.storage.storage_type = {other}"),
-                    "supported storage types are local_fs, parallel_fs, direct_fs, s3, azure, gcs",
-                )
-            }
         }
         if self.reader.data_loader == DataLoader::NativeDali {
             self.check_native_dali()?;

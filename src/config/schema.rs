@@ -34,7 +34,8 @@ choice_enum!(
 choice_enum!(ReadType { OnDemand => "on_demand", Memory => "memory" });
 choice_enum!(
     /// `direct_fs` is mlpstorage v3's `--o-direct`: a local file system read with O_DIRECT.
-    /// `azure` (Azure Blob Storage) and `gcs` (Google Cloud Storage) are dlio-rs's own.
+    /// `aistore` is asked through AIStore's S3 API; `azure` (Azure Blob Storage) and `gcs`
+    /// (Google Cloud Storage) are dlio-rs's own.
     StorageType {
         LocalFs => "local_fs", ParallelFs => "parallel_fs", DirectFs => "direct_fs", S3 => "s3",
         Aistore => "aistore", Azure => "azure", Gcs => "gcs",
@@ -46,7 +47,7 @@ impl StorageType {
     pub fn is_object_store(self) -> bool {
         matches!(
             self,
-            StorageType::S3 | StorageType::Azure | StorageType::Gcs
+            StorageType::S3 | StorageType::Aistore | StorageType::Azure | StorageType::Gcs
         )
     }
 }
@@ -324,8 +325,8 @@ impl Default for EndpointSpread {
 }
 
 /// Why `storage_type: s3` is refused by a build without object storage.
-pub const NO_OBJECT_STORE: &str = "workload.storage.storage_type = s3 needs dlio-rs built with \
-     object storage: cargo build --release --features s3";
+pub const NO_OBJECT_STORE: &str = "workload.storage.storage_type = s3 (and aistore, asked through \
+     its S3 API) needs dlio-rs built with S3: cargo build --release --features s3";
 
 /// Why `storage_type: azure` is refused by a build without Azure Blob Storage.
 pub const NO_AZURE: &str = "workload.storage.storage_type = azure needs dlio-rs built with \

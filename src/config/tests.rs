@@ -186,21 +186,23 @@ fn config_dir_workloads() {
 }
 
 #[test]
-fn not_supported_yet_is_clear() {
-    let c = resolve(&[
-        "workload=default",
-        "++workload.storage.storage_type=aistore",
-    ])
-    .unwrap();
-    let err = c.check_supported().unwrap_err();
-    assert_eq!(err.exit_code(), 2);
-    assert!(err.to_string().contains("not supported yet"), "{err}");
-    let s3 = resolve(&["workload=default", "++workload.storage.storage_type=s3"]).unwrap();
-    let built_in = s3.check_supported().map_err(|e| e.to_string());
-    if cfg!(feature = "s3") {
-        assert_eq!(built_in, Ok(()));
-    } else {
-        assert!(built_in.unwrap_err().contains("--features s3"));
+fn object_stores_not_built_in_are_refused_naming_the_feature() {
+    for store in ["s3", "aistore"] {
+        let word = format!("++workload.storage.storage_type={store}");
+        let c = resolve(&["workload=default", &word]).unwrap();
+        let built_in = c
+            .check_supported()
+            .map_err(|e| (e.exit_code(), e.to_string()));
+        if cfg!(feature = "s3") {
+            assert_eq!(built_in, Ok(()));
+        } else {
+            let (code, text) = built_in.unwrap_err();
+            assert_eq!(code, 2);
+            assert!(
+                text.contains("--features s3") && text.contains(store),
+                "{text}"
+            );
+        }
     }
     let azure = resolve(&["workload=default", "++workload.storage.storage_type=azure"]).unwrap();
     let built_in = azure.check_supported().map_err(|e| e.to_string());

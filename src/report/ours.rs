@@ -183,6 +183,7 @@ fn storage_requests(results: &Results) -> Value {
                 json!({
                     "requests": c.requests,
                     "retries": c.retries,
+                    "redirects": c.redirects,
                     "failures": c.failures,
                     "bytes": c.bytes,
                     "latency_us": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999)},
@@ -199,11 +200,12 @@ fn storage_requests(results: &Results) -> Value {
             .map(|e| {
                 json!({
                     "url": e.url,
-                    "requests": e.requests,
-                    "retries": e.retries,
-                    "failures": e.failures,
-                    "bytes": e.bytes,
-                    "latency_us": latency(&e.latency),
+                    "requests": e.all.requests,
+                    "retries": e.all.retries,
+                    "redirects": e.all.redirects,
+                    "failures": e.all.failures,
+                    "bytes": e.all.bytes,
+                    "latency_us": latency(&e.all.latency),
                 })
             })
             .collect();

@@ -39,6 +39,9 @@ fn request_lines(out: &mut String, config: &Config, results: &Results) {
                 if c.retries > 0 {
                     line += &format!(", {} retried", c.retries);
                 }
+                if c.redirects > 0 {
+                    line += &format!(", {} redirected", c.redirects);
+                }
                 if c.failures > 0 {
                     line += &format!(", {} failed", c.failures);
                 }
@@ -62,11 +65,11 @@ fn request_lines(out: &mut String, config: &Config, results: &Results) {
                     format!(
                         "{} {} (p50 {}, p99 {}, {} retried, {} failed)",
                         e.url,
-                        e.requests,
-                        latency(e.latency.quantile_us(0.5)),
-                        latency(e.latency.quantile_us(0.99)),
-                        e.retries,
-                        e.failures
+                        e.all.requests,
+                        latency(e.all.latency.quantile_us(0.5)),
+                        latency(e.all.latency.quantile_us(0.99)),
+                        e.all.retries,
+                        e.all.failures
                     )
                 })
                 .collect();

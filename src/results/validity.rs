@@ -51,16 +51,24 @@ pub fn cache_served_fraction(bytes_read: u64, bytes_from_storage: Option<u64>) -
     (bytes_read > 0).then(|| 1.0 - (from_storage as f64 / bytes_read as f64).min(1.0))
 }
 
+/// The words of an object store's `storage_type`: nothing it holds is in this host's page cache.
+fn object_store_words(store: crate::config::StorageType) -> Option<&'static str> {
+    use crate::config::StorageType;
+    match store {
+        StorageType::S3 => Some("storage.storage_type=s3"),
+        StorageType::Aistore => Some("storage.storage_type=aistore"),
+        StorageType::Azure => Some("storage.storage_type=azure"),
+        StorageType::Gcs => Some("storage.storage_type=gcs"),
+        StorageType::LocalFs | StorageType::ParallelFs | StorageType::DirectFs => None,
+    }
+}
+
 /// The option that keeps the page cache out of the measurement, if one is on.
 pub fn cache_defeated_by(config: &Config) -> Option<&'static str> {
     if config.storage.throttle.is_some() {
         Some("storage.throttle")
-    } else if config.storage.storage_type == crate::config::StorageType::S3 {
-        Some("storage.storage_type=s3")
-    } else if config.storage.storage_type == crate::config::StorageType::Azure {
-        Some("storage.storage_type=azure")
-    } else if config.storage.storage_type == crate::config::StorageType::Gcs {
-        Some("storage.storage_type=gcs")
+    } else if let Some(store) = object_store_words(config.storage.storage_type) {
+        Some(store)
     } else if config.reader.odirect {
         Some("reader.odirect")
     } else {

@@ -47,6 +47,7 @@ const DEFAULT_WRITERS: usize = 16;
 /// Azure's most blocks in one blob.
 const MAX_BLOCKS: usize = 50_000;
 
+#[derive(Clone)]
 pub struct AzureStorage {
     client: Arc<Client<Signer>>,
     account: String,
@@ -58,6 +59,8 @@ pub struct AzureStorage {
     /// Every blob name's start: the configured folder, ending in `/`, or empty.
     prefix: String,
     part_size: usize,
+    /// Ranges a sequential reader reads ahead.
+    parts_in_flight: usize,
     writers: usize,
     /// Names per List Blobs page: Azure's most, 5,000 (tests make pages small).
     list_page: usize,
@@ -90,7 +93,7 @@ impl AzureStorage {
         Ok(AzureStorage {
             client: Arc::new(Client::new(
                 signer,
-                settings.limits,
+                &settings.limits,
                 concurrency.max(writers),
             )),
             account: settings.account,
@@ -99,6 +102,7 @@ impl AzureStorage {
             sas,
             prefix,
             part_size: settings.part_size,
+            parts_in_flight: (config.storage.options.parts_in_flight as usize).max(1),
             writers,
             list_page: 5000,
         })
@@ -157,11 +161,12 @@ impl AzureStorage {
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
         let object = self.object(blob);
+        let at = || url.clone();
         let request = Request {
             kind,
             object: &object,
             method,
-            url,
+            url: &at,
             headers,
             body,
             also_accept,
@@ -536,12 +541,14 @@ impl Storage for AzureStorage {
         let blob = self.key(key);
         let size = self.size_of(&blob)?;
         let object = self.object(&blob).to_string();
-        Ok(Box::new(super::ranged::Pieces {
-            fetch: Box::new(move |range, buf| self.fetch(&blob, Some(range), buf)),
+        let this = self.clone();
+        Ok(Box::new(super::ranged::Pieces::new(
+            Arc::new(move |range, buf: &mut IoBuffer| this.fetch(&blob, Some(range), buf)),
             object,
             size,
-            offset: 0,
-        }))
+            self.part_size,
+            self.parts_in_flight,
+        )))
     }
 
     fn evict(&self, _key: &str) -> io::Result<()> {

@@ -241,3 +241,54 @@ pub(crate) fn conditional_writes(name: &str, storage: &dyn Storage, has_them: bo
     );
     assert!(!storage.exists(key).unwrap(), "{name}: deleted");
 }
+
+/// An object store's whole-object read in order (a checkpoint load): the object's bytes, in
+/// order, fetched as ranged GETs of `part` bytes (whatever the pieces asked for), more than one
+/// in flight at once at the server (`server_peak`: a proxy's peak, reset by `reset_peak` before
+/// the read) and no more than `depth` at the client. Leaves the object deleted.
+pub(crate) fn reads_in_order_ranges_ahead(
+    name: &str,
+    storage: &dyn Storage,
+    (part, depth): (usize, usize),
+    reset_peak: &dyn Fn(),
+    server_peak: &dyn Fn() -> usize,
+) {
+    let key = "ahead.bin";
+    let object = pattern(4 * part + 1000, 5);
+    storage.put(key, &object).unwrap();
+    reset_peak();
+    let before = storage
+        .request_counts()
+        .expect("an object store counts its requests");
+    let mut reader = storage.open_sequential(key).unwrap();
+    assert_eq!(reader.size(), object.len() as u64, "{name}: its size");
+    let (mut buf, mut read) = (IoBuffer::new(), Vec::new());
+    loop {
+        let n = reader.read_next(&mut buf, 3 << 20).unwrap();
+        if n == 0 {
+            break;
+        }
+        read.extend_from_slice(&buf.as_slice()[..n]);
+    }
+    drop(reader);
+    assert!(read == object, "{name}: the pieces, in order");
+    let after = storage.request_counts().unwrap();
+    let ranged = |c: &super::RequestCounts| {
+        let k = c.of(super::RequestKind::RangedGet);
+        (k.requests, k.bytes)
+    };
+    let (requests, bytes) = ranged(&after);
+    assert_eq!(
+        (requests - ranged(&before).0, bytes - ranged(&before).1),
+        (5, object.len() as u64),
+        "{name}: 4 ranges of {part} bytes and the last 1000"
+    );
+    let peak = server_peak();
+    assert!(peak >= 2, "{name}: {peak} ranges in flight at once");
+    assert!(
+        after.peak_in_flight as usize <= depth,
+        "{name}: {} in flight at the client",
+        after.peak_in_flight
+    );
+    storage.delete(key).unwrap();
+}

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::http::{self, Client, Limits, Request, RequestError, Response, Service, Take};
+use super::http::{Client, Limits, Request, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -45,6 +45,7 @@ const DEFAULT_WRITERS: usize = 16;
 /// Chunks of a resumable upload are multiples of this (GCS's rule), the last one aside.
 const CHUNK_UNIT: usize = 256 << 10;
 
+#[derive(Clone)]
 pub struct GcsStorage {
     client: Arc<Client<Bearer>>,
     bucket: String,
@@ -53,6 +54,8 @@ pub struct GcsStorage {
     /// Every object name's start: the configured folder, ending in `/`, or empty.
     prefix: String,
     part_size: usize,
+    /// Ranges a sequential reader reads ahead.
+    parts_in_flight: usize,
     writers: usize,
     /// Names per list page: GCS's most, 1,000 (tests make pages small).
     list_page: usize,
@@ -215,27 +218,23 @@ impl GcsStorage {
                 options.part_size
             )));
         }
-        let authorities = match &options.ca_bundle {
-            Some(path) => Some(http::read_authorities(std::path::Path::new(path))?),
-            None => None,
-        };
-        let limits = Limits {
-            max_attempts: options.max_attempts,
-            max_in_flight: options.max_in_flight as usize,
-            request_timeout: std::time::Duration::from_secs_f64(options.request_timeout),
-            authorities,
-        };
+        let limits = Limits::of(
+            options,
+            options.ca_bundle.as_deref(),
+            "workload.storage.storage_options.ca_bundle",
+        )?;
         let writers = match limits.max_in_flight {
             0 => DEFAULT_WRITERS,
             cap => cap,
         };
         let token = Bearer(env("GOOGLE_OAUTH_ACCESS_TOKEN"));
         Ok(GcsStorage {
-            client: Arc::new(Client::new(token, limits, concurrency.max(writers))),
+            client: Arc::new(Client::new(token, &limits, concurrency.max(writers))),
             bucket,
             endpoint,
             prefix,
             part_size: options.part_size as usize,
+            parts_in_flight: (options.parts_in_flight as usize).max(1),
             writers,
             list_page: 1000,
         })
@@ -297,11 +296,12 @@ impl GcsStorage {
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
         let object = self.object(name);
+        let at = || url.clone();
         let request = Request {
             kind,
             object: &object,
             method,
-            url,
+            url: &at,
             headers,
             body,
             also_accept,
@@ -705,15 +705,18 @@ impl Storage for GcsStorage {
         let name = self.key(key);
         let size = self.size_of(&name)?;
         let object = self.object(&name).to_string();
-        Ok(Box::new(super::ranged::Pieces {
-            fetch: Box::new(move |(offset, len), buf| {
-                self.fetch(&name, Span::Range(offset, len), buf)
-                    .map(|(read, _)| read)
-            }),
+        let this = self.clone();
+        let fetch_range = move |(offset, len), buf: &mut IoBuffer| {
+            this.fetch(&name, Span::Range(offset, len), buf)
+                .map(|(read, _)| read)
+        };
+        Ok(Box::new(super::ranged::Pieces::new(
+            Arc::new(fetch_range),
             object,
             size,
-            offset: 0,
-        }))
+            self.part_size,
+            self.parts_in_flight,
+        )))
     }
 
     fn evict(&self, _key: &str) -> io::Result<()> {

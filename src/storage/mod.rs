@@ -13,7 +13,7 @@ mod conformance;
 mod fs_type;
 #[cfg(feature = "gcs")]
 mod gcs;
-#[cfg(any(feature = "azure", feature = "gcs"))]
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
 mod http;
 pub mod lease;
 mod local;
@@ -128,7 +128,7 @@ fn object_store(
     let _ = (folder, concurrency);
     match config.storage.storage_type {
         #[cfg(feature = "s3")]
-        StorageType::S3 => Ok(Box::new(S3Storage::for_folder(
+        StorageType::S3 | StorageType::Aistore => Ok(Box::new(S3Storage::for_folder(
             config,
             folder,
             concurrency,

@@ -64,12 +64,25 @@ pub struct KindCounts {
     pub requests: u64,
     /// Attempts made again after a failure that another attempt could mend.
     pub retries: u64,
+    /// Redirects followed (AIStore's gateway to its target, a 307 per request).
+    pub redirects: u64,
     /// Requests that failed for good.
     pub failures: u64,
     /// Bytes in the bodies received (GETs) or sent (PUTs, parts).
     pub bytes: u64,
     /// From the request's first attempt to its body's last byte, retries included.
     pub latency: Histogram,
+}
+
+impl KindCounts {
+    pub fn add(&mut self, other: &KindCounts) {
+        self.requests += other.requests;
+        self.retries += other.retries;
+        self.redirects += other.redirects;
+        self.failures += other.failures;
+        self.bytes += other.bytes;
+        self.latency.merge(&other.latency);
+    }
 }
 
 /// How the objects written were checked before they counted (`storage_options.verify_writes`).
@@ -95,11 +108,8 @@ impl WriteChecks {
 #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct EndpointCounts {
     pub url: String,
-    pub requests: u64,
-    pub retries: u64,
-    pub failures: u64,
-    pub bytes: u64,
-    pub latency: Histogram,
+    /// Every kind of request together.
+    pub all: KindCounts,
 }
 
 /// Every kind's counts, in [`RequestKind::ALL`]'s order, the most requests seen in flight, the
@@ -125,11 +135,7 @@ impl RequestCounts {
 
     pub fn merge(&mut self, other: &RequestCounts) {
         for (mine, theirs) in self.kinds.iter_mut().zip(&other.kinds) {
-            mine.requests += theirs.requests;
-            mine.retries += theirs.retries;
-            mine.failures += theirs.failures;
-            mine.bytes += theirs.bytes;
-            mine.latency.merge(&theirs.latency);
+            mine.add(theirs);
         }
         self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
         self.writes.merge(&other.writes);
@@ -144,12 +150,7 @@ impl RequestCounts {
                     self.endpoints.len() - 1
                 }
             };
-            let mine = &mut self.endpoints[at];
-            mine.requests += theirs.requests;
-            mine.retries += theirs.retries;
-            mine.failures += theirs.failures;
-            mine.bytes += theirs.bytes;
-            mine.latency.merge(&theirs.latency);
+            self.endpoints[at].all.add(&theirs.all);
         }
     }
 
@@ -161,11 +162,7 @@ impl RequestCounts {
             ..EndpointCounts::default()
         };
         for kind in &self.kinds {
-            sum.requests += kind.requests;
-            sum.retries += kind.retries;
-            sum.failures += kind.failures;
-            sum.bytes += kind.bytes;
-            sum.latency.merge(&kind.latency);
+            sum.all.add(kind);
         }
         sum
     }

@@ -23,11 +23,9 @@
 mod client;
 mod settings;
 
-use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Method, S3Action};
@@ -72,25 +70,32 @@ impl S3Storage {
     /// requests at once.
     pub fn for_folder(config: &Config, folder: &str, concurrency: usize) -> Result<S3Storage> {
         let (bucket, prefix) = bucket_and_prefix(config, folder)?;
-        let settings = settings::Settings::resolve(&config.storage.options, &bucket)?;
-        let writers = match settings.max_in_flight {
+        let aistore = config.storage.storage_type == crate::config::StorageType::Aistore;
+        let settings = settings::Settings::resolve(&config.storage.options, &bucket, aistore)?;
+        let writers = match settings.limits.max_in_flight {
             0 => DEFAULT_WRITERS,
             cap => cap,
         };
-        let gate = Arc::new(client::Gate::new(settings.max_in_flight));
+        let gate = Arc::new(client::Gate::new(settings.limits.max_in_flight));
         let count = settings.buckets.len();
         // Each part upload or read-ahead piece of a writer or reader is a request of its own.
         let connections = concurrency.max(writers) * settings.parts_in_flight;
         let endpoints = settings
             .buckets
             .iter()
-            .map(|endpoint| {
-                Arc::new(Client::new(
-                    &settings,
-                    endpoint.clone(),
-                    count,
+            .map(|(url, bucket)| {
+                let endpoint = client::Endpoint {
+                    bucket: bucket.clone(),
+                    credentials: settings.credentials.clone(),
+                    url: url.clone(),
+                    scheme: if aistore { "ais" } else { "s3" },
+                };
+                Arc::new(Client::of_endpoint(
+                    endpoint,
+                    &settings.limits,
                     connections,
                     &gate,
+                    (count > 1).then(|| url.clone()),
                 ))
             })
             .collect();
@@ -133,7 +138,7 @@ impl S3Storage {
 
     /// `s3://bucket/key` of a full key.
     fn object(&self, key: &str) -> String {
-        self.endpoints[0].object(key)
+        self.endpoints[0].name(key)
     }
 
     /// GETs `span` of the object at the full key `key` into `buf` (see [`fetch`]).
@@ -150,14 +155,15 @@ impl S3Storage {
     fn stat(&self, client: &Client, key: &str) -> io::Result<Option<(u64, Option<String>)>> {
         let url = || {
             client
+                .service
                 .bucket
-                .head_object(client.credentials.as_ref(), key)
+                .head_object(client.service.credentials.as_ref(), key)
                 .sign(SIGNATURE_LIFETIME)
         };
         let request = Request {
             kind: RequestKind::Head,
-            key,
-            method: Method::Head,
+            object: key,
+            method: Method::Head.to_str(),
             url: &url,
             headers: Vec::new(),
             body: None,
@@ -190,8 +196,8 @@ impl S3Storage {
     ) -> io::Result<String> {
         let request = Request {
             kind,
-            key,
-            method,
+            object: key,
+            method: method.to_str(),
             url,
             headers: Vec::new(),
             body,
@@ -218,17 +224,20 @@ impl S3Storage {
         let full = self.key(key);
         let client = &self.endpoints[0];
         let url = || {
-            let credentials = client.credentials.as_ref();
+            let credentials = client.service.credentials.as_ref();
             match method {
                 Method::Put => client
+                    .service
                     .bucket
                     .put_object(credentials, &full)
                     .sign(SIGNATURE_LIFETIME),
                 Method::Delete => client
+                    .service
                     .bucket
                     .delete_object(credentials, &full)
                     .sign(SIGNATURE_LIFETIME),
                 _ => client
+                    .service
                     .bucket
                     .get_object(credentials, &full)
                     .sign(SIGNATURE_LIFETIME),
@@ -242,8 +251,8 @@ impl S3Storage {
         };
         let request = Request {
             kind: RequestKind::Lease,
-            key: &full,
-            method,
+            object: &full,
+            method: method.to_str(),
             url: &url,
             headers,
             body,
@@ -273,8 +282,8 @@ impl S3Storage {
                 }
                 Some(stored) => {
                     client.count_writes(|w| w.mismatches += 1);
-                    if attempt >= client.max_attempts {
-                        return Err(mismatch(&client.object(key), &expected, &stored, attempt));
+                    if attempt >= client.max_attempts() {
+                        return Err(mismatch(&client.name(key), &expected, &stored, attempt));
                     }
                     client.count_writes(|w| w.rewrites += 1);
                     attempt += 1;
@@ -288,7 +297,8 @@ impl S3Storage {
     fn check_endpoint(&self, client: &Client, create: bool) -> Result<()> {
         let prefix = self.prefix.clone();
         let url = || {
-            let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
+            let mut list =
+                ListObjectsV2::new(&client.service.bucket, client.service.credentials.as_ref());
             list.with_prefix(prefix.as_str());
             list.with_max_keys(1);
             list.sign(SIGNATURE_LIFETIME)
@@ -303,8 +313,8 @@ impl S3Storage {
         ) else {
             return Ok(());
         };
-        let bucket = client.bucket.name().to_string();
-        let endpoint = client.bucket.base_url().to_string();
+        let bucket = client.service.bucket.name().to_string();
+        let endpoint = client.service.bucket.base_url().to_string();
         let endpoint = endpoint.as_str();
         let failure = error
             .get_ref()
@@ -313,8 +323,15 @@ impl S3Storage {
             Some((Some(404), "NoSuchBucket")) if create => {
                 let url = || {
                     client
+                        .service
                         .bucket
-                        .create_bucket(client.credentials.as_ref().unwrap_or(&EMPTY_CREDENTIALS))
+                        .create_bucket(
+                            client
+                                .service
+                                .credentials
+                                .as_ref()
+                                .unwrap_or(&EMPTY_CREDENTIALS),
+                        )
                         .sign(SIGNATURE_LIFETIME)
                 };
                 match Self::exchange(
@@ -429,14 +446,15 @@ fn mismatch(object: &str, expected: &Expected, stored: &Stored, attempts: u32) -
 fn put_once(client: &Client, key: &str, data: &[u8]) -> io::Result<Option<String>> {
     let url = || {
         client
+            .service
             .bucket
-            .put_object(client.credentials.as_ref(), key)
+            .put_object(client.service.credentials.as_ref(), key)
             .sign(SIGNATURE_LIFETIME)
     };
     let request = Request {
         kind: RequestKind::Put,
-        key,
-        method: Method::Put,
+        object: key,
+        method: Method::Put.to_str(),
         url: &url,
         headers: Vec::new(),
         body: Some(data),
@@ -491,8 +509,9 @@ fn fetch(
     }
     let url = || {
         client
+            .service
             .bucket
-            .get_object(client.credentials.as_ref(), key)
+            .get_object(client.service.credentials.as_ref(), key)
             .sign(SIGNATURE_LIFETIME)
     };
     let range = match span {
@@ -506,8 +525,8 @@ fn fetch(
         } else {
             RequestKind::Get
         },
-        key,
-        method: Method::Get,
+        object: key,
+        method: Method::Get.to_str(),
         url: &url,
         headers: range.map(|r| ("range", r)).into_iter().collect(),
         body: None,
@@ -701,7 +720,7 @@ impl Storage for S3Storage {
             all.endpoints = self
                 .endpoints
                 .iter()
-                .map(|client| client.counts().for_endpoint(&client.endpoint))
+                .map(|client| client.counts().for_endpoint(&client.service.url))
                 .collect();
         }
         Some(all)
@@ -756,17 +775,18 @@ impl Storage for S3Storage {
                 format!("{} does not exist", self.object(&full)),
             )
         })?;
-        Ok(Box::new(Pieces {
-            client: Arc::clone(self.client()),
-            key: full.into(),
+        let client = Arc::clone(self.client());
+        let object = client.name(&full);
+        let fetch_range = move |(offset, len), buf: &mut IoBuffer| {
+            fetch(&client, &full, Span::Range(offset, len), buf).map(|(read, _)| read)
+        };
+        Ok(Box::new(super::ranged::Pieces::new(
+            Arc::new(fetch_range),
+            object,
             size,
-            offset: 0,
-            current: None,
-            ahead: VecDeque::new(),
-            fetched_to: 0,
-            range: self.part_size,
-            depth: self.parts_in_flight,
-        }))
+            self.part_size,
+            self.parts_in_flight,
+        )))
     }
 
     fn evict(&self, _key: &str) -> io::Result<()> {
@@ -789,8 +809,9 @@ impl Storage for S3Storage {
         let client = self.client();
         let url = || {
             client
+                .service
                 .bucket
-                .delete_object(client.credentials.as_ref(), &full)
+                .delete_object(client.service.credentials.as_ref(), &full)
                 .sign(SIGNATURE_LIFETIME)
         };
         Self::exchange(
@@ -864,7 +885,8 @@ impl Storage for S3Storage {
         let mut token: Option<String> = None;
         loop {
             let url = || {
-                let mut list = ListObjectsV2::new(&client.bucket, client.credentials.as_ref());
+                let mut list =
+                    ListObjectsV2::new(&client.service.bucket, client.service.credentials.as_ref());
                 list.with_prefix(folder.as_str());
                 list.with_delimiter("/");
                 list.with_max_keys(self.list_page);
@@ -988,8 +1010,9 @@ impl Upload<'_> {
         let key = self.key.as_str();
         let url = || {
             client
+                .service
                 .bucket
-                .create_multipart_upload(client.credentials.as_ref(), key)
+                .create_multipart_upload(client.service.credentials.as_ref(), key)
                 .sign(SIGNATURE_LIFETIME)
         };
         let text = S3Storage::exchange(
@@ -1095,8 +1118,8 @@ impl Upload<'_> {
             .map(|p| p.as_ref().expect("every part ended"))
             .collect();
         let action = || {
-            client.bucket.complete_multipart_upload(
-                client.credentials.as_ref(),
+            client.service.bucket.complete_multipart_upload(
+                client.service.credentials.as_ref(),
                 key,
                 upload_id,
                 parts.iter().map(|p| p.etag.as_str()),
@@ -1116,7 +1139,7 @@ impl Upload<'_> {
         if let Some(code) = xml_field(&text, "Code") {
             return Err(io::Error::other(format!(
                 "completing the upload of {} failed: {code} {}",
-                client.object(key),
+                client.name(key),
                 xml_field(&text, "Message").unwrap_or("")
             )));
         }
@@ -1140,7 +1163,7 @@ impl Upload<'_> {
             // The parts are gone from memory: nothing to write again.
             Some(stored) => {
                 client.count_writes(|w| w.mismatches += 1);
-                Err(mismatch(&client.object(key), &expected, &stored, 1))
+                Err(mismatch(&client.name(key), &expected, &stored, 1))
             }
         }
     }
@@ -1161,14 +1184,15 @@ fn upload_part(
     let digest = (verify == VerifyWrites::Etag).then(|| md5_of(body));
     let url = || {
         client
+            .service
             .bucket
-            .upload_part(client.credentials.as_ref(), key, number, upload_id)
+            .upload_part(client.service.credentials.as_ref(), key, number, upload_id)
             .sign(SIGNATURE_LIFETIME)
     };
     let request = Request {
         kind: RequestKind::PartUpload,
-        key,
-        method: Method::Put,
+        object: key,
+        method: Method::Put.to_str(),
         url: &url,
         headers: Vec::new(),
         body: Some(body),
@@ -1199,13 +1223,13 @@ fn upload_part(
             return Ok((etag, Some(want)));
         }
         client.count_writes(|w| w.mismatches += 1);
-        if attempt >= client.max_attempts {
+        if attempt >= client.max_attempts() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "part {number} of {} was stored with ETag {got}, its {} bytes have the MD5 {}: \
                      the store did not keep what was sent, after {attempt} writes",
-                    client.object(key),
+                    client.name(key),
                     body.len(),
                     hex(&want)
                 ),
@@ -1264,8 +1288,9 @@ impl Drop for Upload<'_> {
         let (key, upload_id) = (self.key.as_str(), &*multipart.upload_id);
         let url = || {
             client
+                .service
                 .bucket
-                .abort_multipart_upload(client.credentials.as_ref(), key, upload_id)
+                .abort_multipart_upload(client.service.credentials.as_ref(), key, upload_id)
                 .sign(SIGNATURE_LIFETIME)
         };
         // Best effort: the upload failed already, and that failure is what is reported; an
@@ -1278,104 +1303,6 @@ impl Drop for Upload<'_> {
             &url,
             None,
         );
-    }
-}
-
-/// An object read whole in order: ranged GETs of `part_size` bytes each (a checkpoint reader
-/// such as s3dlio's splits a large object so), up to `parts_in_flight` of them in flight at
-/// once on threads of their own, from which the caller's pieces are handed over in order. A
-/// checkpoint load reads every byte of the object, so nothing fetched ahead is wasted.
-struct Pieces {
-    client: Arc<Client>,
-    key: Arc<str>,
-    size: u64,
-    /// Where the next piece handed over starts.
-    offset: u64,
-    /// The range being handed over: its bytes, and how many of them are handed over already.
-    current: Option<(IoBuffer, usize)>,
-    /// Ranges being fetched, in order.
-    ahead: VecDeque<JoinHandle<io::Result<IoBuffer>>>,
-    /// Where the next range fetched starts.
-    fetched_to: u64,
-    range: usize,
-    depth: usize,
-}
-
-impl Pieces {
-    /// Starts fetching ranges until `depth` are in flight or the object ends.
-    fn fetch_ahead(&mut self) -> io::Result<()> {
-        while self.ahead.len() < self.depth && self.fetched_to < self.size {
-            let offset = self.fetched_to;
-            let len = self
-                .range
-                .min(usize::try_from(self.size - offset).unwrap_or(usize::MAX));
-            let (client, key) = (Arc::clone(&self.client), Arc::clone(&self.key));
-            let thread = std::thread::Builder::new()
-                .name("s3-range".into())
-                .spawn(move || {
-                    let mut own = IoBuffer::new();
-                    let (read, _) = fetch(&client, &key, Span::Range(offset, len), &mut own)?;
-                    if read.len != len {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!(
-                                "{} ended at {} bytes, its size was {}",
-                                client.object(&key),
-                                offset + read.len as u64,
-                                offset + len as u64
-                            ),
-                        ));
-                    }
-                    Ok(own)
-                })
-                .map_err(|e| io::Error::other(format!("cannot start a read's thread: {e}")))?;
-            self.ahead.push_back(thread);
-            self.fetched_to += len as u64;
-        }
-        Ok(())
-    }
-}
-
-impl ObjectReader for Pieces {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read_next(&mut self, buf: &mut IoBuffer, len: usize) -> io::Result<usize> {
-        let len = len.min(usize::try_from(self.size - self.offset).unwrap_or(usize::MAX));
-        let out = buf.resize_for_writing(len)?;
-        let mut filled = 0;
-        while filled < len {
-            if self
-                .current
-                .as_ref()
-                .is_none_or(|(range, used)| *used == range.len())
-            {
-                self.fetch_ahead()?;
-                let next = self.ahead.pop_front().expect("the object has bytes left");
-                let range = next
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a range read panicked")))?;
-                self.current = Some((range, 0));
-                // The next ranges are fetched while this one is handed over.
-                self.fetch_ahead()?;
-            }
-            let (range, used) = self.current.as_mut().expect("taken above");
-            let n = (len - filled).min(range.len() - *used);
-            out[filled..filled + n].copy_from_slice(&range.as_slice()[*used..*used + n]);
-            *used += n;
-            filled += n;
-        }
-        self.offset += len as u64;
-        Ok(len)
-    }
-}
-
-impl Drop for Pieces {
-    fn drop(&mut self) {
-        for thread in self.ahead.drain(..) {
-            let _ = thread.join();
-        }
     }
 }
 

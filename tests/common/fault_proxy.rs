@@ -37,15 +37,20 @@ pub enum Fault {
     /// `Content-Length` changed to match: the server stores a short object and answers 200, as a
     /// store that silently truncates a write does. A request without a body is forwarded whole.
     Truncate,
+    /// Answers `307 Temporary Redirect` to the same path and query at the proxy's redirect
+    /// target ([`FaultProxy::redirect_to`]), after taking the body: what AIStore's gateways answer
+    /// every S3 request with, sending the client to the target node that holds the object.
+    Redirect,
 }
 
 impl Fault {
     /// Every kind, [`Fault::Forward`] included.
-    pub const ALL: [Fault; 4] = [
+    pub const ALL: [Fault; 5] = [
         Fault::Forward,
         Fault::ServiceUnavailable,
         Fault::Reset,
         Fault::Truncate,
+        Fault::Redirect,
     ];
 
     fn index(self) -> usize {
@@ -143,6 +148,10 @@ struct Shared {
     /// Requests being answered now (each on its own connection), and the most at once.
     in_flight: AtomicUsize,
     peak: AtomicUsize,
+    /// Where [`Fault::Redirect`] sends a request.
+    redirect_to: Mutex<Option<SocketAddr>>,
+    /// The `Host` forwarded requests carry instead of their own ([`FaultProxy::present_as`]).
+    host: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -202,6 +211,8 @@ impl FaultProxy {
             open: Mutex::new(Open::default()),
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            redirect_to: Mutex::new(None),
+            host: Mutex::new(None),
         });
         let accept_shared = Arc::clone(&shared);
         let accept = thread::Builder::new()
@@ -227,15 +238,39 @@ impl FaultProxy {
 
     /// The most requests the proxy was answering at once (from a request's head to the end of
     /// its answer): what the server saw in flight together.
-    #[allow(dead_code)] // used by the library's S3 tests, not the end-to-end ones
+    #[allow(dead_code)] // used by the library's object-store tests, not the end-to-end ones
     pub fn peak_in_flight(&self) -> usize {
         self.shared.peak.load(Ordering::SeqCst)
     }
 
     /// Forgets the peak so far ([`FaultProxy::peak_in_flight`]), to measure a new phase.
-    #[allow(dead_code)] // used by the library's S3 tests, not the end-to-end ones
+    #[allow(dead_code)] // used by the library's object-store tests, not the end-to-end ones
     pub fn reset_peak(&self) {
         self.shared.peak.store(0, Ordering::SeqCst);
+    }
+
+    /// Sends requests given [`Fault::Redirect`] to `target` (another proxy, or this one: a loop).
+    #[allow(dead_code)] // used by the S3 tests of redirects only
+    pub fn redirect_to(&self, target: SocketAddr) {
+        *self
+            .shared
+            .redirect_to
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(target);
+    }
+
+    /// Forwards requests with `Host: host` in place of theirs: a target reached by a redirect
+    /// from the gateway `host`, whose requests' signatures name the gateway (SigV4 signs the
+    /// `Host`; AIStore's targets do not check it, SeaweedFS does).
+    #[allow(dead_code)] // used by the S3 tests of redirects only
+    pub fn present_as(&self, host: &str) {
+        *self.shared.host.lock().unwrap_or_else(|e| e.into_inner()) = Some(host.to_string());
+    }
+
+    /// `127.0.0.1:PORT`.
+    #[allow(dead_code)] // used by the S3 tests of redirects only
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Requests given any fault other than `Forward`.
@@ -337,10 +372,43 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
         Fault::Forward => forward(client, &head, shared, None),
         Fault::ServiceUnavailable => slow_down(client, &head),
         Fault::Truncate => truncate(client, &head, shared),
+        Fault::Redirect => redirect(client, &head, shared),
         Fault::Reset => unreachable!(),
     };
     shared.in_flight.fetch_sub(1, Ordering::SeqCst);
     answered
+}
+
+/// Answers 307 to the same target at the redirect address (see [`Fault::Redirect`]).
+fn redirect(mut client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
+    take_body(&client, head)?;
+    let to = shared
+        .redirect_to
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or(shared.upstream);
+    let target = head.split(' ').nth(1).unwrap_or("/");
+    let response = format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{to}{target}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    client.write_all(response.as_bytes())?;
+    client.flush()?;
+    let _ = client.shutdown(Shutdown::Both);
+    Ok(())
+}
+
+/// Reads the request's body (bounded) and drops it, so the client's send completes; a client
+/// waiting for "100 Continue" sends none.
+fn take_body(client: &TcpStream, head: &str) -> io::Result<()> {
+    let expects_continue =
+        header(head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    let length = header(head, "content-length").and_then(|v| v.parse::<u64>().ok());
+    if let (Some(length), false) = (length, expects_continue) {
+        client.set_read_timeout(Some(DISCARD_TIMEOUT))?;
+        io::copy(&mut client.take(length.min(MAX_DISCARD)), &mut io::sink())?;
+    }
+    Ok(())
 }
 
 /// Forwards the request with the first half of its body (see [`Fault::Truncate`]).
@@ -444,6 +512,22 @@ fn rewrite_head(head: &str) -> String {
     out
 }
 
+/// The head with its `Host` header replaced by `host`.
+fn with_host(head: &str, host: &str) -> String {
+    let mut out = String::with_capacity(head.len());
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        let name = line.split(':').next().unwrap_or("").trim();
+        if name.eq_ignore_ascii_case("host") {
+            out.push_str(&format!("Host: {host}\r\n"));
+        } else {
+            out.push_str(line);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("\r\n");
+    out
+}
+
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.split("\r\n").skip(1).find_map(|line| {
         let (key, value) = line.split_once(':')?;
@@ -462,7 +546,16 @@ fn forward(client: TcpStream, head: &str, shared: &Shared, body: Option<&[u8]>) 
         }
     };
     let key = shared.register(&upstream);
-    let result = relay(client, upstream, head, body);
+    let host = shared
+        .host
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let head = match host {
+        Some(host) => with_host(head, &host),
+        None => head.to_string(),
+    };
+    let result = relay(client, upstream, &head, body);
     shared.release(key);
     result
 }
@@ -501,18 +594,7 @@ fn relay(
 
 /// Answers 503 SlowDown after taking the body (bounded), then closes.
 fn slow_down(mut client: TcpStream, head: &str) -> io::Result<()> {
-    let expects_continue =
-        header(head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
-    let length = header(head, "content-length").and_then(|v| v.parse::<u64>().ok());
-    if let (Some(length), false) = (length, expects_continue) {
-        // Read the body first so the client's send completes; a client waiting for
-        // "100 Continue" sends none, and gets the final answer straight away.
-        client.set_read_timeout(Some(DISCARD_TIMEOUT))?;
-        io::copy(
-            &mut (&client).take(length.min(MAX_DISCARD)),
-            &mut io::sink(),
-        )?;
-    }
+    take_body(&client, head)?;
     let is_head = head.starts_with("HEAD ");
     let mut response = format!(
         "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\

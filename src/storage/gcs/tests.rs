@@ -5,11 +5,22 @@
 use super::*;
 use crate::config::tests::resolve;
 
+// Beside each store's launcher, its own copy in each store's tests (built with or without the
+// others).
 #[path = "../../../tests/common/fake_gcs.rs"]
 #[allow(dead_code)] // what only the end-to-end tests use
 mod fake_gcs;
+#[path = "../../../tests/common/watched.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod watched;
+
+// The S3 and Azure tests include it too when those stores are built: each its own copy.
+#[path = "../../../tests/common/fault_proxy.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod fault_proxy;
 
 use fake_gcs::FakeGcs;
+use fault_proxy::{FaultPlan, FaultProxy};
 
 fn server(name: &str) -> FakeGcs {
     let parent = crate::storage::scratch_dir(name);
@@ -30,6 +41,27 @@ fn config(endpoint: &str, bucket: &str, extra: &[&str]) -> Config {
 
 fn storage(endpoint: &str, bucket: &str, extra: &[&str]) -> GcsStorage {
     GcsStorage::for_folder(&config(endpoint, bucket, extra), "prefix/of/run", 4).unwrap()
+}
+
+/// A checkpoint load reads an object in `part_size` ranges, `parts_in_flight` of them fetched
+/// ahead together (seen at the server through a proxy that counts what it answers at once).
+#[test]
+fn gcs_reads_an_object_in_order_ranges_ahead() {
+    let server = server("gcs-ahead");
+    let proxy = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
+    let gcs = storage(
+        &proxy.endpoint(),
+        "ahead",
+        &["part_size=5242880", "parts_in_flight=3"],
+    );
+    gcs.check_access(true).unwrap();
+    crate::storage::conformance::reads_in_order_ranges_ahead(
+        "gcs",
+        &gcs,
+        (5 << 20, 3),
+        &|| proxy.reset_peak(),
+        &|| proxy.peak_in_flight(),
+    );
 }
 
 #[test]

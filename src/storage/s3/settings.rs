@@ -5,12 +5,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rusty_s3::{Bucket, Credentials, UrlStyle};
 
-use crate::config::{Config, EndpointSpread, ObjectStoreOptions, VerifyWrites};
+use crate::config::{Config, EndpointSpread, ObjectStoreOptions, StorageType, VerifyWrites};
 use crate::error::{Error, Result};
+use crate::storage::http::Limits;
 
 /// What a connection to one bucket needs.
 #[derive(Debug)]
@@ -20,21 +20,25 @@ pub struct Settings {
     pub buckets: Vec<(String, Bucket)>,
     /// `None`: requests go unsigned (a public bucket).
     pub credentials: Option<Credentials>,
-    pub max_attempts: u32,
-    pub max_in_flight: usize,
-    pub request_timeout: Duration,
+    /// Attempts, requests in flight, timeout, certificate authorities.
+    pub limits: Limits,
     pub part_size: usize,
     pub parts_in_flight: usize,
     pub verify_writes: VerifyWrites,
     pub endpoint_spread: EndpointSpread,
-    /// The certificate authorities `https` is checked against; `None`: the public ones (webpki's).
-    pub authorities: Option<Vec<ureq::tls::Certificate<'static>>>,
 }
 
 /// The bucket and the key prefix of a configured folder: `s3://bucket/prefix` (DLIO's
 /// `data_folder: s3://bucket`), or a path below the bucket `storage.storage_root`.
 pub fn bucket_and_prefix(config: &Config, folder: &str) -> Result<(String, String)> {
-    let (bucket, path) = match folder.strip_prefix("s3://") {
+    // `ais://` is how DLIO's AIStore storage writes the bucket (it takes `s3://` too).
+    let store = config.storage.storage_type;
+    let schemes: &[&str] = match store {
+        StorageType::Aistore => &["s3://", "ais://"],
+        _ => &["s3://"],
+    };
+    let scheme = schemes.iter().find(|s| folder.starts_with(**s));
+    let (bucket, path) = match scheme.and_then(|s| folder.strip_prefix(s)) {
         Some(rest) => {
             let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
             (bucket.to_string(), path)
@@ -42,10 +46,10 @@ pub fn bucket_and_prefix(config: &Config, folder: &str) -> Result<(String, Strin
         None => {
             let root = config.storage.storage_root.trim_end_matches('/');
             if root.is_empty() || root == "." {
-                return Err(Error::usage(
+                return Err(Error::usage(format!(
                     "workload.storage.storage_root must name the bucket with \
-                     storage_type = s3 (e.g. ++workload.storage.storage_root=my-bucket)",
-                ));
+                     storage_type = {store} (e.g. ++workload.storage.storage_root=my-bucket)"
+                )));
             }
             (root.to_string(), folder)
         }
@@ -54,7 +58,7 @@ pub fn bucket_and_prefix(config: &Config, folder: &str) -> Result<(String, Strin
         return Err(Error::usage(format!(
             "'{bucket}' is not a bucket name (3 to 63 characters of a-z, 0-9, '.', '-', '_'); \
              it comes from {}",
-            if folder.starts_with("s3://") {
+            if scheme.is_some() {
                 format!("the folder '{folder}'")
             } else {
                 "workload.storage.storage_root".to_string()
@@ -89,8 +93,8 @@ fn valid_bucket_name(name: &str) -> bool {
 
 impl Settings {
     /// The settings of `bucket` from the configuration's options, the environment and the
-    /// profile files.
-    pub fn resolve(options: &ObjectStoreOptions, bucket: &str) -> Result<Settings> {
+    /// profile files; with `aistore`, of AIStore's S3 API (see [`aistore_s3_api`]).
+    pub fn resolve(options: &ObjectStoreOptions, bucket: &str, aistore: bool) -> Result<Settings> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let profile_name = options
             .profile
@@ -131,6 +135,16 @@ impl Settings {
             Some((source, urls)) if !urls.is_empty() => {
                 urls.into_iter().map(|u| (source, u)).collect::<Vec<_>>()
             }
+            // AIStore's gateway as DLIO's AIStore storage finds it: the option, else the
+            // AIStore tools' variable, else DLIO's default.
+            _ if aistore => vec![(
+                "workload.storage.storage_options.endpoint_url",
+                options
+                    .endpoint_url
+                    .clone()
+                    .or_else(|| env("AIS_ENDPOINT"))
+                    .unwrap_or_else(|| "http://localhost:8080".to_string()),
+            )],
             _ => vec![(
                 "workload.storage.storage_options.endpoint_url",
                 pick(
@@ -143,25 +157,40 @@ impl Settings {
         };
         let mut buckets = Vec::with_capacity(endpoints.len());
         for (source, endpoint) in endpoints {
+            let endpoint = if aistore {
+                aistore_s3_api(&endpoint)
+            } else {
+                endpoint
+            };
             let bucket_url = address(&endpoint, source, bucket, &region, options)?;
             buckets.push((endpoint.trim_end_matches('/').to_string(), bucket_url));
         }
-        let authorities = match pick(&options.ca_bundle, &["AWS_CA_BUNDLE"], "ca_bundle") {
-            Some(path) => Some(read_authorities(Path::new(&path))?),
-            None => None,
-        };
+        let ca_bundle = pick(&options.ca_bundle, &["AWS_CA_BUNDLE"], "ca_bundle");
         Ok(Settings {
             buckets,
-            authorities,
             credentials: credentials(options, &env, &profile)?,
-            max_attempts: options.max_attempts,
-            max_in_flight: options.max_in_flight as usize,
-            request_timeout: Duration::from_secs_f64(options.request_timeout),
+            limits: Limits::of(
+                options,
+                ca_bundle.as_deref(),
+                "workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE",
+            )?,
             part_size: options.part_size as usize,
             parts_in_flight: (options.parts_in_flight as usize).max(1),
             verify_writes: options.verify_writes,
             endpoint_spread: options.endpoint_spread,
         })
+    }
+}
+
+/// AIStore's S3 API at the gateway `endpoint`: below `/s3` (AIStore's default) where the URL
+/// names no path; a URL with a path is taken as written (a cluster with the `S3-API-via-Root`
+/// feature is written with a closing `/`).
+pub fn aistore_s3_api(endpoint: &str) -> String {
+    match endpoint.parse::<url::Url>() {
+        Ok(url) if url.path() == "/" && !endpoint.ends_with('/') => {
+            format!("{}s3", url.as_str())
+        }
+        _ => endpoint.to_string(),
     }
 }
 
@@ -201,30 +230,6 @@ fn address(
                  (s3_force_path_style = False) needs a host name, not an address"
         ))
     })
-}
-
-/// The certificates of a PEM bundle (`ca_bundle`, `AWS_CA_BUNDLE`); a file that cannot be read
-/// or holds none is a usage error naming it.
-fn read_authorities(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>> {
-    let refuse = |why: String| {
-        Error::usage(format!(
-            "the CA bundle {} (workload.storage.storage_options.ca_bundle or AWS_CA_BUNDLE) {why}",
-            path.display()
-        ))
-    };
-    let pem = std::fs::read(path).map_err(|e| refuse(format!("cannot be read: {e}")))?;
-    let mut certificates = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(certificate)) => certificates.push(certificate),
-            Ok(_) => {}
-            Err(e) => return Err(refuse(format!("is not PEM: {e}"))),
-        }
-    }
-    if certificates.is_empty() {
-        return Err(refuse("holds no certificate".to_string()));
-    }
-    Ok(certificates)
 }
 
 /// The access key and secret: both from the options, or both from the environment, or both from
@@ -397,7 +402,7 @@ mod tests {
                 force_path_style: force,
                 ..ObjectStoreOptions::default()
             };
-            let settings = Settings::resolve(&options, bucket).unwrap();
+            let settings = Settings::resolve(&options, bucket, false).unwrap();
             settings.buckets[0].1.base_url().to_string()
         };
         let aws = "https://s3.eu-west-3.amazonaws.com";
@@ -428,11 +433,55 @@ mod tests {
                 ..ObjectStoreOptions::default()
             },
             "data",
+            false,
         )
         .unwrap_err();
         assert!(
             address.to_string().contains("needs a host name"),
             "{address}"
+        );
+    }
+
+    /// AIStore's S3 API is below `/s3` of a gateway (a URL with a path is taken as written),
+    /// its bucket written `ais://` or `s3://` as DLIO's AIStore storage takes them.
+    #[test]
+    fn aistore_is_asked_through_its_s3_api() {
+        assert_eq!(aistore_s3_api("http://gw:51080"), "http://gw:51080/s3");
+        assert_eq!(aistore_s3_api("http://gw:51080/s3"), "http://gw:51080/s3");
+        assert_eq!(aistore_s3_api("http://gw:51080/"), "http://gw:51080/");
+        let settings = |url: Option<&str>| {
+            let options = ObjectStoreOptions {
+                endpoint_url: url.map(str::to_string),
+                ..ObjectStoreOptions::default()
+            };
+            let settings = Settings::resolve(&options, "data", true).unwrap();
+            settings.buckets[0].1.base_url().to_string()
+        };
+        assert_eq!(
+            settings(Some("http://gw:51080")),
+            "http://gw:51080/s3/data/"
+        );
+        if std::env::var_os("AIS_ENDPOINT").is_none() {
+            assert_eq!(settings(None), "http://localhost:8080/s3/data/");
+        }
+        let config = crate::config::tests::resolve(&[
+            "workload=default",
+            "++workload.storage.storage_type=aistore",
+        ])
+        .unwrap();
+        for folder in ["ais://ml-data/train/", "s3://ml-data/train"] {
+            assert_eq!(
+                bucket_and_prefix(&config, folder).unwrap(),
+                ("ml-data".to_string(), "train/".to_string())
+            );
+        }
+        let s3 = crate::config::tests::resolve(&["workload=default"]).unwrap();
+        let mut s3 = s3;
+        s3.storage.storage_root = "root-bucket".to_string();
+        assert_eq!(
+            bucket_and_prefix(&s3, "ais://ml-data/train").unwrap().0,
+            "root-bucket",
+            "ais:// is a path below the bucket for s3"
         );
     }
 

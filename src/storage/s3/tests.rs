@@ -10,9 +10,14 @@ use crate::storage::WriteChecks;
 
 #[path = "../../../tests/common/fault_proxy.rs"]
 mod fault_proxy;
+// Beside each store's launcher, its own copy in each store's tests (built with or without the
+// others).
 #[path = "../../../tests/common/seaweed.rs"]
 #[allow(dead_code)] // what only the end-to-end tests use (HTTPS)
 mod seaweed;
+#[path = "../../../tests/common/watched.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod watched;
 
 use fault_proxy::{Fault, FaultPlan, FaultProxy};
 use seaweed::SeaweedFs;
@@ -93,6 +98,81 @@ fn s3_passes_the_conformance_suite_and_uploads_in_checked_parts() {
     assert_eq!(
         after.of(RequestKind::RangedGet).bytes - before.of(RequestKind::RangedGet).bytes,
         1000
+    );
+}
+
+/// A store that answers every request at a gateway with a 307 to the node holding the object
+/// (AIStore's S3 API): the client follows each, method, headers and body, and the backend passes
+/// the conformance suite through it, multipart uploads and ranged reads included. Every request
+/// is redirected exactly once and counted as such; a redirect loop fails naming the object.
+#[test]
+fn s3_follows_redirects_as_aistores_gateways_send_them() {
+    let server = server("s3-redirects");
+    let target = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
+    let gateway = FaultProxy::start(server.addr(), FaultPlan::every(1, Fault::Redirect)).unwrap();
+    gateway.redirect_to(target.addr());
+    target.present_as(&gateway.addr().to_string());
+    let s3 = storage(&gateway.endpoint(), "redirects", &["part_size=5242880"]);
+    s3.check_access(true).unwrap();
+    crate::storage::conformance::run("s3 behind redirects", &s3);
+
+    let big: Vec<u8> = (0..(11 << 20)).map(|i: u32| (i % 253) as u8).collect();
+    let mut object = s3.create("big.bin").unwrap();
+    object.write(&big).unwrap();
+    object.finish().unwrap();
+    let mut buf = IoBuffer::new();
+    assert_eq!(
+        s3.read_all("big.bin", &mut buf).unwrap().bytes(&buf),
+        &big[..]
+    );
+    assert_eq!(
+        s3.read_range("big.bin", 6 << 20, 4096, &mut buf)
+            .unwrap()
+            .bytes(&buf),
+        &big[6 << 20..(6 << 20) + 4096]
+    );
+
+    let counts = s3.request_counts().unwrap();
+    let all = counts.for_endpoint("");
+    let redirected = gateway.injected(Fault::Redirect);
+    assert_eq!(
+        gateway.requests(),
+        redirected,
+        "the gateway answers nothing itself"
+    );
+    assert_eq!(
+        target.injected(Fault::Forward),
+        redirected,
+        "each redirect is followed once"
+    );
+    assert_eq!(
+        all.all.redirects as usize, redirected,
+        "the client counts every redirect it followed"
+    );
+    assert_eq!(
+        all.all.requests + all.all.failures + all.all.retries,
+        redirected as u64,
+        "one redirect per attempt"
+    );
+    assert_eq!(counts.of(RequestKind::PartUpload).requests, 3);
+    assert_eq!(counts.of(RequestKind::PartUpload).redirects, 3);
+
+    // A gateway that sends requests back to itself: the client stops, naming the object.
+    let looping = FaultProxy::start(server.addr(), FaultPlan::every(1, Fault::Redirect)).unwrap();
+    looping.redirect_to(looping.addr());
+    let lost = storage(&looping.endpoint(), "redirects", &[]);
+    let error = lost.read_all("big.bin", &mut buf).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("s3://redirects/prefix/of/run/big.bin")
+            && text.contains("HTTP 307 too many redirects")
+            && text.contains(&format!("{} followed", crate::storage::http::MAX_REDIRECTS)),
+        "{text}"
+    );
+    assert_eq!(
+        looping.requests(),
+        crate::storage::http::MAX_REDIRECTS as usize + 1,
+        "not retried: another attempt would loop again"
     );
 }
 
@@ -468,25 +548,13 @@ fn s3_uploads_parts_together_and_reads_pieces_ahead() {
     assert!(peak >= 2, "{peak} parts in flight at once");
     assert!(counts.peak_in_flight <= 4, "{}", counts.peak_in_flight);
 
-    proxy.reset_peak();
-    let mut reader = s3.open_sequential("big.bin").unwrap();
-    let (mut buf, mut read) = (IoBuffer::new(), Vec::new());
-    loop {
-        let n = reader.read_next(&mut buf, 4 << 20).unwrap();
-        if n == 0 {
-            break;
-        }
-        read.extend_from_slice(&buf.as_slice()[..n]);
-    }
-    drop(reader);
-    assert!(read == big, "the pieces, in order");
-    let peak = proxy.peak_in_flight();
-    assert!(peak >= 2, "{peak} pieces in flight at once");
-    let counts = s3.request_counts().unwrap();
-    assert!(counts.peak_in_flight <= 4, "{}", counts.peak_in_flight);
-    let ranged = counts.of(RequestKind::RangedGet).clone();
-    // Ranges of part_size, whatever the pieces asked for: 8 of 5 MiB and the last 1000 bytes.
-    assert_eq!((ranged.requests, ranged.bytes), (9, big.len() as u64));
+    crate::storage::conformance::reads_in_order_ranges_ahead(
+        "s3",
+        &s3,
+        (5 << 20, 4),
+        &|| proxy.reset_peak(),
+        &|| proxy.peak_in_flight(),
+    );
 
     let failing = FaultProxy::start(
         server.addr(),
@@ -536,7 +604,7 @@ fn s3_spreads_requests_over_endpoints_and_names_a_dead_one() {
         counts
             .endpoints
             .iter()
-            .map(|e| (e.url.clone(), e.requests))
+            .map(|e| (e.url.clone(), e.all.requests))
             .collect()
     };
     assert_eq!(counted(&s3), [(first.clone(), 1), (second.clone(), 1)]);
@@ -584,7 +652,7 @@ fn s3_spreads_requests_over_endpoints_and_names_a_dead_one() {
         counts
             .endpoints
             .iter()
-            .map(|e| (e.requests, e.failures))
+            .map(|e| (e.all.requests, e.all.failures))
             .collect::<Vec<_>>(),
         [(1, 0), (0, 1)]
     );

@@ -395,6 +395,9 @@ fn upload_npy(dir: &Path, endpoint: &str, keys: &[String]) {
 /// `parts_in_flight`), and by s3dlio at the sizes of the files dlio-rs saved, rounds interleaved.
 fn o5(dir: &Path) -> bool {
     let endpoint = server(dir).endpoint();
+    // `DLIO_BENCH_VERIFY_WRITES=size`: dlio-rs checks each file's size (a HEAD) instead of the
+    // ETags (the MD5 of every byte saved).
+    let verify = std::env::var("DLIO_BENCH_VERIFY_WRITES").unwrap_or_else(|_| "etag".into());
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for round in 0..rounds(3) {
         let folder = format!("o5-{round}");
@@ -414,29 +417,47 @@ fn o5(dir: &Path) -> bool {
         ));
         w.extend(seaweed::storage_words(&endpoint, BUCKET));
         w.push(format!(
+            "++workload.storage.storage_options.verify_writes={verify}"
+        ));
+        w.push(format!(
             "++hydra.run.dir={}",
             dir.join(format!("o5-run-{round}")).display()
         ));
-        let (report, _, cpu) = dlio_with_cpu(&w);
-        let rate = |operation: &str| {
-            let list = report["checkpoints"]["list"].as_array().unwrap();
-            let one = list.iter().find(|c| c["operation"] == operation).unwrap();
-            one["bytes"].as_f64().unwrap() / MIB / one["duration_seconds"].as_f64().unwrap()
+        let ours_run = || {
+            let (report, _, cpu) = dlio_with_cpu(&w);
+            let rate = |operation: &str| {
+                let list = report["checkpoints"]["list"].as_array().unwrap();
+                let one = list.iter().find(|c| c["operation"] == operation).unwrap();
+                one["bytes"].as_f64().unwrap() / MIB / one["duration_seconds"].as_f64().unwrap()
+            };
+            ((rate("save"), rate("load")), cpu)
         };
-        ours.push((rate("save"), rate("load")));
-        let result = reference(
-            &endpoint,
-            &[
-                "ckpt".into(),
-                "--bucket".into(),
-                BUCKET.into(),
-                "--like".into(),
-                folder.clone(),
-                "--prefix".into(),
-                format!("o5-ref-{round}"),
-                "--range-split".into(),
-            ],
-        );
+        // s3dlio writes objects of the sizes of round 0's checkpoint, so dlio-rs goes first in
+        // round 0; after that, who goes first alternates.
+        let theirs_run = || {
+            reference(
+                &endpoint,
+                &[
+                    "ckpt".into(),
+                    "--bucket".into(),
+                    BUCKET.into(),
+                    "--like".into(),
+                    "o5-0".into(),
+                    "--prefix".into(),
+                    format!("o5-ref-{round}"),
+                    "--range-split".into(),
+                ],
+            )
+        };
+        let (mine, cpu, result) = if round % 2 == 0 {
+            let (mine, cpu) = ours_run();
+            (mine, cpu, theirs_run())
+        } else {
+            let result = theirs_run();
+            let (mine, cpu) = ours_run();
+            (mine, cpu, result)
+        };
+        ours.push(mine);
         theirs.push((
             result["save_mib_per_s"].as_f64().unwrap(),
             result["load_mib_per_s"].as_f64().unwrap(),
@@ -444,8 +465,10 @@ fn o5(dir: &Path) -> bool {
         // CPU per MiB moved, the save's and the load's together (dlio-rs: its whole process).
         let mib = result["bytes"].as_f64().unwrap() / MIB;
         eprintln!(
-            "  o5 round {round}: dlio-rs save {:.0} MiB/s load {:.0} MiB/s {:.2} CPU-ms/MiB, \
-             s3dlio save {:.0} MiB/s load {:.0} MiB/s {:.2} CPU-ms/MiB ({} objects, {mib:.0} MiB)",
+            "  o5 round {round} (verify_writes {verify}, {} first): dlio-rs save {:.0} MiB/s \
+             load {:.0} MiB/s {:.2} CPU-ms/MiB, s3dlio save {:.0} MiB/s load {:.0} MiB/s \
+             {:.2} CPU-ms/MiB ({} objects, {mib:.0} MiB)",
+            if round % 2 == 0 { "dlio-rs" } else { "s3dlio" },
             ours[round].0,
             ours[round].1,
             cpu * 1000.0 / (2.0 * mib),

@@ -35,6 +35,10 @@ pub(crate) mod tests;
 
 pub use decode::{known_keys, listen_address, ALIASES, MAX_FILES};
 pub use schema::prefetch_factor;
+#[cfg(feature = "s3")]
+pub use schema::EndpointSpread;
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+pub use schema::VerifyWrites;
 pub use schema::{
     CheckpointConfig, CheckpointMode, Compression, Config, DataLoader, DatasetConfig, Datatype,
     ElementType, EvalConfig, Format, Framework, ModelConfig, ObjectStoreOptions, OutputConfig,
@@ -42,6 +46,4 @@ pub use schema::{
     TraceFormat, TrainConfig, TransformerShape, Workflow, MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE,
     NO_GCS, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
-#[cfg(feature = "s3")]
-pub use schema::{EndpointSpread, VerifyWrites};
 pub use source::Source;

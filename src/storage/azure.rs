@@ -32,13 +32,14 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use self::settings::{Auth, Settings, Signer};
-use super::http::{Client, Request, RequestError, Response, Take, TLS_REFUSED};
+use super::checked::{self, hex, md5_of, Expected, Written};
+use super::http::{self, Client, Request, RequestError, Response, Take, TLS_REFUSED};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
     RangeRead, Storage, Window,
 };
-use crate::config::Config;
+use crate::config::{Config, VerifyWrites};
 use crate::error::{Error, Result};
 
 /// Writers of a generation where `max_in_flight` does not say ([`Storage::writers`]): as S3's.
@@ -61,6 +62,7 @@ pub struct AzureStorage {
     part_size: usize,
     /// Ranges a sequential reader reads ahead.
     parts_in_flight: usize,
+    verify: VerifyWrites,
     writers: usize,
     /// Names per List Blobs page: Azure's most, 5,000 (tests make pages small).
     list_page: usize,
@@ -103,6 +105,7 @@ impl AzureStorage {
             prefix,
             part_size: settings.part_size,
             parts_in_flight: (config.storage.options.parts_in_flight as usize).max(1),
+            verify: config.storage.options.verify_writes,
             writers,
             list_page: 5000,
         })
@@ -290,20 +293,40 @@ impl AzureStorage {
         }
     }
 
-    /// Put Blob: the whole blob in one request.
+    /// Put Blob: the whole blob in one request, checked (`verify_writes`, [`checked`]) by the
+    /// `Content-MD5` Azure answers with (the MD5 of what it stored), else by its size, before it
+    /// counts.
     fn put_whole(&self, blob: &str, data: &[u8]) -> io::Result<()> {
+        let expected = Expected {
+            bytes: data.len() as u64,
+            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
+        };
         let url = self.url(Some(blob), &[]);
-        let mut take = |response: &mut Response| response.text().map(drop);
-        self.send(
-            RequestKind::Put,
-            blob,
-            "PUT",
-            &url,
-            blob_headers(),
-            Some(data),
-            &[],
-            &mut take,
-            |_| 0,
+        let object = self.object(blob);
+        checked::write_checked(
+            &self.client,
+            (&object, Written::Object),
+            &expected,
+            &mut || {
+                let mut take = |response: &mut Response| {
+                    response.text()?;
+                    Ok(content_md5(response))
+                };
+                let digest = self.send(
+                    RequestKind::Put,
+                    blob,
+                    "PUT",
+                    &url,
+                    blob_headers(),
+                    Some(data),
+                    &[],
+                    &mut take,
+                    |_| 0,
+                )?;
+                checked::compare(&expected, None, digest, &mut || {
+                    Ok(self.properties(blob)?.map(|(size, _)| size))
+                })
+            },
         )
     }
 
@@ -791,17 +814,74 @@ impl Upload<'_> {
         );
         let storage = self.storage;
         let url = storage.url(Some(&self.blob), &[("comp", "block"), ("blockid", &id)]);
-        let mut take = |response: &mut Response| response.text().map(drop);
-        storage.send(
-            RequestKind::PartUpload,
-            &self.blob,
-            "PUT",
-            &url,
-            vec![("content-type", "application/octet-stream".to_string())],
-            Some(&self.pending[..len]),
-            &[],
-            &mut take,
-            |_| 0,
+        let block = &self.pending[..len];
+        // With `verify_writes: etag` each block carries its MD5 (`Content-MD5`), which Azure
+        // checks against what arrived: a block that arrived otherwise is refused (400
+        // `Md5Mismatch`) and sent again. The blob's size is checked once committed, whatever
+        // `verify_writes`.
+        let md5 = (storage.verify == VerifyWrites::Etag).then(|| md5_of(block));
+        let expected = Expected {
+            bytes: len as u64,
+            digest: md5.map(|d| hex(&d)),
+        };
+        let mut headers = vec![("content-type", "application/octet-stream".to_string())];
+        if let Some(md5) = md5 {
+            let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5);
+            headers.push(("content-md5", encoded));
+        }
+        let what = format!("block {number} of {}", storage.object(&self.blob));
+        checked::write_checked(
+            &storage.client,
+            (&what, Written::Part),
+            &expected,
+            &mut || {
+                let mut take = |response: &mut Response| {
+                    let text = response.text()?;
+                    if response.status != 400 {
+                        return Ok(Some(content_md5(response)));
+                    }
+                    let code = http::xml_field(&text, "Code");
+                    let message = http::xml_field(&text, "Message").unwrap_or("");
+                    // Azure's code for it, and Azurite's (`InvalidOperation`, "Provided contentMD5
+                    // doesn't match.").
+                    let refused_md5 = code == Some("Md5Mismatch")
+                        || (code == Some("InvalidOperation") && message.contains("contentMD5"));
+                    match code {
+                        _ if refused_md5 => Ok(None),
+                        code => Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!(
+                                "{what}: HTTP 400 {} ({})",
+                                code.unwrap_or("BadRequest"),
+                                message
+                            ),
+                        )),
+                    }
+                };
+                let answer = storage.send(
+                    RequestKind::PartUpload,
+                    &self.blob,
+                    "PUT",
+                    &url,
+                    headers.clone(),
+                    Some(block),
+                    if md5.is_some() { &[400] } else { &[] },
+                    &mut take,
+                    |_| 0,
+                )?;
+                match answer {
+                    // Refused as arrived otherwise than sent.
+                    None => Ok(Some(checked::Stored {
+                        bytes: None,
+                        digest: None,
+                    })),
+                    // Stored: its Content-MD5 where Azure answers one (an uncommitted block has no
+                    // size to ask for).
+                    Some(digest) => {
+                        checked::compare(&expected, Some(len as u64), digest, &mut || Ok(None))
+                    }
+                }
+            },
         )?;
         self.blocks.push(id);
         self.pending.drain(..len);
@@ -830,18 +910,20 @@ impl Upload<'_> {
             &mut take,
             |_| 0,
         )?;
-        let size = storage.properties(&self.blob)?.map(|(size, _)| size);
-        if size != Some(self.written) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{} holds {size:?} bytes after its upload of {} bytes",
-                    storage.object(&self.blob),
-                    self.written
-                ),
-            ));
-        }
-        Ok(())
+        // The blocks are gone from memory: nothing to write again.
+        let expected = Expected {
+            bytes: self.written,
+            digest: None,
+        };
+        let stored = checked::compare(&expected, None, None, &mut || {
+            Ok(storage.properties(&self.blob)?.map(|(size, _)| size))
+        })?;
+        checked::checked_once(
+            &storage.client,
+            &storage.object(&self.blob),
+            &expected,
+            stored,
+        )
     }
 }
 
@@ -878,6 +960,13 @@ impl ObjectWriter for Upload<'_> {
     fn finish_durably(self: Box<Self>) -> io::Result<()> {
         self.finish()
     }
+}
+
+/// The `Content-MD5` of an answer (base64, as Azure sends it) in lower-case hex.
+fn content_md5(response: &Response) -> Option<String> {
+    let text = response.header("content-md5")?;
+    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text).ok()?;
+    (bytes.len() == 16).then(|| hex(&bytes))
 }
 
 #[cfg(test)]

@@ -246,6 +246,7 @@ pub(crate) fn conditional_writes(name: &str, storage: &dyn Storage, has_them: bo
 /// order, fetched as ranged GETs of `part` bytes (whatever the pieces asked for), more than one
 /// in flight at once at the server (`server_peak`: a proxy's peak, reset by `reset_peak` before
 /// the read) and no more than `depth` at the client. Leaves the object deleted.
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
 pub(crate) fn reads_in_order_ranges_ahead(
     name: &str,
     storage: &dyn Storage,

@@ -30,13 +30,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::checked::{self, hex, md5_of, Expected, Written};
 use super::http::{Client, Limits, Request, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
     RangeRead, Storage, Window,
 };
-use crate::config::{Config, ObjectStoreOptions};
+use crate::config::{Config, ObjectStoreOptions, VerifyWrites};
 use crate::error::{Error, Result};
 
 /// Writers of a generation where `max_in_flight` does not say ([`Storage::writers`]): as S3's.
@@ -56,6 +57,7 @@ pub struct GcsStorage {
     part_size: usize,
     /// Ranges a sequential reader reads ahead.
     parts_in_flight: usize,
+    verify: VerifyWrites,
     writers: usize,
     /// Names per list page: GCS's most, 1,000 (tests make pages small).
     list_page: usize,
@@ -235,6 +237,7 @@ impl GcsStorage {
             prefix,
             part_size: options.part_size as usize,
             parts_in_flight: (options.parts_in_flight as usize).max(1),
+            verify: options.verify_writes,
             writers,
             list_page: 1000,
         })
@@ -438,34 +441,35 @@ impl GcsStorage {
         }
     }
 
-    /// A simple upload: the whole object in one request, whose answer (the object's metadata)
-    /// must say every byte stored.
+    /// A simple upload: the whole object in one request, checked (`verify_writes`,
+    /// [`checked`]) by its answer, the object's metadata: its `md5Hash` (the MD5 GCS computed
+    /// of what it stored) and its `size`, before it counts.
     fn put_whole(&self, name: &str, data: &[u8]) -> io::Result<()> {
+        let expected = Expected {
+            bytes: data.len() as u64,
+            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
+        };
         let url = self.upload_url(&[("uploadType", "media"), ("name", name)]);
         let object = self.object(name);
-        let mut take = |response: &mut Response| {
-            let (size, _) = size_and_generation(&response.text()?)?;
-            if size != data.len() as u64 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{object} holds {size} bytes after an upload of {}",
-                        data.len()
-                    ),
-                ));
-            }
-            Ok(())
-        };
-        self.send(
-            RequestKind::Put,
-            name,
-            "POST",
-            &url,
-            vec![("content-type", "application/octet-stream".to_string())],
-            Some(data),
-            &[],
-            &mut take,
-            |_| 0,
+        checked::write_checked(
+            &self.client,
+            (&object, Written::Object),
+            &expected,
+            &mut || {
+                let mut take = |response: &mut Response| stored_of(&response.text()?);
+                let (size, digest) = self.send(
+                    RequestKind::Put,
+                    name,
+                    "POST",
+                    &url,
+                    vec![("content-type", "application/octet-stream".to_string())],
+                    Some(data),
+                    &[],
+                    &mut take,
+                    |_| 0,
+                )?;
+                checked::compare(&expected, Some(size), digest, &mut || Ok(Some(size)))
+            },
         )
     }
 
@@ -515,6 +519,19 @@ fn size_and_generation(text: &str) -> io::Result<(u64, String)> {
         .ok_or_else(bad)?;
     let generation = metadata["generation"].as_str().ok_or_else(bad)?;
     Ok((size, generation.to_string()))
+}
+
+/// The `size` and `md5Hash` (base64 in GCS's JSON; here lower-case hex) of an object's
+/// metadata: what GCS stored.
+fn stored_of(text: &str) -> io::Result<(u64, Option<String>)> {
+    let (size, _) = size_and_generation(text)?;
+    let metadata: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let digest = metadata["md5Hash"]
+        .as_str()
+        .and_then(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok())
+        .filter(|bytes| bytes.len() == 16)
+        .map(|bytes| hex(&bytes));
+    Ok((size, digest))
 }
 
 /// Whether `tag` can be an object's generation (a positive number), the tag of a GCS object.
@@ -688,6 +705,7 @@ impl Storage for GcsStorage {
             pending: Vec::new(),
             session: None,
             sent: 0,
+            digest: (self.verify == VerifyWrites::Etag).then(<md5::Md5 as md5::Digest>::new),
             done: false,
         }))
     }
@@ -963,6 +981,8 @@ struct Upload<'s> {
     session: Option<url::Url>,
     /// Bytes sent in chunks so far.
     sent: u64,
+    /// The MD5 of the bytes sent so far (`verify_writes: etag`), to check the object's `md5Hash`.
+    digest: Option<md5::Md5>,
     done: bool,
 }
 
@@ -1026,15 +1046,17 @@ impl Upload<'_> {
         let object = storage.object(&name);
         let mut take = |response: &mut Response| {
             let text = response.text()?;
-            let held = if response.status == 308 {
+            let (held, digest) = if response.status == 308 {
                 // `Range: bytes=0-N`: what GCS holds so far.
-                response
+                let held = response
                     .header("range")
                     .and_then(|r| r.rsplit_once('-'))
                     .and_then(|(_, n)| n.parse::<u64>().ok())
-                    .map(|n| n + 1)
+                    .map(|n| n + 1);
+                (held, None)
             } else {
-                Some(size_and_generation(&text)?.0)
+                let (size, digest) = stored_of(&text)?;
+                (Some(size), digest)
             };
             if held != Some(end) {
                 return Err(io::Error::new(
@@ -1042,21 +1064,38 @@ impl Upload<'_> {
                     format!("{object} holds {held:?} bytes after a chunk that ends at {end}"),
                 ));
             }
-            Ok(())
+            Ok(digest)
         };
-        storage.send(
+        let chunk = &self.pending[..len];
+        if let Some(md5) = &mut self.digest {
+            md5::Digest::update(md5, chunk);
+        }
+        let stored_digest = storage.send(
             RequestKind::PartUpload,
             &name,
             "PUT",
             &session,
             vec![("content-range", range)],
-            Some(&self.pending[..len]),
+            Some(chunk),
             &[308],
             &mut take,
             |_| 0,
         )?;
         self.sent = end;
         self.pending.drain(..len);
+        if last {
+            // The chunks are gone from memory: nothing to write again.
+            let expected = Expected {
+                bytes: end,
+                digest: self
+                    .digest
+                    .take()
+                    .map(|md5| hex(&md5::Digest::finalize(md5))),
+            };
+            let stored =
+                checked::compare(&expected, Some(end), stored_digest, &mut || Ok(Some(end)))?;
+            checked::checked_once(&storage.client, &object, &expected, stored)?;
+        }
         Ok(())
     }
 }

@@ -305,7 +305,6 @@ impl<S: Service> Client<S> {
     }
 
     /// Attempts a request gets in all (`s3_max_attempts`).
-    #[cfg(feature = "s3")]
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
@@ -316,7 +315,6 @@ impl<S: Service> Client<S> {
     }
 
     /// Records a check of a written object (`storage_options.verify_writes`).
-    #[cfg(feature = "s3")]
     pub fn count_writes(&self, change: impl FnOnce(&mut super::requests::WriteChecks)) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         change(&mut counts.writes);

@@ -8,6 +8,8 @@
 #[cfg(feature = "azure")]
 mod azure;
 mod buffer;
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+mod checked;
 #[cfg(test)]
 mod conformance;
 mod fs_type;

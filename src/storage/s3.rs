@@ -31,6 +31,7 @@ use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Method, S3Action};
 
 use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME, TLS_REFUSED};
+use super::checked::{self, hex, md5_of, Expected, Stored, Written};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -263,33 +264,18 @@ impl S3Storage {
     }
 
     /// Writes the object at the full key `key` with one PUT, and checks the stored object is
-    /// `data` (`verify_writes`) before it counts: a mismatch is written again, up to
-    /// `s3_max_attempts` times, then fails naming the key and both sizes.
+    /// `data` (`verify_writes`, [`checked`]) before it counts.
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
         let client = self.client();
-        let digest = (self.verify == VerifyWrites::Etag).then(|| md5_of(data));
-        let mut attempt = 1;
-        loop {
+        let expected = Expected {
+            bytes: data.len() as u64,
+            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
+        };
+        let object = client.name(key);
+        checked::write_checked(client, (&object, Written::Object), &expected, &mut || {
             let etag = put_once(client, key, data)?;
-            let expected = Expected {
-                bytes: data.len() as u64,
-                etag: digest.map(|d| hex(&d)),
-            };
-            match self.check_stored(client, key, &expected, etag.as_deref())? {
-                None => {
-                    client.count_writes(|w| w.verified += 1);
-                    return Ok(());
-                }
-                Some(stored) => {
-                    client.count_writes(|w| w.mismatches += 1);
-                    if attempt >= client.max_attempts() {
-                        return Err(mismatch(&client.name(key), &expected, &stored, attempt));
-                    }
-                    client.count_writes(|w| w.rewrites += 1);
-                    attempt += 1;
-                }
-            }
-        }
+            self.check_stored(client, key, &expected, etag.as_deref())
+        })
     }
 
     /// The first LIST of a run, at one endpoint: the endpoint answers, the credentials are
@@ -371,9 +357,9 @@ impl S3Storage {
         }
     }
 
-    /// Whether the object at `key` is what was written: by the ETag the write was answered with
-    /// where it is an MD5 and one was computed (no request), else by the stored size (a HEAD).
-    /// `None`: it is; else what is stored.
+    /// What the store holds at the full key `key` against what a write sent: its ETag (as
+    /// answered, `answered`) against the one computed, where both are MD5 forms; else its size
+    /// (a HEAD).
     fn check_stored(
         &self,
         client: &Client,
@@ -381,65 +367,10 @@ impl S3Storage {
         expected: &Expected,
         answered: Option<&str>,
     ) -> io::Result<Option<Stored>> {
-        if let (Some(want), Some(got)) = (&expected.etag, answered.and_then(etag_digest)) {
-            if *want == got {
-                return Ok(None);
-            }
-            let size = self.stat(client, key)?.map(|(size, _)| size);
-            return Ok(Some(Stored {
-                bytes: size,
-                etag: Some(got),
-            }));
-        }
-        match self.stat(client, key)? {
-            Some((size, _)) if size == expected.bytes => Ok(None),
-            found => Ok(Some(Stored {
-                bytes: found.as_ref().map(|(size, _)| *size),
-                etag: found
-                    .and_then(|(_, tag)| tag)
-                    .as_deref()
-                    .and_then(etag_digest),
-            })),
-        }
+        checked::compare(expected, None, answered.and_then(etag_digest), &mut || {
+            Ok(self.stat(client, key)?.map(|(size, _)| size))
+        })
     }
-}
-
-/// What a write sent: its bytes and, where computed, the ETag S3 gives such an object (the MD5
-/// of a PUT's body; of a multipart upload's parts' MD5s, then `-N`).
-struct Expected {
-    bytes: u64,
-    etag: Option<String>,
-}
-
-/// What a check found stored instead: its size (`None`: no object) and ETag.
-struct Stored {
-    bytes: Option<u64>,
-    etag: Option<String>,
-}
-
-/// The failure of a write whose stored object is not what was sent, after `attempts` writes.
-fn mismatch(object: &str, expected: &Expected, stored: &Stored, attempts: u32) -> io::Error {
-    let stored_text = match stored.bytes {
-        Some(bytes) => format!("holds {bytes} bytes"),
-        None => "is missing".to_string(),
-    };
-    let tags = match (&expected.etag, &stored.etag) {
-        (Some(want), Some(got)) => format!(" (ETag {got}, {want} expected)"),
-        _ => String::new(),
-    };
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "{object} {stored_text} after a write of {} bytes{tags}: the store did not keep what \
-             was sent{}",
-            expected.bytes,
-            if attempts > 1 {
-                format!(", after {attempts} writes")
-            } else {
-                String::new()
-            }
-        ),
-    )
 }
 
 /// One PUT of `data` at the full key `key`; the ETag it was answered with.
@@ -465,19 +396,6 @@ fn put_once(client: &Client, key: &str, data: &[u8]) -> io::Result<Option<String
         Ok(response.header("etag").map(str::to_string))
     };
     client.send(&request, &mut take, |_| data.len() as u64)
-}
-
-fn md5_of(data: &[u8]) -> [u8; 16] {
-    use md5::Digest;
-    md5::Md5::digest(data).into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
 }
 
 /// An ETag as S3 computes it for an unencrypted object, without its quotes and in lower case:
@@ -1148,24 +1066,15 @@ impl Upload<'_> {
         let digests: Option<Vec<[u8; 16]>> = parts.iter().map(|p| p.digest).collect();
         let expected = Expected {
             bytes: self.written,
-            etag: digests.map(|d| format!("{}-{}", hex(&md5_of(&d.concat())), d.len())),
+            digest: digests.map(|d| format!("{}-{}", hex(&md5_of(&d.concat())), d.len())),
         };
         let answered =
             xml_field(&text, "ETag").map(|t| t.replace("&quot;", "\"").replace("&#34;", "\""));
-        match self
+        // The parts are gone from memory: nothing to write again.
+        let stored = self
             .storage
-            .check_stored(client, key, &expected, answered.as_deref())?
-        {
-            None => {
-                client.count_writes(|w| w.verified += 1);
-                Ok(())
-            }
-            // The parts are gone from memory: nothing to write again.
-            Some(stored) => {
-                client.count_writes(|w| w.mismatches += 1);
-                Err(mismatch(&client.name(key), &expected, &stored, 1))
-            }
-        }
+            .check_stored(client, key, &expected, answered.as_deref())?;
+        checked::checked_once(client, &client.name(key), &expected, stored)
     }
 }
 
@@ -1211,33 +1120,23 @@ fn upload_part(
             )
         })
     };
-    let mut attempt = 1;
-    loop {
-        let etag = client.send(&request, &mut take, |_| body.len() as u64)?;
-        let (Some(want), Some(got)) = (digest, etag_digest(&etag)) else {
-            // Not checked, or a store whose ETags are not MD5s: the object's size is checked
-            // once complete.
-            return Ok((etag, None));
-        };
-        if got == hex(&want) {
-            return Ok((etag, Some(want)));
-        }
-        client.count_writes(|w| w.mismatches += 1);
-        if attempt >= client.max_attempts() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "part {number} of {} was stored with ETag {got}, its {} bytes have the MD5 {}: \
-                     the store did not keep what was sent, after {attempt} writes",
-                    client.name(key),
-                    body.len(),
-                    hex(&want)
-                ),
-            ));
-        }
-        client.count_writes(|w| w.rewrites += 1);
-        attempt += 1;
-    }
+    let expected = Expected {
+        bytes: body.len() as u64,
+        digest: digest.map(|d| hex(&d)),
+    };
+    let what = format!("part {number} of {}", client.name(key));
+    let mut answered = String::new();
+    let mut checked_digest = None;
+    checked::write_checked(client, (&what, Written::Part), &expected, &mut || {
+        answered = client.send(&request, &mut take, |_| body.len() as u64)?;
+        // Not checked, or a store whose ETags are not MD5s: the object's size is checked once
+        // complete.
+        checked_digest = digest.filter(|_| etag_digest(&answered).is_some());
+        // A part has no size to ask for: its ETag is what tells.
+        checked::compare(&expected, None, etag_digest(&answered), &mut || Ok(None))
+            .map(|stored| stored.filter(|_| checked_digest.is_some()))
+    })?;
+    Ok((answered, checked_digest))
 }
 
 impl ObjectWriter for Upload<'_> {

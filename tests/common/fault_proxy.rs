@@ -37,6 +37,10 @@ pub enum Fault {
     /// `Content-Length` changed to match: the server stores a short object and answers 200, as a
     /// store that silently truncates a write does. A request without a body is forwarded whole.
     Truncate,
+    /// Forwards a request with a body with the second half of its body's bytes inverted, its
+    /// length kept: a store that keeps a damaged copy and answers 200, which only a digest of
+    /// what was stored can tell (a signature over the headers cannot).
+    Corrupt,
     /// Answers `307 Temporary Redirect` to the same path and query at the proxy's redirect
     /// target ([`FaultProxy::redirect_to`]), after taking the body: what AIStore's gateways answer
     /// every S3 request with, sending the client to the target node that holds the object.
@@ -45,11 +49,12 @@ pub enum Fault {
 
 impl Fault {
     /// Every kind, [`Fault::Forward`] included.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::Forward,
         Fault::ServiceUnavailable,
         Fault::Reset,
         Fault::Truncate,
+        Fault::Corrupt,
         Fault::Redirect,
     ];
 
@@ -371,7 +376,8 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
     let answered = match fault {
         Fault::Forward => forward(client, &head, shared, None),
         Fault::ServiceUnavailable => slow_down(client, &head),
-        Fault::Truncate => truncate(client, &head, shared),
+        Fault::Truncate => damage(client, &head, shared, Damage::Truncate),
+        Fault::Corrupt => damage(client, &head, shared, Damage::Invert),
         Fault::Redirect => redirect(client, &head, shared),
         Fault::Reset => unreachable!(),
     };
@@ -411,8 +417,16 @@ fn take_body(client: &TcpStream, head: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Forwards the request with the first half of its body (see [`Fault::Truncate`]).
-fn truncate(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
+/// How [`damage`] changes a body.
+enum Damage {
+    /// Its first half only ([`Fault::Truncate`]).
+    Truncate,
+    /// Its second half's bytes inverted ([`Fault::Corrupt`]).
+    Invert,
+}
+
+/// Forwards the request with its body damaged (see [`Fault::Truncate`], [`Fault::Corrupt`]).
+fn damage(client: TcpStream, head: &str, shared: &Shared, how: Damage) -> io::Result<()> {
     let Some(length) = header(head, "content-length").and_then(|v| v.parse::<u64>().ok()) else {
         return forward(client, head, shared, None);
     };
@@ -421,20 +435,24 @@ fn truncate(client: TcpStream, head: &str, shared: &Shared) -> io::Result<()> {
     (&client)
         .take(length.min(MAX_DISCARD))
         .read_to_end(&mut body)?;
-    body.truncate(body.len() / 2);
-    let mut shortened = String::new();
+    let half = body.len() / 2;
+    match how {
+        Damage::Truncate => body.truncate(half),
+        Damage::Invert => body[half..].iter_mut().for_each(|b| *b = !*b),
+    }
+    let mut changed = String::new();
     for line in head.trim_end_matches("\r\n").split("\r\n") {
         let name = line.split(':').next().unwrap_or("").trim();
         if name.eq_ignore_ascii_case("content-length") {
-            shortened.push_str(&format!("Content-Length: {}\r\n", body.len()));
+            changed.push_str(&format!("Content-Length: {}\r\n", body.len()));
         } else {
-            shortened.push_str(line);
-            shortened.push_str("\r\n");
+            changed.push_str(line);
+            changed.push_str("\r\n");
         }
     }
-    shortened.push_str("\r\n");
+    changed.push_str("\r\n");
     client.set_read_timeout(None)?;
-    forward(client, &shortened, shared, Some(&body))
+    forward(client, &changed, shared, Some(&body))
 }
 
 /// Peeks (without reading) until the stream holds a whole request head; its length with the

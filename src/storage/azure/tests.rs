@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::config::tests::resolve;
+use crate::storage::WriteChecks;
 
 // Beside each store's launcher, its own copy in each store's tests (built with or without the
 // others).
@@ -40,6 +41,55 @@ fn storage(endpoint: &str, container: &str, extra: &[&str]) -> AzureStorage {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let config = resolve(&words).unwrap();
     AzureStorage::for_folder(&config, "prefix/of/run", 4).unwrap()
+}
+
+/// An account SAS token signed with `key`: every service, resource type and permission, for
+/// http too (Azurite), until 2099.
+fn sas(key: &[u8]) -> String {
+    use base64::Engine;
+    use hmac::{Hmac, KeyInit, Mac};
+    let (version, expiry) = ("2021-12-02", "2099-01-01T00:00:00Z");
+    let text = format!(
+        "{}\nrwdlac\nb\nsco\n\n{expiry}\n\nhttps,http\n{version}\n\n",
+        azurite::ACCOUNT
+    );
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
+    mac.update(text.as_bytes());
+    let signature = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    format!(
+        "sv={version}&ss=b&srt=sco&sp=rwdlac&se={}&spr=https,http&sig={}",
+        encode(expiry, true),
+        encode(&signature, true)
+    )
+}
+
+/// The development account's SAS token (signed with its key).
+fn account_sas() -> String {
+    use base64::Engine;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(azurite::ACCOUNT_KEY)
+        .unwrap();
+    sas(&key)
+}
+
+/// A storage of `folder` in `container` at `endpoint` asked with the SAS token `token` (no key:
+/// requests are not signed, only their URLs), one attempt per request.
+fn storage_with_sas(endpoint: &str, container: &str, token: &str, folder: &str) -> AzureStorage {
+    let words = [
+        "workload=default".to_string(),
+        "++workload.storage.storage_type=azure".to_string(),
+        format!("++workload.storage.storage_root={container}"),
+        format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+        format!(
+            "++workload.storage.storage_options.account_name={}",
+            azurite::ACCOUNT
+        ),
+        "++workload.storage.storage_options.s3_max_attempts=1".to_string(),
+    ];
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let mut config = resolve(&words).unwrap();
+    config.storage.options.sas_token = Some(token.to_string());
+    AzureStorage::for_folder(&config, folder, 2).unwrap()
 }
 
 #[test]
@@ -128,6 +178,104 @@ fn azure_reads_a_blob_in_order_ranges_ahead() {
         &|| proxy.reset_peak(),
         &|| proxy.peak_in_flight(),
     );
+}
+
+/// Every blob written is checked before it counts: a Put Blob by the `Content-MD5` Azure
+/// answers with (the MD5 of what it stored), each block likewise, a block blob's size once
+/// committed (a Get Blob Properties); with `verify_writes: size`, a Put Blob's size too. A Put
+/// Blob a proxy damages (Azurite stores a body of the same length, half of it inverted, and
+/// answers 201) is caught and written again, and so is a block, which Azure refuses as arrived
+/// otherwise than its `Content-MD5` says; a blob damaged every time fails, naming it and both
+/// digests. (A truncated body cannot reach Azure: SharedKey signs its Content-Length, and the
+/// request is refused, 403.)
+#[test]
+fn azure_checks_every_write_and_writes_a_damaged_one_again() {
+    let server = server("azure-verified");
+    let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i * 7 % 253) as u8).collect() };
+    let (small, big) = (pattern(100 << 10), pattern((12 << 20) + 3));
+    let setup = storage(&server.endpoint(), "verified", &[]);
+    setup.check_access(true).unwrap();
+    for (verify, heads) in [("etag", 1), ("size", 2)] {
+        let azure = storage(
+            &server.endpoint(),
+            "verified",
+            &["part_size=5242880", &format!("verify_writes={verify}")],
+        );
+        azure.put("small.bin", &small).unwrap();
+        azure.put("big.bin", &big).unwrap();
+        let counts = azure.request_counts().unwrap();
+        let checks = WriteChecks {
+            verified: 2,
+            ..WriteChecks::default()
+        };
+        assert_eq!(counts.writes, checks, "{verify}");
+        assert_eq!(counts.of(RequestKind::Head).requests, heads, "{verify}");
+    }
+
+    // Damaged once (the retry is spared): caught, written again, stored whole.
+    for (what, line, data, mismatches) in [
+        (
+            "a Put Blob",
+            "PUT /devstoreaccount1/verified/prefix/of/run/once.bin ",
+            &small,
+            1,
+        ),
+        ("every block", "comp=block&", &big, 3),
+    ] {
+        let proxy = FaultProxy::start(
+            server.addr(),
+            FaultPlan::matching(line, Fault::Corrupt).sparing_retries(),
+        )
+        .unwrap();
+        let azure = storage(&proxy.endpoint(), "verified", &["part_size=5242880"]);
+        azure.put("once.bin", data).unwrap();
+        assert_eq!(proxy.injected(Fault::Corrupt), mismatches, "{what}");
+        let checks = WriteChecks {
+            verified: 1,
+            mismatches: mismatches as u64,
+            rewrites: mismatches as u64,
+        };
+        assert_eq!(azure.request_counts().unwrap().writes, checks, "{what}");
+        let mut buf = IoBuffer::new();
+        assert!(setup.read_all("once.bin", &mut buf).unwrap().bytes(&buf) == &data[..]);
+    }
+
+    // Damaged every time: the write fails after its attempts, naming what was stored; checked
+    // by size only, the damage passes (what `verify_writes: size` gives up).
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching(
+            "PUT /devstoreaccount1/verified/prefix/of/run/always.bin ",
+            Fault::Corrupt,
+        ),
+    )
+    .unwrap();
+    for verify in ["etag", "size"] {
+        let azure = storage(
+            &proxy.endpoint(),
+            "verified",
+            &["s3_max_attempts=3", &format!("verify_writes={verify}")],
+        );
+        let written = azure.put("always.bin", &small);
+        if verify == "size" {
+            written.unwrap();
+            continue;
+        }
+        let error = written.unwrap_err().to_string();
+        assert!(
+            error.contains(
+                "az://devstoreaccount1/verified/prefix/of/run/always.bin holds 102400 bytes \
+                 after a write of 102400 bytes (ETag "
+            ) && error.contains("after 3 writes"),
+            "{verify}: {error}"
+        );
+        let checks = WriteChecks {
+            verified: 0,
+            mismatches: 3,
+            rewrites: 2,
+        };
+        assert_eq!(azure.request_counts().unwrap().writes, checks, "{verify}");
+    }
 }
 
 #[test]
@@ -316,49 +464,9 @@ fn a_lease_holds_a_folder_of_a_container_for_one_run_at_a_time() {
 /// token with a wrong signature is refused as credentials.
 #[test]
 fn a_sas_token_takes_the_place_of_the_key() {
-    use base64::Engine;
-    use hmac::{Hmac, KeyInit, Mac};
-    let sas = |key: &[u8]| {
-        let (version, expiry) = ("2021-12-02", "2099-01-01T00:00:00Z");
-        let text = format!(
-            "{}\nrwdlac\nb\nsco\n\n{expiry}\n\nhttps,http\n{version}\n\n",
-            azurite::ACCOUNT
-        );
-        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
-        mac.update(text.as_bytes());
-        let signature =
-            base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-        format!(
-            "sv={version}&ss=b&srt=sco&sp=rwdlac&se={}&spr=https,http&sig={}",
-            encode(expiry, true),
-            encode(&signature, true)
-        )
-    };
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(azurite::ACCOUNT_KEY)
-        .unwrap();
     let server = server("azure-sas");
-    let with_sas = |token: String| {
-        let config = resolve(&[
-            "workload=default",
-            "++workload.storage.storage_type=azure",
-            "++workload.storage.storage_root=shared",
-            &format!(
-                "++workload.storage.storage_options.endpoint_url={}",
-                server.endpoint()
-            ),
-            &format!(
-                "++workload.storage.storage_options.account_name={}",
-                azurite::ACCOUNT
-            ),
-            "++workload.storage.storage_options.s3_max_attempts=1",
-        ])
-        .unwrap();
-        let mut config = config;
-        config.storage.options.sas_token = Some(token);
-        AzureStorage::for_folder(&config, "run", 2).unwrap()
-    };
-    let azure = with_sas(sas(&key));
+    let with_sas = |token: String| storage_with_sas(&server.endpoint(), "shared", &token, "run");
+    let azure = with_sas(account_sas());
     azure.check_access(true).unwrap();
     azure.put("k", b"shared").unwrap();
     let mut buf = IoBuffer::new();

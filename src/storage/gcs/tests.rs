@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::tests::resolve;
+use crate::storage::WriteChecks;
 
 // Beside each store's launcher, its own copy in each store's tests (built with or without the
 // others).
@@ -20,7 +21,7 @@ mod watched;
 mod fault_proxy;
 
 use fake_gcs::FakeGcs;
-use fault_proxy::{FaultPlan, FaultProxy};
+use fault_proxy::{Fault, FaultPlan, FaultProxy};
 
 fn server(name: &str) -> FakeGcs {
     let parent = crate::storage::scratch_dir(name);
@@ -62,6 +63,86 @@ fn gcs_reads_an_object_in_order_ranges_ahead() {
         &|| proxy.reset_peak(),
         &|| proxy.peak_in_flight(),
     );
+}
+
+/// Every object written is checked before it counts, by what GCS answers the upload with (the
+/// object's metadata): its `md5Hash` against the MD5 of what was sent (of all the chunks of a
+/// resumable upload), its `size` with `verify_writes: size`. A simple upload a proxy truncates
+/// (the server stores half and answers 200) is caught and written again; one truncated every
+/// time fails, naming the object and both sizes.
+#[test]
+fn gcs_checks_every_write_and_writes_a_truncated_one_again() {
+    let server = server("gcs-verified");
+    let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i * 7 % 253) as u8).collect() };
+    let (small, big) = (pattern(100 << 10), pattern((12 << 20) + 3));
+    let setup = storage(&server.endpoint(), "verified", &[]);
+    setup.check_access(true).unwrap();
+    for verify in ["etag", "size"] {
+        let gcs = storage(
+            &server.endpoint(),
+            "verified",
+            &["part_size=5242880", &format!("verify_writes={verify}")],
+        );
+        gcs.put("small.bin", &small).unwrap();
+        gcs.put("big.bin", &big).unwrap();
+        let counts = gcs.request_counts().unwrap();
+        let checks = WriteChecks {
+            verified: 2,
+            ..WriteChecks::default()
+        };
+        assert_eq!(counts.writes, checks, "{verify}");
+        assert_eq!(
+            counts.of(RequestKind::Head).requests,
+            0,
+            "{verify}: the answers tell"
+        );
+    }
+
+    // Truncated once (the retry is spared): caught, written again, stored whole.
+    let proxy = FaultProxy::start(
+        server.addr(),
+        FaultPlan::matching("name=prefix%2Fof%2Frun%2Fonce.bin", Fault::Truncate).sparing_retries(),
+    )
+    .unwrap();
+    let gcs = storage(&proxy.endpoint(), "verified", &[]);
+    gcs.put("once.bin", &small).unwrap();
+    assert_eq!(proxy.injected(Fault::Truncate), 1);
+    let checks = WriteChecks {
+        verified: 1,
+        mismatches: 1,
+        rewrites: 1,
+    };
+    assert_eq!(gcs.request_counts().unwrap().writes, checks);
+    let mut buf = IoBuffer::new();
+    assert!(setup.read_all("once.bin", &mut buf).unwrap().bytes(&buf) == &small[..]);
+
+    // Truncated every time: the write fails after its attempts, naming what was stored.
+    for verify in ["etag", "size"] {
+        let proxy = FaultProxy::start(
+            server.addr(),
+            FaultPlan::matching("name=prefix%2Fof%2Frun%2Falways.bin", Fault::Truncate),
+        )
+        .unwrap();
+        let gcs = storage(
+            &proxy.endpoint(),
+            "verified",
+            &["s3_max_attempts=3", &format!("verify_writes={verify}")],
+        );
+        let error = gcs.put("always.bin", &small).unwrap_err().to_string();
+        assert!(
+            error.contains(
+                "gs://verified/prefix/of/run/always.bin holds 51200 bytes after a write of \
+                 102400 bytes"
+            ) && error.contains("after 3 writes"),
+            "{verify}: {error}"
+        );
+        let checks = WriteChecks {
+            verified: 0,
+            mismatches: 3,
+            rewrites: 2,
+        };
+        assert_eq!(gcs.request_counts().unwrap().writes, checks, "{verify}");
+    }
 }
 
 #[test]

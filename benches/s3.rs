@@ -419,6 +419,13 @@ fn o5(dir: &Path) -> bool {
         w.push(format!(
             "++workload.storage.storage_options.verify_writes={verify}"
         ));
+        // `DLIO_BENCH_O5_WORDS`: more words for dlio-rs (space-separated), to try other settings.
+        w.extend(
+            std::env::var("DLIO_BENCH_O5_WORDS")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_string),
+        );
         w.push(format!(
             "++hydra.run.dir={}",
             dir.join(format!("o5-run-{round}")).display()

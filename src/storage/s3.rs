@@ -266,10 +266,16 @@ impl S3Storage {
     /// Writes the object at the full key `key` with one PUT, and checks the stored object is
     /// `data` (`verify_writes`, [`checked`]) before it counts.
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
+        let digest = (self.verify == VerifyWrites::Etag).then(|| md5_of(data));
+        self.put_digested(key, data, digest)
+    }
+
+    /// [`S3Storage::put_whole`] of `data` whose MD5 is `digest` (`verify_writes: etag`).
+    fn put_digested(&self, key: &str, data: &[u8], digest: Option<[u8; 16]>) -> io::Result<()> {
         let client = self.client();
         let expected = Expected {
             bytes: data.len() as u64,
-            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
+            digest: digest.map(|d| hex(&d)),
         };
         let object = client.name(key);
         checked::write_checked(client, (&object, Written::Object), &expected, &mut || {
@@ -671,6 +677,7 @@ impl Storage for S3Storage {
             client: Arc::clone(self.client()),
             key: self.key(key),
             pending: Vec::new(),
+            pending_md5: (self.verify == VerifyWrites::Etag).then(<md5::Md5 as md5::Digest>::new),
             multipart: None,
             written: 0,
         }))
@@ -864,6 +871,9 @@ struct Upload<'s> {
     client: Arc<Client>,
     key: String,
     pending: Vec<u8>,
+    /// The MD5 of `pending` (`verify_writes: etag`), taken as bytes come, while they are in the
+    /// CPU's cache: the part is sent as soon as a slot frees, its digest ready.
+    pending_md5: Option<md5::Md5>,
     multipart: Option<Multipart>,
     written: u64,
 }
@@ -990,18 +1000,21 @@ impl Upload<'_> {
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(self.storage.part_size));
         let body = std::mem::replace(&mut self.pending, next);
+        let digest = self
+            .pending_md5
+            .as_mut()
+            .map(|md5| md5::Digest::finalize_reset(md5).into());
         let (client, key, upload_id) = (
             Arc::clone(&self.client),
             self.key.clone(),
             Arc::clone(&multipart.upload_id),
         );
-        let verify = self.storage.verify;
         let tell = multipart.tell.clone();
         std::thread::Builder::new()
             .name("s3-part".into())
             .spawn(move || {
                 let upload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    upload_part(&client, &key, &upload_id, part_number, &body, verify)
+                    upload_part(&client, &key, &upload_id, part_number, &body, digest)
                 }));
                 let outcome = match upload {
                     Ok(Ok((etag, digest))) => Ok(Part {
@@ -1079,18 +1092,17 @@ impl Upload<'_> {
 }
 
 /// Uploads `body` as part `number` of the upload `upload_id` of the full key `key`, and checks
-/// (`verify_writes: etag`) that the ETag it is answered with is the MD5 of `body`: a mismatch
-/// is sent again, up to `s3_max_attempts` times. Returns the ETag, and the MD5 where it was
-/// checked.
+/// (`verify_writes: etag`) that the ETag it is answered with is `digest`, the MD5 of `body`: a
+/// mismatch is sent again, up to `s3_max_attempts` times. Returns the ETag, and the MD5 where
+/// it was checked.
 fn upload_part(
     client: &Client,
     key: &str,
     upload_id: &str,
     number: u16,
     body: &[u8],
-    verify: VerifyWrites,
+    digest: Option<[u8; 16]>,
 ) -> io::Result<(String, Option<[u8; 16]>)> {
-    let digest = (verify == VerifyWrites::Etag).then(|| md5_of(body));
     let url = || {
         client
             .service
@@ -1147,6 +1159,9 @@ impl ObjectWriter for Upload<'_> {
             let room = part - self.pending.len();
             let (now, later) = bytes.split_at(room.min(bytes.len()));
             self.pending.extend_from_slice(now);
+            if let Some(md5) = &mut self.pending_md5 {
+                md5::Digest::update(md5, now);
+            }
             bytes = later;
             // A full part is sent once more bytes come: the last part is sent by `finish`.
             if self.pending.len() == part && !bytes.is_empty() {
@@ -1159,7 +1174,10 @@ impl ObjectWriter for Upload<'_> {
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         if self.multipart.is_none() {
             let pending = std::mem::take(&mut self.pending);
-            return self.storage.put_whole(&self.key, &pending);
+            let digest = self.pending_md5.take().map(md5::Digest::finalize);
+            return self
+                .storage
+                .put_digested(&self.key, &pending, digest.map(Into::into));
         }
         if !self.pending.is_empty() {
             self.send_part()?;

@@ -297,10 +297,7 @@ impl AzureStorage {
     /// `Content-MD5` Azure answers with (the MD5 of what it stored), else by its size, before it
     /// counts.
     fn put_whole(&self, blob: &str, data: &[u8]) -> io::Result<()> {
-        let expected = Expected {
-            bytes: data.len() as u64,
-            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
-        };
+        let expected = Expected::of(data, self.verify);
         let url = self.url(Some(blob), &[]);
         let object = self.object(blob);
         checked::write_checked(

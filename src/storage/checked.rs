@@ -15,12 +15,23 @@ use std::io;
 
 use super::http::{Client, Service};
 use super::requests::WriteChecks;
+use crate::config::VerifyWrites;
 
 /// What a write sent: its bytes and, where computed, the digest the store gives such an object
 /// (lower-case hex: S3's ETag form; an MD5 for Azure and GCS).
 pub struct Expected {
     pub bytes: u64,
     pub digest: Option<String>,
+}
+
+impl Expected {
+    /// What a write of `data` sent: its size, and its MD5 under `verify_writes: etag`.
+    pub fn of(data: &[u8], verify: VerifyWrites) -> Expected {
+        Expected {
+            bytes: data.len() as u64,
+            digest: (verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
+        }
+    }
 }
 
 /// What a check found stored instead: its size (`None`: no object) and digest.

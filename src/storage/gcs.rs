@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::checked::{self, hex, md5_of, Expected, Written};
+use super::checked::{self, hex, Expected, Written};
 use super::http::{Client, Limits, Request, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
@@ -445,10 +445,7 @@ impl GcsStorage {
     /// [`checked`]) by its answer, the object's metadata: its `md5Hash` (the MD5 GCS computed
     /// of what it stored) and its `size`, before it counts.
     fn put_whole(&self, name: &str, data: &[u8]) -> io::Result<()> {
-        let expected = Expected {
-            bytes: data.len() as u64,
-            digest: (self.verify == VerifyWrites::Etag).then(|| hex(&md5_of(data))),
-        };
+        let expected = Expected::of(data, self.verify);
         let url = self.upload_url(&[("uploadType", "media"), ("name", name)]);
         let object = self.object(name);
         checked::write_checked(

@@ -266,17 +266,12 @@ impl S3Storage {
     /// Writes the object at the full key `key` with one PUT, and checks the stored object is
     /// `data` (`verify_writes`, [`checked`]) before it counts.
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        let digest = (self.verify == VerifyWrites::Etag).then(|| md5_of(data));
-        self.put_digested(key, data, digest)
+        self.put_expected(key, data, Expected::of(data, self.verify))
     }
 
-    /// [`S3Storage::put_whole`] of `data` whose MD5 is `digest` (`verify_writes: etag`).
-    fn put_digested(&self, key: &str, data: &[u8], digest: Option<[u8; 16]>) -> io::Result<()> {
+    /// [`S3Storage::put_whole`] of `data`, which `expected` describes (its MD5 taken already).
+    fn put_expected(&self, key: &str, data: &[u8], expected: Expected) -> io::Result<()> {
         let client = self.client();
-        let expected = Expected {
-            bytes: data.len() as u64,
-            digest: digest.map(|d| hex(&d)),
-        };
         let object = client.name(key);
         checked::write_checked(client, (&object, Written::Object), &expected, &mut || {
             let etag = put_once(client, key, data)?;
@@ -1174,10 +1169,14 @@ impl ObjectWriter for Upload<'_> {
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         if self.multipart.is_none() {
             let pending = std::mem::take(&mut self.pending);
-            let digest = self.pending_md5.take().map(md5::Digest::finalize);
-            return self
-                .storage
-                .put_digested(&self.key, &pending, digest.map(Into::into));
+            let expected = Expected {
+                bytes: pending.len() as u64,
+                digest: self
+                    .pending_md5
+                    .take()
+                    .map(|md5| hex(&md5::Digest::finalize(md5))),
+            };
+            return self.storage.put_expected(&self.key, &pending, expected);
         }
         if !self.pending.is_empty() {
             self.send_part()?;

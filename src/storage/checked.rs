@@ -1,10 +1,11 @@
 //! Verified writes for the object stores (`storage_options.verify_writes`): an object written
 //! counts only once the store is found to hold what was sent. One rule for S3, Azure and GCS;
-//! each store says how it tells what it holds (S3's ETag, Azure's `Content-MD5`, GCS's `md5Hash`
-//! and `size`, or a request for the size):
+//! each store says how it tells what it holds (S3's CRC-32 checksum or ETag, Azure's
+//! `Content-MD5`, GCS's `md5Hash` and `size`, or a request for the size):
 //!
-//! - `etag` (the default): the MD5 of the bytes sent against the digest the store computed of
-//!   what it kept, where its answer gives one; else the size;
+//! - `etag` (the default): a digest of the bytes sent (S3: the CRC-32 it is sent with; else the
+//!   MD5) against the one the store computed of what it kept, where its answer gives one; else
+//!   the size;
 //! - `size`: the size the store holds against the bytes sent (no MD5 computed).
 //!
 //! A mismatch is written again, up to `s3_max_attempts` writes, then fails naming the object,
@@ -15,6 +16,7 @@ use std::io;
 
 use super::http::{Client, Service};
 use super::requests::WriteChecks;
+#[cfg(any(feature = "azure", feature = "gcs"))]
 use crate::config::VerifyWrites;
 
 /// What a write sent: its bytes and, where computed, the digest the store gives such an object
@@ -24,8 +26,10 @@ pub struct Expected {
     pub digest: Option<String>,
 }
 
+#[cfg(any(feature = "azure", feature = "gcs"))]
 impl Expected {
-    /// What a write of `data` sent: its size, and its MD5 under `verify_writes: etag`.
+    /// What a write of `data` sent: its size, and its MD5 under `verify_writes: etag` (Azure's
+    /// and GCS's digest; S3's is the CRC-32 its writes are sent with).
     pub fn of(data: &[u8], verify: VerifyWrites) -> Expected {
         Expected {
             bytes: data.len() as u64,
@@ -148,7 +152,7 @@ pub fn hex(bytes: &[u8]) -> String {
 fn mismatch(object: &str, expected: &Expected, stored: &Stored, attempts: u32) -> io::Error {
     let found = match (stored.bytes, &expected.digest, &stored.digest) {
         (Some(bytes), Some(want), Some(got)) => format!(
-            "holds {bytes} bytes after a write of {} bytes (ETag {got}, {want} expected)",
+            "holds {bytes} bytes after a write of {} bytes (stored {got}, {want} expected)",
             expected.bytes
         ),
         (Some(bytes), _, _) => format!(
@@ -157,14 +161,16 @@ fn mismatch(object: &str, expected: &Expected, stored: &Stored, attempts: u32) -
         ),
         // A part, whose size no request tells.
         (None, Some(want), Some(got)) => format!(
-            "was stored with ETag {got}, its {} bytes have the MD5 {want}",
+            "was stored as {got}, the {} bytes sent are {want}",
             expected.bytes
         ),
+        // Refused by the store, which checked what arrived against the digest sent.
         (None, Some(want), None) => format!(
-            "arrived otherwise than sent (its {} bytes have the MD5 {want})",
+            "was refused by the store as it arrived otherwise than sent (the {} bytes sent are \
+             {want})",
             expected.bytes
         ),
-        (None, _, _) => format!("is missing after a write of {} bytes", expected.bytes),
+        (None, None, _) => format!("is missing after a write of {} bytes", expected.bytes),
     };
     io::Error::new(
         io::ErrorKind::InvalidData,

@@ -266,16 +266,32 @@ impl S3Storage {
     /// Writes the object at the full key `key` with one PUT, and checks the stored object is
     /// `data` (`verify_writes`, [`checked`]) before it counts.
     fn put_whole(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        self.put_expected(key, data, Expected::of(data, self.verify))
+        let crc = (self.verify == VerifyWrites::Etag).then(|| crc32fast::hash(data));
+        self.put_checked(key, data, crc)
     }
 
-    /// [`S3Storage::put_whole`] of `data`, which `expected` describes (its MD5 taken already).
-    fn put_expected(&self, key: &str, data: &[u8], expected: Expected) -> io::Result<()> {
+    /// [`S3Storage::put_whole`] of `data` whose CRC-32 is `crc` (`verify_writes: etag`): sent
+    /// with it, the store checks what arrived and answers with what it stored; a store that
+    /// does not take checksums is checked by its ETag (the MD5 form) or the size.
+    fn put_checked(&self, key: &str, data: &[u8], crc: Option<u32>) -> io::Result<()> {
         let client = self.client();
         let object = client.name(key);
+        let expected = Expected {
+            bytes: data.len() as u64,
+            digest: crc.map(crc_text),
+        };
         checked::write_checked(client, (&object, Written::Object), &expected, &mut || {
-            let etag = put_once(client, key, data)?;
-            self.check_stored(client, key, &expected, etag.as_deref())
+            let answer = put_once(client, key, data, crc)?;
+            match answer.checksum {
+                Checksum::Absent => {
+                    let by_md5 = Expected {
+                        bytes: expected.bytes,
+                        digest: crc.map(|_| hex(&md5_of(data))),
+                    };
+                    self.check_stored(client, key, &by_md5, answer.etag.as_deref())
+                }
+                checksum => Ok(checksum.against(&expected)),
+            }
         })
     }
 
@@ -374,29 +390,132 @@ impl S3Storage {
     }
 }
 
-/// One PUT of `data` at the full key `key`; the ETag it was answered with.
-fn put_once(client: &Client, key: &str, data: &[u8]) -> io::Result<Option<String>> {
+/// What a write was answered with: its ETag and what the store said of the checksum sent.
+struct WriteAnswer {
+    etag: Option<String>,
+    checksum: Checksum,
+}
+
+/// What a store said of the CRC-32 a write was sent with (`x-amz-checksum-crc32`, S3's flexible
+/// checksums: AWS S3, MinIO, SeaweedFS…).
+enum Checksum {
+    /// The CRC it computed of what it stored (base64, as sent).
+    Echoed(String),
+    /// Refused: what arrived is not what the checksum says (400 `BadDigest`); nothing stored.
+    Refused,
+    /// Nothing: no checksum was sent, or the store does not take them.
+    Absent,
+}
+
+impl Checksum {
+    /// What the store holds against `expected` (whose digest is the CRC sent): `None` when it is
+    /// what was sent.
+    fn against(self, expected: &Expected) -> Option<Stored> {
+        match self {
+            Checksum::Echoed(got) => {
+                let got = crc_text_of(&got);
+                (expected.digest.as_deref() != Some(got.as_str())).then_some(Stored {
+                    bytes: None,
+                    digest: Some(got),
+                })
+            }
+            Checksum::Refused => Some(Stored {
+                bytes: None,
+                digest: None,
+            }),
+            Checksum::Absent => None,
+        }
+    }
+
+    /// From an answer taken as a write's (a 400 here is a refusal of the checksum).
+    fn of(response: &client::Response) -> Checksum {
+        if response.status == 400 {
+            return Checksum::Refused;
+        }
+        match response.header("x-amz-checksum-crc32") {
+            Some(crc) if !crc.is_empty() => Checksum::Echoed(crc.to_string()),
+            _ => Checksum::Absent,
+        }
+    }
+}
+
+/// The header value of a CRC-32: its 4 bytes, big-endian, in base64 (S3's form).
+fn crc_header(crc: u32) -> String {
+    base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        crc.to_be_bytes(),
+    )
+}
+
+/// How a CRC-32 is named in a check's messages.
+fn crc_text(crc: u32) -> String {
+    crc_text_of(&crc_header(crc))
+}
+
+fn crc_text_of(header: &str) -> String {
+    format!("crc32 {header}")
+}
+
+/// The 400 answers that mean the store refused what arrived as not matching its checksum.
+fn refused_as_damaged(text: &str) -> bool {
+    matches!(
+        xml_field(text, "Code"),
+        Some("BadDigest" | "XAmzContentChecksumMismatch")
+    )
+}
+
+/// One PUT of `data` at the full key `key`, sent with its CRC-32 `crc` where given (signed:
+/// SigV4 covers the `x-amz-` headers).
+fn put_once(client: &Client, key: &str, data: &[u8], crc: Option<u32>) -> io::Result<WriteAnswer> {
+    let header = crc.map(crc_header);
     let url = || {
-        client
+        let mut action = client
             .service
             .bucket
-            .put_object(client.service.credentials.as_ref(), key)
-            .sign(SIGNATURE_LIFETIME)
+            .put_object(client.service.credentials.as_ref(), key);
+        if let Some(header) = &header {
+            action
+                .headers_mut()
+                .insert("x-amz-checksum-crc32", header.clone());
+        }
+        action.sign(SIGNATURE_LIFETIME)
     };
     let request = Request {
         kind: RequestKind::Put,
         object: key,
         method: Method::Put.to_str(),
         url: &url,
-        headers: Vec::new(),
+        headers: header
+            .iter()
+            .map(|h| ("x-amz-checksum-crc32", h.clone()))
+            .collect(),
         body: Some(data),
-        also_accept: &[],
+        also_accept: if crc.is_some() { &[400] } else { &[] },
     };
+    let object = client.name(key);
     let mut take = |response: &mut client::Response| {
-        let _ = response.text()?;
-        Ok(response.header("etag").map(str::to_string))
+        let text = response.text()?;
+        if response.status == 400 && !refused_as_damaged(&text) {
+            return Err(refused(&object, &text));
+        }
+        Ok(WriteAnswer {
+            etag: response.header("etag").map(str::to_string),
+            checksum: Checksum::of(response),
+        })
     };
     client.send(&request, &mut take, |_| data.len() as u64)
+}
+
+/// A 400 that is not a checksum's refusal: the request is wrong (not retried).
+fn refused(what: &str, text: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{what}: HTTP 400 {} ({})",
+            xml_field(text, "Code").unwrap_or("BadRequest"),
+            xml_field(text, "Message").unwrap_or("")
+        ),
+    )
 }
 
 /// An ETag as S3 computes it for an unencrypted object, without its quotes and in lower case:
@@ -672,7 +791,7 @@ impl Storage for S3Storage {
             client: Arc::clone(self.client()),
             key: self.key(key),
             pending: Vec::new(),
-            pending_md5: (self.verify == VerifyWrites::Etag).then(<md5::Md5 as md5::Digest>::new),
+            pending_crc: (self.verify == VerifyWrites::Etag).then(crc32fast::Hasher::new),
             multipart: None,
             written: 0,
         }))
@@ -866,9 +985,9 @@ struct Upload<'s> {
     client: Arc<Client>,
     key: String,
     pending: Vec<u8>,
-    /// The MD5 of `pending` (`verify_writes: etag`), taken as bytes come, while they are in the
-    /// CPU's cache: the part is sent as soon as a slot frees, its digest ready.
-    pending_md5: Option<md5::Md5>,
+    /// The CRC-32 of `pending` (`verify_writes: etag`), taken as bytes come, while they are in
+    /// the CPU's cache: the part is sent with it as soon as a slot frees.
+    pending_crc: Option<crc32fast::Hasher>,
     multipart: Option<Multipart>,
     written: u64,
 }
@@ -893,7 +1012,11 @@ struct Multipart {
 /// An uploaded part: its ETag, the MD5 of its bytes where computed, and its buffer back.
 struct Part {
     etag: String,
+    /// The MD5 of its bytes, where its ETag was checked against it (a store that does not take
+    /// checksums).
     digest: Option<[u8; 16]>,
+    /// The CRC-32 it was sent with (`verify_writes: etag`).
+    crc: Option<u32>,
     buffer: Vec<u8>,
 }
 
@@ -931,21 +1054,36 @@ impl Upload<'_> {
     fn start_multipart(&mut self) -> io::Result<()> {
         let client = &*self.client;
         let key = self.key.as_str();
+        // Parts sent with their CRC-32 (`verify_writes: etag`): the algorithm is declared here,
+        // as S3 asks, and each part's checksum given again at completion.
+        let crc = self.pending_crc.is_some();
         let url = || {
-            client
+            let mut action = client
                 .service
                 .bucket
-                .create_multipart_upload(client.service.credentials.as_ref(), key)
-                .sign(SIGNATURE_LIFETIME)
+                .create_multipart_upload(client.service.credentials.as_ref(), key);
+            if crc {
+                action
+                    .headers_mut()
+                    .insert("x-amz-checksum-algorithm", "CRC32");
+            }
+            action.sign(SIGNATURE_LIFETIME)
         };
-        let text = S3Storage::exchange(
-            client,
-            RequestKind::Multipart,
-            key,
-            Method::Post,
-            &url,
-            None,
-        )?;
+        let request = Request {
+            kind: RequestKind::Multipart,
+            object: key,
+            method: Method::Post.to_str(),
+            url: &url,
+            headers: if crc {
+                vec![("x-amz-checksum-algorithm", "CRC32".to_string())]
+            } else {
+                Vec::new()
+            },
+            body: None,
+            also_accept: &[],
+        };
+        let mut take = |response: &mut client::Response| response.text();
+        let text = client.send(&request, &mut take, |_| 0)?;
         let upload_id = xml_field(&text, "UploadId")
             .filter(|id| !id.is_empty())
             .ok_or_else(|| {
@@ -995,10 +1133,10 @@ impl Upload<'_> {
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(self.storage.part_size));
         let body = std::mem::replace(&mut self.pending, next);
-        let digest = self
-            .pending_md5
+        let crc = self
+            .pending_crc
             .as_mut()
-            .map(|md5| md5::Digest::finalize_reset(md5).into());
+            .map(|hasher| std::mem::take(hasher).finalize());
         let (client, key, upload_id) = (
             Arc::clone(&self.client),
             self.key.clone(),
@@ -1009,12 +1147,13 @@ impl Upload<'_> {
             .name("s3-part".into())
             .spawn(move || {
                 let upload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    upload_part(&client, &key, &upload_id, part_number, &body, digest)
+                    upload_part(&client, &key, &upload_id, part_number, &body, crc)
                 }));
                 let outcome = match upload {
                     Ok(Ok((etag, digest))) => Ok(Part {
                         etag,
                         digest,
+                        crc,
                         buffer: body,
                     }),
                     Ok(Err(e)) => Err(e),
@@ -1051,7 +1190,10 @@ impl Upload<'_> {
                 parts.iter().map(|p| p.etag.as_str()),
             )
         };
-        let body = action().body();
+        let body = match parts.iter().map(|p| p.crc).collect::<Option<Vec<u32>>>() {
+            Some(crcs) => completion_with_checksums(&parts, &crcs),
+            None => action().body(),
+        };
         let url = || action().sign(SIGNATURE_LIFETIME);
         let text = S3Storage::exchange(
             client,
@@ -1070,7 +1212,9 @@ impl Upload<'_> {
             )));
         }
         multipart.completed = true;
-        // S3's ETag of a multipart object: the MD5 of its parts' MD5s, then `-N`.
+        // S3's ETag of a multipart object: the MD5 of its parts' MD5s, then `-N`, where every
+        // part was checked by its MD5; else (parts checked by their CRC by the store, or not at
+        // all) the size.
         let digests: Option<Vec<[u8; 16]>> = parts.iter().map(|p| p.digest).collect();
         let expected = Expected {
             bytes: self.written,
@@ -1086,64 +1230,114 @@ impl Upload<'_> {
     }
 }
 
-/// Uploads `body` as part `number` of the upload `upload_id` of the full key `key`, and checks
-/// (`verify_writes: etag`) that the ETag it is answered with is `digest`, the MD5 of `body`: a
-/// mismatch is sent again, up to `s3_max_attempts` times. Returns the ETag, and the MD5 where
-/// it was checked.
+/// Uploads `body` as part `number` of the upload `upload_id` of the full key `key`, sent with
+/// its CRC-32 `crc` (`verify_writes: etag`), and checks the part stored: the CRC the store
+/// answers with (it refuses a part that arrived otherwise, 400 `BadDigest`), or where it takes no
+/// checksums, its ETag against the MD5 of `body`. A mismatch is sent again, up to
+/// `s3_max_attempts` times. Returns the ETag, and the MD5 where the ETag was checked by it.
 fn upload_part(
     client: &Client,
     key: &str,
     upload_id: &str,
     number: u16,
     body: &[u8],
-    digest: Option<[u8; 16]>,
+    crc: Option<u32>,
 ) -> io::Result<(String, Option<[u8; 16]>)> {
+    let header = crc.map(crc_header);
     let url = || {
-        client
-            .service
-            .bucket
-            .upload_part(client.service.credentials.as_ref(), key, number, upload_id)
-            .sign(SIGNATURE_LIFETIME)
+        let mut action = client.service.bucket.upload_part(
+            client.service.credentials.as_ref(),
+            key,
+            number,
+            upload_id,
+        );
+        if let Some(header) = &header {
+            action
+                .headers_mut()
+                .insert("x-amz-checksum-crc32", header.clone());
+        }
+        action.sign(SIGNATURE_LIFETIME)
     };
     let request = Request {
         kind: RequestKind::PartUpload,
         object: key,
         method: Method::Put.to_str(),
         url: &url,
-        headers: Vec::new(),
+        headers: header
+            .iter()
+            .map(|h| ("x-amz-checksum-crc32", h.clone()))
+            .collect(),
         body: Some(body),
-        also_accept: &[],
+        also_accept: if crc.is_some() { &[400] } else { &[] },
     };
+    let what = format!("part {number} of {}", client.name(key));
     let mut take = |response: &mut client::Response| {
+        let text = response.text()?;
+        if response.status == 400 {
+            if !refused_as_damaged(&text) {
+                return Err(refused(&what, &text));
+            }
+            return Ok((String::new(), Checksum::Refused));
+        }
         let etag = response
             .header("etag")
             .filter(|etag| !etag.is_empty())
-            .map(str::to_string);
-        let _ = response.text();
-        etag.ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("part {number} of {key} was answered without an ETag"),
-            )
-        })
+            .map(str::to_string)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{what} was answered without an ETag"),
+                )
+            })?;
+        Ok((etag, Checksum::of(response)))
     };
     let expected = Expected {
         bytes: body.len() as u64,
-        digest: digest.map(|d| hex(&d)),
+        digest: crc.map(crc_text),
     };
-    let what = format!("part {number} of {}", client.name(key));
     let mut answered = String::new();
-    let mut checked_digest = None;
+    let mut checked_md5 = None;
     checked::write_checked(client, (&what, Written::Part), &expected, &mut || {
-        answered = client.send(&request, &mut take, |_| body.len() as u64)?;
-        // Not checked, or a store whose ETags are not MD5s: the object's size is checked once
-        // complete.
-        checked_digest = digest.filter(|_| etag_digest(&answered).is_some());
-        // A part has no size to ask for: its ETag is what tells.
-        checked::compare(&expected, None, etag_digest(&answered), &mut || Ok(None))
-            .map(|stored| stored.filter(|_| checked_digest.is_some()))
+        let (etag, checksum) = client.send(&request, &mut take, |_| body.len() as u64)?;
+        answered = etag;
+        match checksum {
+            // A store that takes no checksums: the ETag against the MD5, where both are of that
+            // form; else the object's size is checked once complete.
+            Checksum::Absent if crc.is_some() && etag_digest(&answered).is_some() => {
+                let md5 = md5_of(body);
+                checked_md5 = Some(md5);
+                let by_md5 = Expected {
+                    bytes: expected.bytes,
+                    digest: Some(hex(&md5)),
+                };
+                checked::compare(&by_md5, None, etag_digest(&answered), &mut || Ok(None))
+                    .map(|stored| stored.filter(|s| s.digest.is_some()))
+            }
+            checksum => Ok(checksum.against(&expected)),
+        }
     })?;
-    Ok((answered, checked_digest))
+    Ok((answered, checked_md5))
+}
+
+/// A CompleteMultipartUpload body with each part's ETag and CRC-32 (an upload whose algorithm
+/// was declared: S3 wants every part's checksum again).
+fn completion_with_checksums(parts: &[&Part], crcs: &[u32]) -> String {
+    let mut body =
+        String::from("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+    for (i, (part, crc)) in parts.iter().zip(crcs).enumerate() {
+        let etag = part
+            .etag
+            .replace('&', "&amp;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;");
+        body.push_str(&format!(
+            "<Part><ETag>{etag}</ETag><PartNumber>{}</PartNumber><ChecksumCRC32>{}</ChecksumCRC32></Part>",
+            i + 1,
+            crc_header(*crc)
+        ));
+    }
+    body.push_str("</CompleteMultipartUpload>");
+    body
 }
 
 impl ObjectWriter for Upload<'_> {
@@ -1154,8 +1348,8 @@ impl ObjectWriter for Upload<'_> {
             let room = part - self.pending.len();
             let (now, later) = bytes.split_at(room.min(bytes.len()));
             self.pending.extend_from_slice(now);
-            if let Some(md5) = &mut self.pending_md5 {
-                md5::Digest::update(md5, now);
+            if let Some(crc) = &mut self.pending_crc {
+                crc.update(now);
             }
             bytes = later;
             // A full part is sent once more bytes come: the last part is sent by `finish`.
@@ -1169,14 +1363,8 @@ impl ObjectWriter for Upload<'_> {
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         if self.multipart.is_none() {
             let pending = std::mem::take(&mut self.pending);
-            let expected = Expected {
-                bytes: pending.len() as u64,
-                digest: self
-                    .pending_md5
-                    .take()
-                    .map(|md5| hex(&md5::Digest::finalize(md5))),
-            };
-            return self.storage.put_expected(&self.key, &pending, expected);
+            let crc = self.pending_crc.take().map(crc32fast::Hasher::finalize);
+            return self.storage.put_checked(&self.key, &pending, crc);
         }
         if !self.pending.is_empty() {
             self.send_part()?;

@@ -41,6 +41,9 @@ pub enum Fault {
     /// length kept: a store that keeps a damaged copy and answers 200, which only a digest of
     /// what was stored can tell (a signature over the headers cannot).
     Corrupt,
+    /// Forwards the request whole, and its answer without its `x-amz-checksum-*` headers: what a
+    /// store that takes no S3 checksums answers (the client must then check otherwise).
+    HideChecksum,
     /// Answers `307 Temporary Redirect` to the same path and query at the proxy's redirect
     /// target ([`FaultProxy::redirect_to`]), after taking the body: what AIStore's gateways answer
     /// every S3 request with, sending the client to the target node that holds the object.
@@ -49,12 +52,13 @@ pub enum Fault {
 
 impl Fault {
     /// Every kind, [`Fault::Forward`] included.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::Forward,
         Fault::ServiceUnavailable,
         Fault::Reset,
         Fault::Truncate,
         Fault::Corrupt,
+        Fault::HideChecksum,
         Fault::Redirect,
     ];
 
@@ -375,6 +379,10 @@ fn serve(mut client: TcpStream, shared: &Shared, key: Option<u64>) -> io::Result
     shared.peak.fetch_max(now, Ordering::SeqCst);
     let answered = match fault {
         Fault::Forward => forward(client, &head, shared, None),
+        Fault::HideChecksum => {
+            let hiding = Some(&["x-amz-checksum-"][..]);
+            forward_hiding(client, &head, shared, None, hiding)
+        }
         Fault::ServiceUnavailable => slow_down(client, &head),
         Fault::Truncate => damage(client, &head, shared, Damage::Truncate),
         Fault::Corrupt => damage(client, &head, shared, Damage::Invert),
@@ -556,6 +564,17 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 /// Passes the request on (with `body` in place of the client's, already read, where given) and
 /// its answer back.
 fn forward(client: TcpStream, head: &str, shared: &Shared, body: Option<&[u8]>) -> io::Result<()> {
+    forward_hiding(client, head, shared, body, None)
+}
+
+/// [`forward`], the answer's headers whose names start with one of `hidden` left out.
+fn forward_hiding(
+    client: TcpStream,
+    head: &str,
+    shared: &Shared,
+    body: Option<&[u8]>,
+    hidden: Option<&[&str]>,
+) -> io::Result<()> {
     let upstream = match TcpStream::connect_timeout(&shared.upstream, UPSTREAM_CONNECT_TIMEOUT) {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -573,7 +592,7 @@ fn forward(client: TcpStream, head: &str, shared: &Shared, body: Option<&[u8]>) 
         Some(host) => with_host(head, &host),
         None => head.to_string(),
     };
-    let result = relay(client, upstream, &head, body);
+    let result = relay(client, upstream, &head, body, hidden);
     shared.release(key);
     result
 }
@@ -585,6 +604,7 @@ fn relay(
     mut upstream: TcpStream,
     head: &str,
     body: Option<&[u8]>,
+    hidden: Option<&[&str]>,
 ) -> io::Result<()> {
     client.set_read_timeout(None)?;
     upstream.write_all(rewrite_head(head).as_bytes())?;
@@ -603,11 +623,47 @@ fn relay(
         })?;
     let mut client_down = &client;
     let mut upstream_down = &upstream;
-    let result = io::copy(&mut upstream_down, &mut client_down);
+    let result = match hidden {
+        Some(hidden) => pass_head_hiding(&upstream, &client, hidden)
+            .and_then(|()| io::copy(&mut upstream_down, &mut client_down)),
+        None => io::copy(&mut upstream_down, &mut client_down),
+    };
     let _ = client.shutdown(Shutdown::Both);
     let _ = upstream.shutdown(Shutdown::Both);
     let _ = up.join();
     result.map(drop)
+}
+
+/// Passes the answer's head from `upstream` to `client` without the headers whose names start
+/// with one of `hidden` (case-insensitive); its body follows as it comes.
+fn pass_head_hiding(upstream: &TcpStream, client: &TcpStream, hidden: &[&str]) -> io::Result<()> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEAD || (&*upstream).read(&mut byte)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "no whole answer head",
+            ));
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut kept = String::with_capacity(head.len());
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if !hidden.iter().any(|h| name.starts_with(h)) {
+            kept.push_str(line);
+            kept.push_str("\r\n");
+        }
+    }
+    kept.push_str("\r\n");
+    (&*client).write_all(kept.as_bytes())
 }
 
 /// Answers 503 SlowDown after taking the body (bounded), then closes.

@@ -265,7 +265,7 @@ fn azure_checks_every_write_and_writes_a_damaged_one_again() {
         assert!(
             error.contains(
                 "az://devstoreaccount1/verified/prefix/of/run/always.bin holds 102400 bytes \
-                 after a write of 102400 bytes (ETag "
+                 after a write of 102400 bytes (stored "
             ) && error.contains("after 3 writes"),
             "{verify}: {error}"
         );

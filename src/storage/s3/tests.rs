@@ -420,8 +420,9 @@ fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Every write is checked before it counts: by the ETag it is answered with (SeaweedFS gives
-/// S3's MD5s, so no HEAD is made), or by the stored size (`verify_writes: size`, a HEAD each).
+/// Every write is checked before it counts: sent with its CRC-32, which SeaweedFS checks and
+/// answers with (a multipart object's size then HEADed once complete), or by the stored size
+/// (`verify_writes: size`, a HEAD each).
 /// A write that a proxy truncates (the server stores half and answers 200) is caught and written
 /// again; one truncated every time fails, naming the object and both sizes.
 #[test]
@@ -431,7 +432,7 @@ fn s3_checks_every_write_and_writes_a_truncated_one_again() {
     let big = pattern((12 << 20) + 3);
     let setup = storage(&server.endpoint(), "verified", &[]);
     setup.check_access(true).unwrap();
-    for (verify, heads) in [("etag", 0), ("size", 2)] {
+    for (verify, heads) in [("etag", 1), ("size", 2)] {
         let s3 = storage(
             &server.endpoint(),
             "verified",
@@ -447,6 +448,21 @@ fn s3_checks_every_write_and_writes_a_truncated_one_again() {
         assert_eq!(counts.writes, checks, "{verify}");
         assert_eq!(counts.of(RequestKind::Head).requests, heads, "{verify}");
     }
+
+    // A store that takes no checksums (its answers without `x-amz-checksum-crc32`): checked by
+    // its ETags, the MD5s of what was sent (a multipart object: of its parts' MD5s), no HEAD.
+    let plain = FaultProxy::start(server.addr(), FaultPlan::every(1, Fault::HideChecksum)).unwrap();
+    let s3 = storage(&plain.endpoint(), "verified", &["part_size=5242880"]);
+    s3.put("small.bin", &small).unwrap();
+    s3.put("big.bin", &big).unwrap();
+    let counts = s3.request_counts().unwrap();
+    let checks = WriteChecks {
+        verified: 2,
+        ..WriteChecks::default()
+    };
+    assert_eq!(counts.writes, checks, "by ETag");
+    assert_eq!(counts.of(RequestKind::Head).requests, 0, "by ETag");
+    assert!(plain.injected(Fault::HideChecksum) >= 6);
 
     // Truncated once (the retry is spared): caught, written again, stored whole.
     for (what, line, data) in [
@@ -484,14 +500,19 @@ fn s3_checks_every_write_and_writes_a_truncated_one_again() {
             &["s3_max_attempts=3", &format!("verify_writes={verify}")],
         );
         let error = s3.put("always.bin", &small).unwrap_err().to_string();
+        let found = match verify {
+            // Refused by the server, which checked the CRC-32 sent against what arrived.
+            "etag" => {
+                "always.bin was refused by the store as it arrived otherwise than sent \
+                       (the 102400 bytes sent are crc32 "
+            }
+            _ => "always.bin holds 51200 bytes after a write of 102400 bytes",
+        };
         assert!(
-            error.contains(
-                "s3://verified/prefix/of/run/always.bin holds 51200 bytes after a write of \
-                 102400 bytes"
-            ) && error.contains("after 3 writes"),
+            error.contains(&format!("s3://verified/prefix/of/run/{found}"))
+                && error.contains("after 3 writes"),
             "{verify}: {error}"
         );
-        assert_eq!(error.contains("expected)"), verify == "etag", "{error}");
         let checks = WriteChecks {
             verified: 0,
             mismatches: 3,
@@ -512,8 +533,10 @@ fn s3_checks_every_write_and_writes_a_truncated_one_again() {
     );
     let error = s3.put("cut.bin", &big).unwrap_err().to_string();
     assert!(
-        error.contains("part 2 of s3://verified/prefix/of/run/cut.bin was stored with ETag")
-            && error.contains("its 5242880 bytes have the MD5"),
+        error.contains(
+            "part 2 of s3://verified/prefix/of/run/cut.bin was refused by the store as it \
+             arrived otherwise than sent (the 5242880 bytes sent are crc32 "
+        ),
         "{error}"
     );
     assert!(!setup.exists("cut.bin").unwrap());

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use self::settings::{Auth, Settings, Signer};
 use super::checked::{self, hex, md5_of, Expected, Written};
-use super::http::{self, Client, Request, RequestError, Response, Take, TLS_REFUSED};
+use super::http::{self, Client, RequestError, Response, Take, TLS_REFUSED};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -164,19 +164,17 @@ impl AzureStorage {
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
         let object = self.object(blob);
-        let at = || url.clone();
-        let request = Request {
+        self.client.send_to(
             kind,
-            object: &object,
+            &object,
             method,
-            url: &at,
+            url,
             headers,
             body,
             also_accept,
-        };
-        let sent = body.map_or(0, |b| b.len() as u64);
-        self.client
-            .send(&request, take, |answer| sent + received(answer))
+            take,
+            received,
+        )
     }
 
     /// GETs `span` of the blob `blob` into `buf`; a range that starts past the end gives no

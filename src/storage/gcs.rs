@@ -31,7 +31,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::checked::{self, hex, Expected, Written};
-use super::http::{Client, Limits, Request, RequestError, Response, Service, Take};
+use super::http::{Client, Limits, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -299,19 +299,17 @@ impl GcsStorage {
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
         let object = self.object(name);
-        let at = || url.clone();
-        let request = Request {
+        self.client.send_to(
             kind,
-            object: &object,
+            &object,
             method,
-            url: &at,
+            url,
             headers,
             body,
             also_accept,
-        };
-        let sent = body.map_or(0, |b| b.len() as u64);
-        self.client
-            .send(&request, take, |answer| sent + received(answer))
+            take,
+            received,
+        )
     }
 
     /// Downloads `span` of the object `name` into `buf`; a range that starts past the end gives

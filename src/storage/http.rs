@@ -330,6 +330,37 @@ impl<S: Service> Client<S> {
         counts
     }
 
+    /// Makes a request to the fixed `url` for `object` (as failures name it) until it is answered,
+    /// its answer taken by `take`; the bytes of the body sent are counted with those `received`
+    /// of the answer. The calls of the stores whose URLs carry no signature (Azure, GCS).
+    #[cfg(any(feature = "azure", feature = "gcs"))]
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_to<T>(
+        &self,
+        kind: RequestKind,
+        object: &str,
+        method: &'static str,
+        url: &url::Url,
+        headers: Vec<(&'static str, String)>,
+        body: Option<&[u8]>,
+        also_accept: &[u16],
+        take: &mut Take<'_, T>,
+        received: impl Fn(&T) -> u64,
+    ) -> io::Result<T> {
+        let at = || url.clone();
+        let request = Request {
+            kind,
+            object,
+            method,
+            url: &at,
+            headers,
+            body,
+            also_accept,
+        };
+        let sent = body.map_or(0, |b| b.len() as u64);
+        self.send(&request, take, |answer| sent + received(answer))
+    }
+
     /// Makes `request` until an attempt is answered with 2xx or a status it accepts, and `take`
     /// reads that answer; `bytes` of `take`'s result are counted as moved.
     pub fn send<T>(

@@ -2031,8 +2031,8 @@ fn latency_cell_us(number: &str, unit: &str) -> f64 {
     value * scale
 }
 
-/// `native_dali` runs npy (DALI's numpy reader); what DLIO cannot run under it, or dlio-rs does
-/// not emulate, exits 2 naming the key, the value and what is valid.
+/// `native_dali` runs npy, jpeg, png and tfrecord (DALI's numpy, file and tfrecord readers);
+/// what DLIO cannot run under it exits 2 naming the key, the value and what is valid.
 #[test]
 fn native_dali_refuses_what_it_cannot_run() {
     let tmp = Scratch::new("native_dali_refusals");
@@ -2043,21 +2043,21 @@ fn native_dali_refuses_what_it_cannot_run() {
                 "native_dali",
                 "npz",
                 "please use npy format instead",
-                "native_dali runs format npy",
+                "native_dali runs npy, jpeg, png and tfrecord",
             ],
         ),
         (
-            vec!["++workload.dataset.format=tfrecord"],
+            vec![
+                "++workload.dataset.format=jpeg",
+                "++workload.reader.sample_shuffle=seed",
+            ],
             vec![
                 "native_dali",
-                "tfrecord",
-                "fn.readers.tfrecord",
-                "is not emulated",
+                "jpeg",
+                "reader.sample_shuffle = seed",
+                "shuffle_after_epoch and random_shuffle cannot be both true",
+                "set reader.sample_shuffle off",
             ],
-        ),
-        (
-            vec!["++workload.dataset.format=jpeg"],
-            vec!["native_dali", "jpeg", "fn.readers.file"],
         ),
         (
             vec!["++workload.dataset.format=hdf5"],

@@ -639,6 +639,7 @@ const KEYS: &[Key] = &[
         Kind::Choice(&["keep", "evict_after_read"]),
     ),
     key("reader.decode_images", Kind::Bool),
+    key("reader.dont_use_mmap", Kind::Bool),
     key("reader.transfer_size", Kind::Count(0, 1 << 20)),
     key("train.epochs", Kind::Count(1, 2)),
     key("train.computation_time", Kind::Seconds),

@@ -582,34 +582,50 @@ fn plan_preview_matches_what_the_run_read() {
 }
 
 /// A traced `native_dali` run passes the audit: both ranks read shard 0's stream (the same
-/// files), in order, each file under the step it is pulled in for, and read ahead only as far
-/// as DALI's queues allow; with the shuffle buffer on and off, over 2 epochs. A trace with two
-/// rows swapped, or a row dropped, fails it, naming the row.
+/// files), in order, each sample under the step it is pulled in for, and read ahead only as far
+/// as DALI's queues allow; over npy (shuffle buffer on and off), jpeg (off: DLIO's shuffled
+/// call fails in DALI) and tfrecord (records as samples, on and off), over 2 epochs. A trace
+/// with two rows swapped, or a row dropped, fails it, naming the row.
 #[test]
 fn native_dali_runs_pass_the_audit_and_a_changed_stream_fails_it() {
     let tmp = Scratch::new("native-dali-audit");
+    for (format, samples_per_file, shuffles) in [
+        ("npy", 1u64, &["off", "seed"][..]),
+        ("jpeg", 1, &["off"][..]),
+        ("tfrecord", 2, &["off", "seed"][..]),
+    ] {
+        native_dali_audit(&tmp, format, samples_per_file, shuffles);
+    }
+}
+
+fn native_dali_audit(tmp: &Scratch, format: &str, samples_per_file: u64, shuffles: &[&str]) {
     let shape = Shape {
         files: 16,
-        samples_per_file: 1,
+        samples_per_file,
         batch: 2,
         threads: 2,
         epochs: 2,
     };
-    let data = tmp.join("data");
-    let npy = ["++workload.dataset.format=npy"];
+    let data = tmp.join(format!("data-{format}"));
+    let format_word = format!("++workload.dataset.format={format}");
     generate_for(
         &tmp.path,
-        &traced_words(&data, &tmp.join("gen"), &shape, &npy),
+        &traced_words(
+            &data,
+            &tmp.join(format!("gen-{format}")),
+            &shape,
+            &[&format_word],
+        ),
     );
-    for shuffle in ["off", "seed"] {
-        let out = tmp.join(format!("run-{shuffle}"));
+    for &shuffle in shuffles {
+        let out = tmp.join(format!("run-{format}-{shuffle}"));
         let shuffle_word = format!("++workload.reader.sample_shuffle={shuffle}");
         let words = traced_words(
             &data,
             &out,
             &shape,
             &[
-                npy[0],
+                &format_word,
                 "++workload.reader.data_loader=native_dali",
                 "++workload.reader.shuffle_size=4",
                 &shuffle_word,
@@ -619,11 +635,14 @@ fn native_dali_runs_pass_the_audit_and_a_changed_stream_fails_it() {
         let mut args = strings(&["run", "-q", "-n", "2"]);
         args.extend(words);
         launch(DLIO_RS, &tmp.path, &args, &[]).ok();
+        let shuffle = format!("{format} {shuffle}");
         let (code, report, ran) = audit(&tmp.path, &out);
         assert_eq!(code, Some(0), "{shuffle}: {report:#}\n{}", ran.context());
         for phase in train_phases(&report) {
-            // 16 files over 2 ranks: shard 0 is 8 files, 4 steps of 2 on each rank.
-            assert_eq!(int(phase, "/samples_read"), 2 * 8, "{shuffle}: {phase}");
+            // 16 files over 2 ranks: shard 0 is 8 files (of 2 records each for tfrecord),
+            // the steps of 2 samples on each rank walking it once.
+            let shard = 8 * samples_per_file;
+            assert_eq!(int(phase, "/samples_read"), 2 * shard, "{shuffle}: {phase}");
             assert_eq!(int(phase, "/missing"), 0, "{shuffle}: {phase}");
         }
         // Both ranks read the same files: shard 0.
@@ -636,6 +655,7 @@ fn native_dali_runs_pass_the_audit_and_a_changed_stream_fails_it() {
                 .collect()
         };
         assert_eq!(files(0), files(1), "{shuffle}: shard 0 on both ranks");
+        assert_eq!(files(0).len(), 8, "{shuffle}: shard 0 is the first 8 files");
 
         // The stream changed: two rows of rank 1 swapped, then one dropped.
         let path = out.join("trace/1.csv");

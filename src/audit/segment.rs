@@ -285,32 +285,37 @@ impl<'a> SegmentCheck<'a> {
 
     /// [`SegmentCheck::check`] for the native DALI loader: each rank's reader walks shard 0's
     /// stream ([`crate::plan::DaliShard`]) one position after another, pad slots unread, so the
-    /// rank's rows are the stream's files in order, by thread 0, each traced under the step it
-    /// is pulled in for; past the steps' positions, only as far as DALI's queues read ahead.
+    /// rank's rows are the stream's samples (whole files, or tfrecord records) in order, by
+    /// thread 0, each traced under the step it is pulled in for; past the steps' positions, only
+    /// as far as DALI's queues read ahead.
     fn check_native_dali(&mut self, rank: u64, row: &TraceRow, violations: &mut Violations) {
         let dali = self.plan.dali().expect("checked by the caller");
         let steps = self.plan.steps();
         let (mut position, mut pulled_for) = self.stream[rank as usize];
         // Pad slots are passed, not read: at most a batch of them ends each pass.
-        while dali.files() > 0 && dali.file_at(position).is_none() {
+        while dali.samples() > 0 && dali.sample_at(position).is_none() {
             position += 1;
         }
         while pulled_for < steps && dali.needed_for(pulled_for) <= position {
             pulled_for += 1;
         }
         let about = || describe_read(rank, row);
-        let expected = dali.file_at(position);
+        let expected = dali.sample_at(position);
         let file = self.names.index_of(&row.file);
         let problem = if row.rank != rank {
             Some(format!(
                 "rank column is {} in rank {rank}'s trace",
                 row.rank
             ))
-        } else if file.is_none() || file != expected || row.sample != 0 {
-            let name = expected.map(|f| self.names.name_of(f).to_string());
+        } else if file.is_none()
+            || file != expected.map(|s| s.file)
+            || Some(row.sample) != expected.map(|s| s.sample)
+        {
+            let (name, sample) = expected.map_or((String::new(), 0), |s| {
+                (self.names.name_of(s.file).to_string(), s.sample)
+            });
             Some(format!(
-                "out of DALI's stream: position {position} of shard 0 is {} sample 0",
-                name.unwrap_or_default()
+                "out of DALI's stream: position {position} of shard 0 is {name} sample {sample}"
             ))
         } else if row.thread != 0 {
             Some(format!(
@@ -569,8 +574,9 @@ impl<'a> SegmentCheck<'a> {
         } else {
             0
         };
-        let files_below = |end: u64| (0..end).filter(|&p| dali.file_at(p).is_some()).count() as u64;
-        let planned = files_below(needed);
+        let samples_below =
+            |end: u64| (0..end).filter(|&p| dali.sample_at(p).is_some()).count() as u64;
+        let planned = samples_below(needed);
         // The last step that pulls a read in (a fill larger than the shard reads it all at once).
         let traced_steps = (0..steps)
             .rev()
@@ -581,12 +587,12 @@ impl<'a> SegmentCheck<'a> {
             if !has_trace[rank] {
                 continue;
             }
-            let unread = planned.saturating_sub(files_below(position.min(needed)));
+            let unread = planned.saturating_sub(samples_below(position.min(needed)));
             if unread > 0 {
                 missing += unread;
                 violations.add(|| {
                     format!(
-                        "{}: epoch {} {}: rank {rank} read {} of the {planned} files of shard 0 its {steps} steps need",
+                        "{}: epoch {} {}: rank {rank} read {} of the {planned} samples of shard 0 its {steps} steps need",
                         trace_label(rank as u64),
                         self.epoch,
                         self.phase.as_str(),

@@ -553,6 +553,7 @@ fn read_sections(f: &mut Fields) -> Sections {
         odirect: f.bool("reader.odirect", false) || storage.storage_type == StorageType::DirectFs,
         page_cache: f.choice("reader.page_cache", PageCache::Keep),
         decode_images: f.bool("reader.decode_images", true),
+        dont_use_mmap: f.bool("reader.dont_use_mmap", false),
         transfer_size: transfer_size(f),
     };
     let train = TrainConfig {
@@ -738,49 +739,49 @@ impl Config {
         Ok(())
     }
 
-    /// DLIO's `native_dali` loader runs DALI's own readers: `fn.readers.numpy` over npy files is
-    /// emulated (docs/formats.md, "The native DALI loader"); what DLIO cannot run, or dlio-rs
-    /// does not emulate, is refused with the reason.
+    /// DLIO's `native_dali` loader runs DALI's own readers: `fn.readers.numpy` over npy,
+    /// `fn.readers.file` over jpeg/png, `fn.readers.tfrecord` over tfrecord, each emulated
+    /// (docs/formats.md, "The native DALI loader"); what DLIO cannot run is refused with the
+    /// reason.
     fn check_native_dali(&self) -> Result<()> {
         let refuse = |why: String| Err(Error::usage(why));
         let format = self.dataset.format;
         match format {
-            Format::Npy => {}
+            Format::Npy | Format::Tfrecord => {}
+            Format::Jpeg | Format::Png => {
+                if self.reader.sample_shuffle != Shuffle::Off {
+                    return refuse(format!(
+                        "workload.reader.data_loader = native_dali with workload.dataset.format = \
+                         {format} and reader.sample_shuffle = {}: DLIO asks DALI's \
+                         fn.readers.file for random_shuffle and shuffle_after_epoch together, \
+                         which DALI refuses (\"shuffle_after_epoch and random_shuffle cannot be \
+                         both true\"), so DLIO's run fails; set reader.sample_shuffle off, or use \
+                         data_loader pytorch or dali for shuffled {format}",
+                        self.reader.sample_shuffle
+                    ));
+                }
+            }
             Format::Npz => {
                 return refuse(
                     "workload.reader.data_loader = native_dali with workload.dataset.format = \
                      npz: DLIO refuses it (\"Loading data of npz format is not supported \
                      without framework data loader; please use npy format instead\"); \
-                     native_dali runs format npy"
+                     native_dali runs npy, jpeg, png and tfrecord"
                         .to_string(),
                 )
-            }
-            Format::Tfrecord | Format::Jpeg | Format::Png => {
-                let reader = if format == Format::Tfrecord {
-                    "fn.readers.tfrecord"
-                } else {
-                    "fn.readers.file"
-                };
-                return refuse(format!(
-                    "workload.reader.data_loader = native_dali with workload.dataset.format = \
-                     {format}: DALI's {reader}, which DLIO uses for it, is not emulated by \
-                     dlio-rs {}; native_dali runs format npy (DALI's fn.readers.numpy), or use \
-                     data_loader pytorch, tensorflow or dali for {format}",
-                    env!("CARGO_PKG_VERSION")
-                ));
             }
             other => {
                 return refuse(format!(
                     "workload.reader.data_loader = native_dali with workload.dataset.format = \
                      {other}: DLIO has no DALI reader for {other} (its reader has no DALI \
-                     pipeline, and the run fails); native_dali runs format npy"
+                     pipeline, and the run fails); native_dali runs npy, jpeg, png and tfrecord"
                 ))
             }
         }
         if self.reader.odirect {
             return refuse(
-                "workload.reader.odirect = True with data_loader native_dali: DALI's numpy \
-                 reader maps each file and never opens it with O_DIRECT (DLIO ignores the key \
+                "workload.reader.odirect = True with data_loader native_dali: DALI's readers \
+                 map each file and never open it with O_DIRECT (DLIO ignores the key \
                  there); set odirect False"
                     .to_string(),
             );
@@ -789,7 +790,7 @@ impl Config {
             let store = self.storage.storage_type;
             return refuse(format!(
                 "workload.reader.data_loader = native_dali with storage_type {store}: DALI's \
-                 numpy reader maps local files, and objects in {store} storage cannot be mapped; \
+                 readers map local files, and objects in {store} storage cannot be mapped; \
                  use data_loader pytorch or dali for {store}"
             ));
         }

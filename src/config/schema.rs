@@ -385,6 +385,9 @@ pub struct ReaderConfig {
     pub page_cache: PageCache,
     /// dlio-rs's own key: decode JPEG/PNG samples as PIL does (True), or only read them.
     pub decode_images: bool,
+    /// DALI's readers (`native_dali`) read files with read calls (True) rather than mapping them
+    /// (DLIO's `dont_use_mmap`, False by default; True in its resnet50 workloads).
+    pub dont_use_mmap: bool,
     /// The read buffer of TensorFlow's TFRecord stream, which DLIO passes as its `buffer_size`
     /// (TensorFlow's 256 KiB when unset; 0 reads unbuffered).
     pub transfer_size: u64,

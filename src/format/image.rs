@@ -66,7 +66,7 @@ pub(crate) fn with_noise<T>(
 
 /// What decoding an image gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Decoded {
+pub struct Decoded {
     pub width: u32,
     pub height: u32,
     /// Bytes of decoded pixels (`width × height` for 8-bit gray; more for colour or 16-bit).
@@ -76,7 +76,7 @@ pub(crate) struct Decoded {
 /// How one image format checks a file: decoding it whole into a buffer of pixels (grown as
 /// needed), or checking its structure only.
 #[derive(Clone, Copy)]
-pub(crate) struct Checks {
+pub struct Checks {
     pub decode: fn(&[u8], &mut Vec<u8>) -> std::result::Result<Decoded, String>,
     pub structure: fn(&[u8]) -> std::result::Result<(), String>,
 }

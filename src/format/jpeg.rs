@@ -19,6 +19,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
 use super::image::{be_u16, image_dims, with_noise, Checks, Decoded, ImageReader};
+use super::DaliOperator;
 use super::{Encoded, FileFormat, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
@@ -57,6 +58,13 @@ impl FileFormat for Jpeg {
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(ImageReader::new(CHECKS, self.decode))
+    }
+
+    fn dali_operator(&self) -> Option<DaliOperator> {
+        Some(DaliOperator::Image {
+            checks: CHECKS,
+            decode: self.decode,
+        })
     }
 }
 

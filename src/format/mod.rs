@@ -245,6 +245,13 @@ pub trait FileFormat: Send + Sync {
     /// position, a row group in hand) lives no longer than that.
     fn reader(&self) -> Box<dyn SampleReader + '_>;
 
+    /// What DALI's operators do with the samples its reader for this format hands on, under
+    /// DLIO's `native_dali` loader; `None` where the reader copies them out itself (numpy) or
+    /// DALI has no reader for the format.
+    fn dali_operator(&self) -> Option<DaliOperator> {
+        None
+    }
+
     /// Whether reading touches storage at all (`synthetic` does not: no dataset is needed).
     fn reads_storage(&self) -> bool {
         true
@@ -318,6 +325,65 @@ pub fn sample_bytes_as_configured(config: &Config) -> Option<f64> {
         Format::Hdf5 => Some(record + 4096.0 / per_file),
         Format::Tfrecord | Format::IndexedBinary | Format::MmapIndexedBinary => Some(record),
     }
+}
+
+/// What the operators of DLIO's native DALI pipeline (`reader.data_loader: native_dali`) do
+/// with each sample its reader hands on, on the pipeline's threads (docs/formats.md, "The native
+/// DALI loader"). DALI's numpy reader copies its samples out itself: no operator.
+#[derive(Clone, Copy)]
+pub enum DaliOperator {
+    /// `fn.decoders.image` on the CPU: the image decoded whole; with `reader.decode_images:
+    /// False` its structure checked and every byte read.
+    Image { checks: image::Checks, decode: bool },
+    /// `fn.readers.tfrecord`'s parser: the record's framing checked, its Example parsed and the
+    /// `image` feature copied out.
+    Record,
+}
+
+impl DaliOperator {
+    /// Works on one sample's bytes; `scratch` is where decoded pixels or a copied feature go.
+    pub fn run(&self, bytes: &[u8], scratch: &mut Vec<u8>) -> std::result::Result<(), String> {
+        match *self {
+            DaliOperator::Image {
+                checks,
+                decode: true,
+            } => (checks.decode)(bytes, scratch).map(|_| ()),
+            DaliOperator::Image {
+                checks,
+                decode: false,
+            } => {
+                (checks.structure)(bytes)?;
+                read_every_byte(bytes);
+                Ok(())
+            }
+            DaliOperator::Record => tfrecord::parse_record(bytes, scratch).map(|_| ()),
+        }
+    }
+}
+
+/// Where DLIO's generator writes the DALI index of the TFRecord file at `key`.
+pub fn tfrecord_index_key(key: &str) -> String {
+    tfrecord::index_key(key)
+}
+
+/// The `(offset, length)` of each record a DALI index lists.
+pub fn parse_tfrecord_index(text: &[u8]) -> std::result::Result<Vec<(u64, u64)>, String> {
+    tfrecord::parse_index(text)
+}
+
+/// Reads every byte of `bytes` (a mapping's pages faulted in from storage): an XOR of the 8-byte
+/// words, which the compiler cannot skip because the result is observed.
+pub fn read_every_byte(bytes: &[u8]) {
+    let mut words = bytes.chunks_exact(8);
+    let folded = words.by_ref().fold(0u64, |acc, w| {
+        acc ^ u64::from_le_bytes(w.try_into().expect("8-byte chunks"))
+    });
+    std::hint::black_box(
+        words
+            .remainder()
+            .iter()
+            .fold(folded, |acc, &b| acc ^ b as u64),
+    );
 }
 
 /// The reader and writer of the configured format. With `verify`, readers also check the

@@ -18,6 +18,7 @@ use std::io::Cursor;
 use rand::rngs::SmallRng;
 
 use super::image::{be_u32, image_dims, with_noise, Checks, Decoded, ImageReader};
+use super::DaliOperator;
 use super::{Encoded, FileFormat, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
@@ -60,6 +61,13 @@ impl FileFormat for Png {
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {
         Box::new(ImageReader::new(CHECKS, self.decode))
+    }
+
+    fn dali_operator(&self) -> Option<DaliOperator> {
+        Some(DaliOperator::Image {
+            checks: CHECKS,
+            decode: self.decode,
+        })
     }
 }
 

@@ -268,6 +268,13 @@ impl Storage for Counting<'_> {
         self.inner().map_range(key, offset, len)
     }
 
+    fn map_whole(&self, key: &str) -> io::Result<Mapped> {
+        self.record(Request::Map {
+            key: key.to_string(),
+        });
+        self.inner().map_whole(key)
+    }
+
     fn hold(&self, key: &str) {
         self.inner().hold(key)
     }

@@ -587,7 +587,7 @@ enum Mode<'scope, 'env> {
     Pipeline(tfdata::Pipeline<'scope, 'env>),
     /// DLIO's DALI loader.
     Dali(dali::DaliPipeline<'scope, 'env>),
-    /// DLIO's native DALI loader (DALI's own numpy reader).
+    /// DLIO's native DALI loader (DALI's own numpy, file or tfrecord reader).
     NativeDali(native_dali::NativeDaliPipeline<'scope, 'env>),
     Threads {
         handoffs: ClosedOnDrop,
@@ -1408,6 +1408,8 @@ mod tests {
     struct MapRecorder {
         inner: crate::storage::LocalFs,
         maps: Mutex<Vec<String>>,
+        /// Objects read, whole or in part (DALI's index files; samples under `dont_use_mmap`).
+        reads: Mutex<Vec<String>>,
     }
 
     impl MapRecorder {
@@ -1427,20 +1429,22 @@ mod tests {
 
         fn read_all(
             &self,
-            _: &str,
-            _: &mut crate::storage::IoBuffer,
+            key: &str,
+            buf: &mut crate::storage::IoBuffer,
         ) -> std::io::Result<crate::storage::RangeRead> {
-            Self::refused()
+            self.reads.lock().unwrap().push(key.to_string());
+            self.inner.read_all(key, buf)
         }
 
         fn read_range(
             &self,
-            _: &str,
-            _: u64,
-            _: usize,
-            _: &mut crate::storage::IoBuffer,
+            key: &str,
+            offset: u64,
+            len: usize,
+            buf: &mut crate::storage::IoBuffer,
         ) -> std::io::Result<crate::storage::RangeRead> {
-            Self::refused()
+            self.reads.lock().unwrap().push(key.to_string());
+            self.inner.read_range(key, offset, len, buf)
         }
 
         fn read_ranges(
@@ -1560,6 +1564,7 @@ mod tests {
             let storage = MapRecorder {
                 inner: crate::storage::LocalFs::new(&dir),
                 maps: Mutex::new(Vec::new()),
+                reads: Mutex::new(Vec::new()),
             };
             let format = crate::format::for_config(&config, false).unwrap();
             let comm = crate::comm::ThreadGroup::new(world as usize);
@@ -1619,6 +1624,155 @@ mod tests {
                     );
                 }
             }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    /// DLIO's native DALI loader over images and TFRecord, against DALI 2.4 under DLIO (strace),
+    /// restated: the tfrecord pipeline reads the index of every file of the split when it is
+    /// built; the reader maps each file it enters once (a TFRecord file once for all its
+    /// records, which are the samples), or with `dont_use_mmap` reads each sample with one
+    /// request, in shard 0's order, and takes exactly the stream positions `batch × (k +
+    /// prefetch + 2) + min(fill, shard)` once the trainer took k batches; every sample goes
+    /// through the operator (images decoded, records parsed), so a damaged one fails the run,
+    /// naming its file.
+    #[test]
+    fn the_native_dali_loader_maps_images_and_records_and_runs_their_operators() {
+        for (format, files, per_file, batch, prefetch, shuffle_size, maps) in [
+            ("jpeg", 10u64, 1u64, 3u64, 1u64, None, true),
+            ("jpeg", 7, 1, 2, 1, None, false),
+            ("png", 6, 1, 2, 2, None, true),
+            ("tfrecord", 6, 4, 3, 1, None, true),
+            ("tfrecord", 8, 3, 2, 2, Some(5u64), true),
+            ("tfrecord", 5, 3, 2, 1, Some(4), false),
+        ] {
+            let shuffle = match shuffle_size {
+                Some(size) => format!("  sample_shuffle: seed\n  shuffle_size: {size}\n"),
+                None => "  sample_shuffle: off\n".to_string(),
+            };
+            let yaml = format!(
+                "dataset:\n  format: {format}\n  num_files_train: {files}\n  \
+                 num_samples_per_file: {per_file}\n  record_length_bytes: 4096\n  \
+                 record_length_bytes_stdev: 0\n\
+                 reader:\n  data_loader: native_dali\n  read_threads: 3\n  batch_size: {batch}\n  \
+                 prefetch_size: {prefetch}\n  dont_use_mmap: {}\n{shuffle}",
+                !maps
+            );
+            let config = config(&yaml);
+            let plan = train_plan(&config);
+            let dataset = Dataset::from_config(&config);
+            let key_of = |file: u64| {
+                let mut key = String::new();
+                dataset.write_file_key(&mut key, &dataset.train, file);
+                key
+            };
+            let dir = std::env::temp_dir().join(format!(
+                "dlio-rs-native-dali-{format}-{}-{files}",
+                std::process::id()
+            ));
+            let local = crate::storage::LocalFs::new(&dir);
+            let format_io = crate::format::for_config(&config, false).unwrap();
+            let share = crate::generate::Share {
+                local_ranks: 0..1,
+                world: 1,
+            };
+            let quiet = crate::progress::Display::for_stderr(true);
+            crate::generate::write_share(&dataset, format_io.as_ref(), &local, &share, 1, quiet)
+                .unwrap();
+            let storage = MapRecorder {
+                inner: local,
+                maps: Mutex::new(Vec::new()),
+                reads: Mutex::new(Vec::new()),
+            };
+            let comm = crate::comm::ThreadGroup::new(1);
+            let source = epoch_one(&plan, &dataset, format_io.as_ref(), &storage, &comm);
+            let case = format!(
+                "{format}, {files} files, batch {batch}, shuffle {shuffle_size:?}, maps {maps}"
+            );
+            // The rule, restated: samples are records for tfrecord, files otherwise; a file is
+            // mapped when the stream enters it.
+            let shard = files * per_file;
+            let pass = shard.div_ceil(batch) * batch;
+            let fill = shuffle_size.unwrap_or(1).min(shard);
+            let depth = prefetch.max(1) + 2;
+            let file_of = |position: u64| {
+                let within = position % pass;
+                (within < shard).then_some(within / per_file)
+            };
+            let indexes: Vec<String> = match format {
+                "tfrecord" => (0..files)
+                    .map(|f| crate::format::tfrecord_index_key(&key_of(f)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            // Mapped: a request when the stream enters a file; read: one per sample.
+            let requests_within = |positions: u64| {
+                let mut last = None;
+                (0..positions)
+                    .filter_map(file_of)
+                    .filter(|&f| !maps || last.replace(f) != Some(f))
+                    .count() as u64
+            };
+            let requests = || match maps {
+                true => storage.count(),
+                false => storage.reads.lock().unwrap().len() as u64 - indexes.len() as u64,
+            };
+            assert_eq!(plan.steps(), files * per_file / batch, "{case}");
+            std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(3, prefetch);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                while (storage.reads.lock().unwrap().len()) < indexes.len() {
+                    std::thread::yield_now();
+                }
+                for step in 0..plan.steps() {
+                    let bound = requests_within(batch * (step + depth) + fill);
+                    while requests() < bound {
+                        std::thread::yield_now();
+                    }
+                    assert_eq!(requests(), bound, "{case}, before step {step}");
+                    let loaded = loader.next_batch().unwrap();
+                    assert!(loaded.samples <= batch + fill, "{case}");
+                }
+                loader.finish().unwrap();
+            });
+            let mapped = storage.maps.lock().unwrap().clone();
+            let reads = storage.reads.lock().unwrap().clone();
+            let (index_reads, sample_reads) = reads.split_at(indexes.len().min(reads.len()));
+            assert_eq!(
+                index_reads, indexes,
+                "{case}: the index files, read when it is built"
+            );
+            let (stream, other) = match maps {
+                true => (mapped, sample_reads.to_vec()),
+                false => (sample_reads.to_vec(), mapped),
+            };
+            assert!(other.is_empty(), "{case}: {other:?}");
+            let expected: Vec<String> = (0..)
+                .filter_map(file_of)
+                .scan(None, |last, f| {
+                    Some((!maps || last.replace(f) != Some(f)).then_some(f))
+                })
+                .flatten()
+                .take(stream.len())
+                .map(key_of)
+                .collect();
+            assert_eq!(stream, expected, "{case}: the stream's requests");
+            // A damaged sample in the first batch: its operator fails the run, naming the file.
+            let damaged = dir.join(key_of(0));
+            let mut bytes = std::fs::read(&damaged).unwrap();
+            let cut = bytes.len() / 2;
+            bytes[cut..].iter_mut().for_each(|b| *b = !*b);
+            bytes[..20].iter_mut().for_each(|b| *b = 0);
+            std::fs::write(&damaged, &bytes).unwrap();
+            let failed = std::thread::scope(|scope| {
+                let settings = LoaderSettings::new(3, prefetch);
+                let mut loader = Loader::start(scope, &source, settings, Vec::new()).unwrap();
+                let first = loader.next_batch();
+                let _ = loader.finish();
+                first
+            });
+            let error = failed.expect_err(&case).to_string();
+            assert!(error.contains(&key_of(0)), "{case}: {error}");
             std::fs::remove_dir_all(&dir).unwrap();
         }
     }

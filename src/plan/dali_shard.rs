@@ -1,13 +1,15 @@
-//! The shard DALI's own numpy reader (`fn.readers.numpy`, DLIO's `native_dali` loader) walks, and
-//! the order it hands its samples on in, as measured on DALI 2.4 (docs/formats.md, "The native
-//! DALI loader").
+//! The shard DALI's own readers (DLIO's `native_dali` loader: `fn.readers.numpy` over npy,
+//! `fn.readers.file` over jpeg/png, `fn.readers.tfrecord` over tfrecord) walk, and the order they
+//! hand their samples on in, as measured on DALI 2.4 (docs/formats.md, "The native DALI loader").
 //!
-//! DLIO passes `num_shards = comm_size` and no `shard_id`, so DALI's default shard 0 applies on
-//! every rank: each rank reads the first `files / world` files of the list (of DALI's shuffled
-//! list under `random_shuffle`), the same files on every rank. A DALI sample is a whole file.
+//! A DALI sample is a whole file for the numpy and file readers, a record for the tfrecord reader
+//! (which finds the records through DLIO's index files). DLIO passes `num_shards = comm_size`
+//! and no `shard_id`, so DALI's default shard 0 applies on every rank: each rank reads the first
+//! `samples / world` samples of the list (of DALI's shuffled file list under `random_shuffle`,
+//! for the numpy reader; the tfrecord reader keeps its files in order), the same on every rank.
 //!
 //! The reader walks its shard over and over (it never stops at the shard's end; DLIO's loop
-//! stops taking batches): the *stream* is pass after pass of the shard's files, each pass
+//! stops taking batches): the *stream* is pass after pass of the shard's samples, each pass
 //! followed by the pad slots that fill its last batch (`pad_last_batch`: copies of the pass's
 //! last sample, never read). Stream positions are read in order, one at a time, by one thread.
 //!
@@ -21,15 +23,21 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{mix64, Permutation};
+use super::{mix64, Permutation, SampleRef};
 
 /// The key of DALI's file-list shuffle: DALI seeds it with a constant, so that every shard cuts
 /// the same list; here a constant too.
 const LIST_KEY: u64 = 0xDA11_F11E;
 
-/// What the plan needs of DLIO's `fn.readers.numpy` call.
+/// What the plan needs of DLIO's call of a DALI reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DaliReaderSpec {
+    /// DALI samples per file: 1 for the numpy and file readers (a file is a sample, whatever
+    /// `num_samples_per_file`), the file's records for the tfrecord reader.
+    pub per_file: u64,
+    /// Whether `random_shuffle` also shuffles the file list (the numpy and file readers; the
+    /// tfrecord reader keeps its files in order, measured: 8 files, `initial_fill` 4, read 0–3).
+    pub shuffles_list: bool,
     /// `random_shuffle` (DLIO: `sample_shuffle` not off); the buffer's key when on.
     pub shuffle_key: Option<u64>,
     /// Samples read ahead of what is handed on: `initial_fill` (`shuffle_size`, or DALI's
@@ -47,7 +55,7 @@ pub const PIPELINE_BATCHES: u64 = 2;
 /// Shard 0 of one phase's files, as one epoch's fresh DALI reader walks it.
 #[derive(Debug, Clone)]
 pub struct DaliShard {
-    /// Files of the shard (`files / world`).
+    /// DALI samples of the shard (`files × per_file / world`).
     shard: u64,
     batch: u64,
     list: Option<Permutation>,
@@ -60,10 +68,12 @@ pub struct DaliShard {
 impl DaliShard {
     /// `files` of the split, `world` ranks, `steps` batches of `batch`.
     pub fn new(files: u64, world: u64, batch: u64, steps: u64, reader: DaliReaderSpec) -> Self {
-        let shard = files / world.max(1);
+        let per_file = reader.per_file.max(1);
+        let shard = files * per_file / world.max(1);
         let batch = batch.max(1);
         let list = reader
             .shuffle_key
+            .filter(|_| reader.shuffles_list)
             .map(|_| Permutation::new(files, mix64(LIST_KEY)));
         let mut this = DaliShard {
             shard,
@@ -78,8 +88,8 @@ impl DaliShard {
         this
     }
 
-    /// Files in the shard every rank reads.
-    pub fn files(&self) -> u64 {
+    /// DALI samples (files, or records) in the shard every rank reads.
+    pub fn samples(&self) -> u64 {
         self.shard
     }
 
@@ -87,15 +97,31 @@ impl DaliShard {
         self.reader
     }
 
-    /// Stream positions per pass: the shard's files and the pads of its last batch.
+    /// Stream positions per pass: the shard's samples and the pads of its last batch.
     pub fn pass(&self) -> u64 {
         self.shard.div_ceil(self.batch) * self.batch
     }
 
-    /// The split's file read at stream `position`, or `None` for a pad slot (nothing read).
-    pub fn file_at(&self, position: u64) -> Option<u64> {
+    /// The sample read at stream `position` (a whole file is sample 0), or `None` for a pad slot
+    /// (nothing read).
+    pub fn sample_at(&self, position: u64) -> Option<SampleRef> {
         let within = position % self.pass().max(1);
-        (within < self.shard).then(|| self.list.as_ref().map_or(within, |l| l.apply(within)))
+        let per_file = self.reader.per_file.max(1);
+        (within < self.shard).then(|| match &self.list {
+            Some(list) => SampleRef {
+                file: list.apply(within),
+                sample: 0,
+            },
+            None => SampleRef {
+                file: within / per_file,
+                sample: within % per_file,
+            },
+        })
+    }
+
+    /// Files the shard's samples lie in (the first ones of the list, unshuffled).
+    pub fn files_touched(&self) -> u64 {
+        self.shard.div_ceil(self.reader.per_file.max(1))
     }
 
     /// The stream position of emitted slot `slot` (0-based, `step × batch + index`).
@@ -144,7 +170,7 @@ impl DaliShard {
                     next += 1;
                 }
             }
-            let last = out.last().expect("a shard has a file").0;
+            let last = out.last().expect("a shard has a sample").0;
             out.extend((end..start + self.pass()).map(|pad| (last, pad + 1)));
             pass += 1;
         }
@@ -166,11 +192,20 @@ mod tests {
         fill: u64,
     ) -> DaliShard {
         let reader = DaliReaderSpec {
+            per_file: 1,
+            shuffles_list: true,
             shuffle_key: key,
             fill,
             prefetch: 1,
         };
         DaliShard::new(files, world, batch, steps, reader)
+    }
+
+    impl DaliShard {
+        /// The file of stream `position`, for readers whose samples are whole files.
+        fn file_at(&self, position: u64) -> Option<u64> {
+            self.sample_at(position).map(|s| s.file)
+        }
     }
 
     /// Unshuffled: the first `files / world` files in order, pass after pass, the last batch of a
@@ -179,7 +214,7 @@ mod tests {
     #[test]
     fn unshuffled_passes_walk_the_first_files_and_pad_the_last_batch() {
         let s = shard(16, 2, 3, 5, None, 1);
-        assert_eq!(s.files(), 8);
+        assert_eq!(s.samples(), 8);
         let emitted: Vec<Option<u64>> = (0..15).map(|slot| s.file_at(s.emitted(slot))).collect();
         let files: Vec<u64> = emitted.into_iter().map(Option::unwrap).collect();
         assert_eq!(files, [0, 1, 2, 3, 4, 5, 6, 7, 7, 0, 1, 2, 3, 4, 5]);
@@ -230,7 +265,7 @@ mod tests {
         );
         // The list's cut: rank-independent, half the shuffled list for 2 ranks.
         let half = shard(files, 2, batch, 2, Some(9), fill);
-        let cut: Vec<u64> = (0..half.files())
+        let cut: Vec<u64> = (0..half.samples())
             .map(|p| half.file_at(p).unwrap())
             .collect();
         let whole: Vec<u64> = (0..11).map(|p| s.file_at(p).unwrap()).collect();
@@ -243,6 +278,8 @@ mod tests {
     #[test]
     fn the_reader_runs_its_queues_ahead_of_the_trainer() {
         let reader = DaliReaderSpec {
+            per_file: 1,
+            shuffles_list: true,
             shuffle_key: None,
             fill: 1,
             prefetch: 2,
@@ -253,5 +290,44 @@ mod tests {
         assert_eq!(shuffled.readable(1), 14);
         let tiny = DaliShard::new(16, 1, 2, 8, DaliReaderSpec { fill: 40, ..reader });
         assert_eq!(tiny.readable(0), 8 + 16);
+    }
+
+    /// The tfrecord reader: a sample is a record, shard 0 the first `records / world` records of
+    /// the files in order (DALI 2.4: 8 files of 4 records, 2 shards, read files 0–3), the file list
+    /// never shuffled, only the buffer.
+    #[test]
+    fn records_are_the_tfrecord_readers_samples_and_its_files_stay_in_order() {
+        let reader = DaliReaderSpec {
+            per_file: 4,
+            shuffles_list: false,
+            shuffle_key: Some(3),
+            fill: 4,
+            prefetch: 1,
+        };
+        let s = DaliShard::new(8, 2, 2, 8, reader);
+        assert_eq!((s.samples(), s.files_touched()), (16, 4));
+        let stream: Vec<(u64, u64)> = (0..16)
+            .map(|p| s.sample_at(p).map(|r| (r.file, r.sample)).unwrap())
+            .collect();
+        let expected: Vec<(u64, u64)> = (0..4).flat_map(|f| (0..4).map(move |r| (f, r))).collect();
+        assert_eq!(stream, expected);
+        let mut drawn: Vec<u64> = (0..16).map(|slot| s.emitted(slot)).collect();
+        assert_ne!(drawn, (0..16).collect::<Vec<_>>(), "the buffer shuffles");
+        drawn.sort_unstable();
+        assert_eq!(drawn, (0..16).collect::<Vec<_>>());
+        // 3 records of 5 files over 2 ranks: 7 records, the pass padded to 8.
+        let odd = DaliShard::new(
+            5,
+            2,
+            2,
+            4,
+            DaliReaderSpec {
+                per_file: 3,
+                ..reader
+            },
+        );
+        assert_eq!((odd.samples(), odd.pass(), odd.files_touched()), (7, 8, 3));
+        assert_eq!(odd.sample_at(6).map(|r| (r.file, r.sample)), Some((2, 0)));
+        assert_eq!(odd.sample_at(7), None);
     }
 }

@@ -24,7 +24,7 @@ pub use interleave::{Interleave, FILES_AHEAD_PER_LANE, RECORDS_AHEAD};
 pub use permutation::{mix64, Permutation};
 
 /// A sample: its file (index into the split's file list) and its index inside that file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SampleRef {
     pub file: u64,
     pub sample: u64,
@@ -75,8 +75,8 @@ pub struct PlanSpec {
     /// each taking a contiguous share of the rank's samples in file order (the plan's `Chunks`); the
     /// sample shuffle only relabels them there, so it is off.
     pub thread_chunks: bool,
-    /// DLIO's `native_dali` loader: DALI's own numpy reader, whose shard 0 every rank reads
-    /// ([`DaliShard`]); the shuffles are its own, the plan's are off.
+    /// DLIO's `native_dali` loader: DALI's own reader (numpy, file or tfrecord), whose shard 0
+    /// every rank reads ([`DaliShard`]); the shuffles are its own, the plan's are off.
     pub native_dali: Option<NativeDaliSpec>,
 }
 
@@ -89,6 +89,14 @@ pub struct NativeDaliSpec {
     pub initial_fill: u64,
     /// The reader's `prefetch_queue_depth`: `prefetch_size`, or 1 when 0.
     pub prefetch: u64,
+    /// DALI samples per file: the records of a file for `fn.readers.tfrecord`, else 1.
+    pub per_file: u64,
+    /// Whether `random_shuffle` shuffles the file list too (all but the tfrecord reader).
+    pub shuffles_list: bool,
+    /// The pipeline's `num_threads`, which run its operators: `read_threads`, or 1 when 0.
+    pub threads: u64,
+    /// Whether the reader maps files (DLIO's `dont_use_mmap` False) or reads them.
+    pub maps: bool,
 }
 
 /// The buffers of the TensorFlow loader's pipeline, which decide when each record is read.
@@ -130,6 +138,13 @@ impl PlanSpec {
                     n => n,
                 },
                 prefetch: config.reader.prefetch_size.max(1),
+                per_file: match config.dataset.format {
+                    Format::Tfrecord => config.dataset.num_samples_per_file.max(1),
+                    _ => 1,
+                },
+                shuffles_list: config.dataset.format != Format::Tfrecord,
+                threads: config.reader.read_threads.max(1),
+                maps: !config.reader.dont_use_mmap,
             }),
             file_sharded,
             thread_chunks,
@@ -308,6 +323,8 @@ impl EpochPlan {
         // Each epoch builds a fresh DALI pipeline (DLIO's loader makes one per epoch).
         let dali = spec.native_dali.map(|native| {
             let reader = DaliReaderSpec {
+                per_file: native.per_file,
+                shuffles_list: native.shuffles_list,
                 shuffle_key: shuffle_key(native.shuffle, &spec, epoch, 0xDA11),
                 fill: match native.shuffle {
                     Shuffle::Off => 1,
@@ -470,13 +487,13 @@ impl EpochPlan {
         Some(self.sample_at(global))
     }
 
-    /// Shard 0 as DALI's numpy reader walks it, under DLIO's `native_dali` loader.
+    /// Shard 0 as DALI's reader walks it, under DLIO's `native_dali` loader.
     pub fn dali(&self) -> Option<&DaliShard> {
         self.dali.as_ref()
     }
 
     /// The samples of batch `step` (0-based) of `rank`. Under `native_dali` every rank's batch
-    /// is the one DALI's reader hands on from shard 0, each sample a whole file (sample 0).
+    /// is the one DALI's reader hands on from shard 0 (a whole file is sample 0).
     pub fn batch(&self, rank: u64, step: u64) -> impl Iterator<Item = SampleRef> + '_ {
         debug_assert!(rank < self.spec.world && step < self.steps);
         let start = (rank * self.steps + step) * self.spec.batch;
@@ -484,12 +501,8 @@ impl EpochPlan {
         (0..self.spec.batch).map(move |index| match &self.dali {
             Some(dali) => {
                 let position = dali.emitted(step * self.spec.batch + index);
-                SampleRef {
-                    file: dali
-                        .file_at(position)
-                        .expect("an emitted slot holds a file"),
-                    sample: 0,
-                }
+                dali.sample_at(position)
+                    .expect("an emitted slot holds a sample")
             }
             None => self.sample_at_after(start + index, &mut last),
         })

@@ -714,7 +714,7 @@ pub(super) fn batches_read_ahead(config: &Config) -> (u64, String) {
             (depth, format!("DALI's pipeline, {depth} batch(es) deep"))
         }
         DataLoader::NativeDali => {
-            // DALI's numpy reader: its queue, the pipeline's outputs, and its shuffle buffer's
+            // DALI's reader: its queue, the pipeline's outputs, and its shuffle buffer's
             // fill (or the 1 sample it keeps read) ahead of the trainer.
             let queue = reader.prefetch_size.max(1);
             let fill = match reader.sample_shuffle {
@@ -726,7 +726,7 @@ pub(super) fn batches_read_ahead(config: &Config) -> (u64, String) {
             (
                 queue + pipeline + fill.div_ceil(batch),
                 format!(
-                    "DALI's numpy reader's queue of {queue} batch(es), the pipeline's {pipeline} \
+                    "DALI's reader's queue of {queue} batch(es), the pipeline's {pipeline} \
                      and {fill} sample(s) of fill, at batch {batch}"
                 ),
             )

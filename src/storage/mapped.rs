@@ -101,11 +101,48 @@ impl Mapped {
         unsafe { std::slice::from_raw_parts(self.start.as_ptr().add(self.skip), self.len) }
     }
 
+    /// Asks the kernel to read `len` of the requested bytes from `at` ahead
+    /// (`madvise(MADV_WILLNEED)` at their address, as DALI's readers do with each sample they
+    /// map): the reads start now, and this returns without waiting for them. As for DALI, the
+    /// kernel takes advice only at a page's start: elsewhere it refuses it (EINVAL), and the
+    /// pages come with the first touch; that refusal is not an error here.
+    pub fn will_need(&self, at: usize, len: usize) -> io::Result<()> {
+        if len == 0 || at.checked_add(len).is_none_or(|end| end > self.len) {
+            return Ok(());
+        }
+        // SAFETY: advice on bytes of a mapping this value owns; it changes no memory.
+        let status = unsafe {
+            libc::madvise(
+                self.start.as_ptr().add(self.skip + at).cast(),
+                len,
+                libc::MADV_WILLNEED,
+            )
+        };
+        let error = io::Error::last_os_error();
+        match status {
+            0 => Ok(()),
+            _ if error.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+            _ => Err(error),
+        }
+    }
+
     /// Unmaps, then evicts the mapped pages from the page cache if the run asks for it.
     pub fn finish(mut self) -> io::Result<()> {
-        self.unmap();
-        if self.evict_after_read && self.mapped > 0 {
-            let (offset, len) = (self.file_offset as libc::off_t, self.mapped as libc::off_t);
+        self.release()
+    }
+
+    fn release(&mut self) -> io::Result<()> {
+        let mapped = self.mapped;
+        if mapped == 0 {
+            return Ok(());
+        }
+        // SAFETY: `start`/`mapped` describe a mapping this value made and nothing else uses;
+        // it is forgotten right after.
+        unsafe { libc::munmap(self.start.as_ptr().cast(), mapped) };
+        self.mapped = 0;
+        self.len = 0;
+        if self.evict_after_read {
+            let (offset, len) = (self.file_offset as libc::off_t, mapped as libc::off_t);
             // SAFETY: a plain system call on an open descriptor.
             let status = unsafe {
                 libc::posix_fadvise(
@@ -121,20 +158,13 @@ impl Mapped {
         }
         Ok(())
     }
-
-    fn unmap(&mut self) {
-        if self.mapped > 0 {
-            // SAFETY: `start`/`mapped` describe a mapping this value made and nothing else uses;
-            // it is forgotten right after.
-            unsafe { libc::munmap(self.start.as_ptr().cast(), self.mapped) };
-            self.mapped = 0;
-            self.len = 0;
-        }
-    }
 }
 
 impl Drop for Mapped {
+    /// A mapping dropped unfinished (shared by several samples, the last holder gone; or a read
+    /// that failed) is released all the same, its pages evicted where the run asks: a later
+    /// epoch must not find them in the page cache. A failure to evict cannot be reported here.
     fn drop(&mut self) {
-        self.unmap();
+        let _ = self.release();
     }
 }

@@ -224,6 +224,12 @@ pub trait Storage: Send + Sync {
     /// mapping; an error if the object ends before them, or where the storage cannot map.
     fn map_range(&self, key: &str, offset: u64, len: usize) -> io::Result<Mapped>;
 
+    /// Maps the whole object, as DALI's readers map a file: opened once, measured, mapped.
+    fn map_whole(&self, key: &str) -> io::Result<Mapped> {
+        let size = self.size(key)?;
+        self.map_range(key, 0, size as usize)
+    }
+
     /// The calling thread is about to read `key`: the storage may keep the object open from
     /// now until the thread's phase ends ([`Storage::release_all`]), so that a reader streaming a
     /// file, or taking sample after sample from it, or coming back to it, opens it once. A few

@@ -147,6 +147,11 @@ impl<'a> Iterator for Fields<'a> {
 /// `FixedLenFeature([], tf.int64)` for `size` insists on: both features, one value each. Returns
 /// the image's length and the size.
 pub(super) fn parse_example(payload: &[u8]) -> std::result::Result<(usize, u64), String> {
+    example_features(payload).map(|(image, size)| (image.len(), size))
+}
+
+/// [`parse_example`], handing back the image's bytes (a slice of `payload`).
+pub(super) fn example_features(payload: &[u8]) -> std::result::Result<(&[u8], u64), String> {
     let (mut image, mut size) = (None, None);
     for field in Fields::new(payload) {
         let (1, Value::Bytes(features)) = field? else {
@@ -173,14 +178,14 @@ pub(super) fn parse_example(payload: &[u8]) -> std::result::Result<(usize, u64),
     }
     let image = image.ok_or("the Example has no 'image' feature")?;
     let size = size.ok_or("the Example has no 'size' feature")?;
-    let (mut images, mut image_len) = (0, 0);
+    let (mut images, mut image_bytes): (u32, &[u8]) = (0, &[]);
     let (mut sizes, mut size_value) = (0, 0);
     for field in Fields::new(image) {
         if let (1, Value::Bytes(list)) = field? {
             for value in Fields::new(list) {
                 if let (1, Value::Bytes(bytes)) = value? {
                     images += 1;
-                    image_len = bytes.len();
+                    image_bytes = bytes;
                 }
             }
         }
@@ -215,5 +220,5 @@ pub(super) fn parse_example(payload: &[u8]) -> std::result::Result<(usize, u64),
             "feature 'size' holds {sizes} int64 values, not one"
         ));
     }
-    Ok((image_len, size_value))
+    Ok((image_bytes, size_value))
 }

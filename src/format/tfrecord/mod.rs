@@ -43,10 +43,10 @@ mod tests;
 use crc32c::{crc32c, crc32c_append};
 use rand::rngs::SmallRng;
 
-use self::example::example_parts;
-use self::framing::{mask, masked_crc, FRAMING};
+use self::example::{example_features, example_parts};
+use self::framing::{mask, masked_crc, FRAMING, HEADER};
 use self::stream::StreamReader;
-use super::{Encoded, FileFormat, SampleReader};
+use super::{DaliOperator, Encoded, FileFormat, SampleReader};
 use crate::dataset::FileShape;
 use crate::error::{Error, Result};
 
@@ -67,6 +67,56 @@ pub(crate) fn index_key(key: &str) -> String {
     let split = key.split('/').next().unwrap_or(key);
     let name = key.rsplit('/').next().unwrap_or(key);
     format!("index/{split}/{name}.idx")
+}
+
+/// What DALI's `fn.readers.tfrecord` does with a record the index points at (DLIO's
+/// `native_dali` loader): checks its framing (the length and its CRC; DALI checks no payload CRC),
+/// parses its `tf.train.Example` and copies the `image` feature out into `image` (every byte of
+/// the record touched, as DALI's parser copies the feature into its output). Returns the image's
+/// length.
+pub(crate) fn parse_record(
+    record: &[u8],
+    image: &mut Vec<u8>,
+) -> std::result::Result<usize, String> {
+    if record.len() < FRAMING as usize {
+        return Err(format!(
+            "the index gives the record {} bytes, fewer than its {FRAMING} framing bytes",
+            record.len()
+        ));
+    }
+    let (length, crc) = (&record[..8], &record[8..HEADER]);
+    if masked_crc(length).to_le_bytes() != crc {
+        return Err("the CRC of the record's length does not match".to_string());
+    }
+    let len = u64::from_le_bytes(length.try_into().expect("8 bytes"));
+    if len != record.len() as u64 - FRAMING {
+        return Err(format!(
+            "the record holds {len} payload bytes, the index gives it {}",
+            record.len() as u64 - FRAMING
+        ));
+    }
+    let payload = &record[HEADER..record.len() - 4];
+    let (bytes, _) = example_features(payload)?;
+    image.clear();
+    image.extend_from_slice(bytes);
+    Ok(bytes.len())
+}
+
+/// The records of a file as its index lists them (`"{offset} {length}\n"` per record, as DALI's
+/// `tfrecord2idx` writes and `fn.readers.tfrecord` reads it).
+pub(crate) fn parse_index(text: &[u8]) -> std::result::Result<Vec<(u64, u64)>, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "the index is not text".to_string())?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .enumerate()
+        .map(|(n, line)| {
+            let mut words = line.split_whitespace().map(str::parse::<u64>);
+            match (words.next(), words.next(), words.next()) {
+                (Some(Ok(offset)), Some(Ok(length)), None) => Ok((offset, length)),
+                _ => Err(format!("line {} is {line:?}, not \"offset length\"", n + 1)),
+            }
+        })
+        .collect()
 }
 
 impl FileFormat for TfRecord {
@@ -114,6 +164,10 @@ impl FileFormat for TfRecord {
             index.push(b'\n');
         }
         Ok(())
+    }
+
+    fn dali_operator(&self) -> Option<DaliOperator> {
+        Some(DaliOperator::Record)
     }
 
     fn reader(&self) -> Box<dyn SampleReader + '_> {

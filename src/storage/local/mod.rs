@@ -195,6 +195,12 @@ impl Storage for LocalFs {
         Mapped::new(file, offset, len, self.options.evict_after_read)
     }
 
+    fn map_whole(&self, key: &str) -> io::Result<Mapped> {
+        let file = self.open_for_reading(key, false)?;
+        let size = regular_file_len(&file)?;
+        Mapped::new(file, 0, size as usize, self.options.evict_after_read)
+    }
+
     fn size(&self, key: &str) -> io::Result<u64> {
         // A file a thread holds was measured when it was opened.
         match self.with_held(key, self.options.odirect, |h| h.geometry.0) {

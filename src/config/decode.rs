@@ -781,8 +781,8 @@ impl Config {
         if self.reader.odirect {
             return refuse(
                 "workload.reader.odirect = True with data_loader native_dali: DALI's readers \
-                 map each file and never open it with O_DIRECT (DLIO ignores the key \
-                 there); set odirect False"
+                 map or read files through the page cache and never open them with O_DIRECT \
+                 (DLIO ignores the key there); set odirect False"
                     .to_string(),
             );
         }

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use self::settings::{Auth, Settings, Signer};
 use super::checked::{self, hex, md5_of, Expected, Written};
 use super::http::{self, Client, RequestError, Response, Take, TLS_REFUSED};
+use super::parts::PartsInFlight;
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -542,6 +543,7 @@ impl Storage for AzureStorage {
             blob: self.key(key),
             pending: Vec::new(),
             blocks: Vec::new(),
+            sending: None,
             written: 0,
         }))
     }
@@ -780,21 +782,34 @@ impl ListPage {
 }
 
 /// A blob being written: bytes wait in `pending` until a block is full; the first full block
-/// makes the blob a block upload. [`ObjectWriter::finish`] sends what is left as one Put Blob,
-/// or as the last block and commits the list.
+/// makes the blob a block upload, and each full block is sent (Put Block) on a thread of its own
+/// while the next fills, up to `parts_in_flight` at once (so at most `parts_in_flight + 1` blocks
+/// of memory). [`ObjectWriter::finish`] sends what is left as one Put Blob, or as the last block,
+/// and commits the list in order once every block is in. Blocks never committed are dropped by
+/// Azure after a week; they are invisible as a blob.
 struct Upload<'s> {
     storage: &'s AzureStorage,
     blob: String,
     pending: Vec<u8>,
     /// The IDs of the blocks sent, in order.
     blocks: Vec<String>,
+    /// The blocks in flight, and the storage their threads send through.
+    sending: Option<(PartsInFlight<()>, Arc<AzureStorage>)>,
     written: u64,
 }
 
 impl Upload<'_> {
-    /// Sends `pending[..len]` as the next block (Put Block).
-    fn send_block(&mut self, len: usize) -> io::Result<()> {
-        let number = self.blocks.len();
+    /// Hands `pending` to a thread that sends it as the next block, once fewer than
+    /// `parts_in_flight` are in flight.
+    fn send_block(&mut self) -> io::Result<()> {
+        let storage = self.storage;
+        let (parts, shared) = self.sending.get_or_insert_with(|| {
+            (
+                PartsInFlight::new(storage.parts_in_flight),
+                Arc::new(storage.clone()),
+            )
+        });
+        let number = parts.sent();
         if number >= MAX_BLOCKS {
             return Err(io::Error::other(format!(
                 "{} needs more than {MAX_BLOCKS} blocks: raise \
@@ -807,85 +822,22 @@ impl Upload<'_> {
             &base64::engine::general_purpose::STANDARD,
             format!("dlio-rs-block-{number:06}"),
         );
-        let storage = self.storage;
-        let url = storage.url(Some(&self.blob), &[("comp", "block"), ("blockid", &id)]);
-        let block = &self.pending[..len];
-        // With `verify_writes: etag` each block carries its MD5 (`Content-MD5`), which Azure
-        // checks against what arrived: a block that arrived otherwise is refused (400
-        // `Md5Mismatch`) and sent again. The blob's size is checked once committed, whatever
-        // `verify_writes`.
-        let md5 = (storage.verify == VerifyWrites::Etag).then(|| md5_of(block));
-        let expected = Expected {
-            bytes: len as u64,
-            digest: md5.map(|d| hex(&d)),
-        };
-        let mut headers = vec![("content-type", "application/octet-stream".to_string())];
-        if let Some(md5) = md5 {
-            let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5);
-            headers.push(("content-md5", encoded));
-        }
-        let what = format!("block {number} of {}", storage.object(&self.blob));
-        checked::write_checked(
-            &storage.client,
-            (&what, Written::Part),
-            &expected,
-            &mut || {
-                let mut take = |response: &mut Response| {
-                    let text = response.text()?;
-                    if response.status != 400 {
-                        return Ok(Some(content_md5(response)));
-                    }
-                    let code = http::xml_field(&text, "Code");
-                    let message = http::xml_field(&text, "Message").unwrap_or("");
-                    // Azure's code for it, and Azurite's (`InvalidOperation`, "Provided contentMD5
-                    // doesn't match.").
-                    let refused_md5 = code == Some("Md5Mismatch")
-                        || (code == Some("InvalidOperation") && message.contains("contentMD5"));
-                    match code {
-                        _ if refused_md5 => Ok(None),
-                        code => Err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!(
-                                "{what}: HTTP 400 {} ({})",
-                                code.unwrap_or("BadRequest"),
-                                message
-                            ),
-                        )),
-                    }
-                };
-                let answer = storage.send(
-                    RequestKind::PartUpload,
-                    &self.blob,
-                    "PUT",
-                    &url,
-                    headers.clone(),
-                    Some(block),
-                    if md5.is_some() { &[400] } else { &[] },
-                    &mut take,
-                    |_| 0,
-                )?;
-                match answer {
-                    // Refused as arrived otherwise than sent.
-                    None => Ok(Some(checked::Stored {
-                        bytes: None,
-                        digest: None,
-                    })),
-                    // Stored: its Content-MD5 where Azure answers one (an uncommitted block has no
-                    // size to ask for).
-                    Some(digest) => {
-                        checked::compare(&expected, Some(len as u64), digest, &mut || Ok(None))
-                    }
-                }
-            },
-        )?;
+        let next = parts.buffer(storage.part_size);
+        let block = std::mem::replace(&mut self.pending, next);
+        let (shared, blob, block_id) = (Arc::clone(shared), self.blob.clone(), id.clone());
+        parts.send(block, move |_, block| {
+            put_block(&shared, &blob, &block_id, number, block)
+        })?;
         self.blocks.push(id);
-        self.pending.drain(..len);
         Ok(())
     }
 
-    /// Commits the blocks in order (Put Block List) and checks the blob Azure made: all the
-    /// bytes written.
+    /// Commits the blocks in order (Put Block List), once every block is in, and checks the
+    /// blob Azure made: all the bytes written.
     fn commit(&mut self) -> io::Result<()> {
+        if let Some((parts, _)) = &mut self.sending {
+            parts.all_done()?;
+        }
         let storage = self.storage;
         let mut body = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
         for id in &self.blocks {
@@ -933,7 +885,7 @@ impl ObjectWriter for Upload<'_> {
             bytes = later;
             // A full block is sent once more bytes come: the last one is sent by `finish`.
             if self.pending.len() == part && !bytes.is_empty() {
-                self.send_block(part)?;
+                self.send_block()?;
             }
         }
         Ok(())
@@ -944,9 +896,8 @@ impl ObjectWriter for Upload<'_> {
             let pending = std::mem::take(&mut self.pending);
             return self.storage.put_whole(&self.blob, &pending);
         }
-        let len = self.pending.len();
-        if len > 0 {
-            self.send_block(len)?;
+        if !self.pending.is_empty() {
+            self.send_block()?;
         }
         self.commit()
     }
@@ -955,6 +906,95 @@ impl ObjectWriter for Upload<'_> {
     fn finish_durably(self: Box<Self>) -> io::Result<()> {
         self.finish()
     }
+}
+
+impl Drop for Upload<'_> {
+    /// Blocks still in flight end before the writer goes: none is left running past the run.
+    fn drop(&mut self) {
+        if let Some((parts, _)) = &mut self.sending {
+            parts.settle();
+        }
+    }
+}
+
+/// Sends `block` as block `number` (ID `id`) of `blob` (Put Block), and checks it stored: with
+/// `verify_writes: etag` the block carries its MD5 (`Content-MD5`), which Azure checks against
+/// what arrived: a block that arrived otherwise is refused (400 `Md5Mismatch`) and sent again.
+/// The blob's size is checked once committed, whatever `verify_writes`.
+fn put_block(
+    storage: &AzureStorage,
+    blob: &str,
+    id: &str,
+    number: usize,
+    block: &[u8],
+) -> io::Result<()> {
+    let url = storage.url(Some(blob), &[("comp", "block"), ("blockid", id)]);
+    let len = block.len();
+    let md5 = (storage.verify == VerifyWrites::Etag).then(|| md5_of(block));
+    let expected = Expected {
+        bytes: len as u64,
+        digest: md5.map(|d| hex(&d)),
+    };
+    let mut headers = vec![("content-type", "application/octet-stream".to_string())];
+    if let Some(md5) = md5 {
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5);
+        headers.push(("content-md5", encoded));
+    }
+    let what = format!("block {number} of {}", storage.object(blob));
+    checked::write_checked(
+        &storage.client,
+        (&what, Written::Part),
+        &expected,
+        &mut || {
+            let mut take = |response: &mut Response| {
+                let text = response.text()?;
+                if response.status != 400 {
+                    return Ok(Some(content_md5(response)));
+                }
+                let code = http::xml_field(&text, "Code");
+                let message = http::xml_field(&text, "Message").unwrap_or("");
+                // Azure's code for it, and Azurite's (`InvalidOperation`, "Provided contentMD5
+                // doesn't match.").
+                let refused_md5 = code == Some("Md5Mismatch")
+                    || (code == Some("InvalidOperation") && message.contains("contentMD5"));
+                match code {
+                    _ if refused_md5 => Ok(None),
+                    code => Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{what}: HTTP 400 {} ({})",
+                            code.unwrap_or("BadRequest"),
+                            message
+                        ),
+                    )),
+                }
+            };
+            let answer = storage.send(
+                RequestKind::PartUpload,
+                blob,
+                "PUT",
+                &url,
+                headers.clone(),
+                Some(block),
+                if md5.is_some() { &[400] } else { &[] },
+                &mut take,
+                |_| 0,
+            )?;
+            match answer {
+                // Refused as arrived otherwise than sent.
+                None => Ok(Some(checked::Stored {
+                    bytes: None,
+                    digest: None,
+                })),
+                // Stored: its Content-MD5 where Azure answers one (an uncommitted block has no
+                // size to ask for).
+                Some(digest) => {
+                    checked::compare(&expected, Some(len as u64), digest, &mut || Ok(None))
+                }
+            }
+        },
+    )
+    .map(drop)
 }
 
 /// The `Content-MD5` of an answer (base64, as Azure sends it) in lower-case hex.

@@ -242,6 +242,49 @@ pub(crate) fn conditional_writes(name: &str, storage: &dyn Storage, has_them: bo
     assert!(!storage.exists(key).unwrap(), "{name}: deleted");
 }
 
+/// An object store's large write (a checkpoint save): the object written in pieces of any size
+/// goes out in parts of `part` bytes (S3's parts, Azure's blocks), more than one in flight at once
+/// at the server (`server_peak`: a proxy's peak, reset by `reset_peak` before the write) and no
+/// more than `depth` at the client, and is stored whole, in order. Leaves the object deleted.
+#[cfg(any(feature = "s3", feature = "azure"))]
+pub(crate) fn writes_parts_together(
+    name: &str,
+    storage: &dyn Storage,
+    (part, depth): (usize, usize),
+    reset_peak: &dyn Fn(),
+    server_peak: &dyn Fn() -> usize,
+) {
+    let key = "together.bin";
+    let object = pattern(6 * part + 1000, 9);
+    reset_peak();
+    let before = storage
+        .request_counts()
+        .expect("an object store counts its requests");
+    let mut writer = storage.create(key).unwrap();
+    for piece in object.chunks(1 << 20) {
+        writer.write(piece).unwrap();
+    }
+    writer.finish().unwrap();
+    let after = storage.request_counts().unwrap();
+    let parts = |c: &super::RequestCounts| c.of(super::RequestKind::PartUpload).requests;
+    assert_eq!(
+        parts(&after) - parts(&before),
+        7,
+        "{name}: 6 parts of {part} bytes and the last 1000"
+    );
+    let peak = server_peak();
+    assert!(peak >= 2, "{name}: {peak} parts in flight at once");
+    assert!(
+        after.peak_in_flight as usize <= depth,
+        "{name}: {} in flight at the client",
+        after.peak_in_flight
+    );
+    let mut buf = IoBuffer::new();
+    let read = storage.read_all(key, &mut buf).unwrap();
+    assert!(read.bytes(&buf) == object, "{name}: stored whole, in order");
+    storage.delete(key).unwrap();
+}
+
 /// An object store's whole-object read in order (a checkpoint load): the object's bytes, in
 /// order, fetched as ranged GETs of `part` bytes (whatever the pieces asked for), more than one
 /// in flight at once at the server (`server_peak`: a proxy's peak, reset by `reset_peak` before

@@ -20,6 +20,8 @@ mod http;
 pub mod lease;
 mod local;
 mod mapped;
+#[cfg(any(feature = "s3", feature = "azure"))]
+mod parts;
 #[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
 mod ranged;
 pub mod requests;

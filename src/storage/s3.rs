@@ -25,13 +25,14 @@ mod settings;
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Method, S3Action};
 
 use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME, TLS_REFUSED};
 use super::checked::{self, hex, md5_of, Expected, Stored, Written};
+use super::parts::PartsInFlight;
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -994,22 +995,11 @@ struct Upload<'s> {
 
 struct Multipart {
     upload_id: Arc<str>,
-    /// Parts handed to uploads so far.
-    sent: usize,
-    /// Parts being uploaded.
-    in_flight: usize,
-    /// Where each part's thread tells its outcome, with the part's index: a slot is freed by
-    /// whichever part ends first, not the oldest.
-    ended: mpsc::Receiver<(usize, io::Result<Part>)>,
-    tell: mpsc::Sender<(usize, io::Result<Part>)>,
-    /// The uploaded parts, by index.
-    done: Vec<Option<Part>>,
-    /// Buffers of uploaded parts, for the next ones.
-    spare: Vec<Vec<u8>>,
+    parts: PartsInFlight<Part>,
     completed: bool,
 }
 
-/// An uploaded part: its ETag, the MD5 of its bytes where computed, and its buffer back.
+/// An uploaded part: its ETag, the MD5 of its bytes where computed, and its CRC-32.
 struct Part {
     etag: String,
     /// The MD5 of its bytes, where its ETag was checked against it (a store that does not take
@@ -1017,37 +1007,6 @@ struct Part {
     digest: Option<[u8; 16]>,
     /// The CRC-32 it was sent with (`verify_writes: etag`).
     crc: Option<u32>,
-    buffer: Vec<u8>,
-}
-
-impl Multipart {
-    /// Waits for the next part to end; its failure is the upload's.
-    fn collect_one(&mut self) -> io::Result<()> {
-        let (index, outcome) = self
-            .ended
-            .recv()
-            .map_err(|_| io::Error::other("a part upload's thread is gone"))?;
-        self.in_flight -= 1;
-        let mut part = outcome?;
-        let mut buffer = std::mem::take(&mut part.buffer);
-        buffer.clear();
-        self.spare.push(buffer);
-        if self.done.len() <= index {
-            self.done.resize_with(index + 1, || None);
-        }
-        self.done[index] = Some(part);
-        Ok(())
-    }
-
-    /// Waits for every part in flight, whatever their outcome (the upload is being given up).
-    fn settle(&mut self) {
-        while self.in_flight > 0 {
-            if self.ended.recv().is_err() {
-                return;
-            }
-            self.in_flight -= 1;
-        }
-    }
 }
 
 impl Upload<'_> {
@@ -1092,15 +1051,9 @@ impl Upload<'_> {
                     format!("starting a multipart upload of {key} gave no UploadId: {text}"),
                 )
             })?;
-        let (tell, ended) = mpsc::channel();
         self.multipart = Some(Multipart {
             upload_id: upload_id.into(),
-            sent: 0,
-            in_flight: 0,
-            ended,
-            tell,
-            done: Vec::new(),
-            spare: Vec::new(),
+            parts: PartsInFlight::new(self.storage.parts_in_flight),
             completed: false,
         });
         Ok(())
@@ -1112,12 +1065,8 @@ impl Upload<'_> {
         if self.multipart.is_none() {
             self.start_multipart()?;
         }
-        let limit = self.storage.parts_in_flight;
         let multipart = self.multipart.as_mut().expect("started above");
-        while multipart.in_flight >= limit {
-            multipart.collect_one()?;
-        }
-        let number = multipart.sent + 1;
+        let number = multipart.parts.sent() + 1;
         let part_number = u16::try_from(number)
             .ok()
             .filter(|&n| n <= 10_000)
@@ -1128,10 +1077,7 @@ impl Upload<'_> {
                     self.key
                 ))
             })?;
-        let next = multipart
-            .spare
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.storage.part_size));
+        let next = multipart.parts.buffer(self.storage.part_size);
         let body = std::mem::replace(&mut self.pending, next);
         let crc = self
             .pending_crc
@@ -1142,46 +1088,20 @@ impl Upload<'_> {
             self.key.clone(),
             Arc::clone(&multipart.upload_id),
         );
-        let tell = multipart.tell.clone();
-        std::thread::Builder::new()
-            .name("s3-part".into())
-            .spawn(move || {
-                let upload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    upload_part(&client, &key, &upload_id, part_number, &body, crc)
-                }));
-                let outcome = match upload {
-                    Ok(Ok((etag, digest))) => Ok(Part {
-                        etag,
-                        digest,
-                        crc,
-                        buffer: body,
-                    }),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(io::Error::other("a part upload panicked")),
-                };
-                let _ = tell.send((number - 1, outcome));
-            })
-            .map_err(|e| io::Error::other(format!("cannot start a part upload's thread: {e}")))?;
-        multipart.in_flight += 1;
-        multipart.sent = number;
-        Ok(())
+        multipart.parts.send(body, move |_, body| {
+            let (etag, digest) = upload_part(&client, &key, &upload_id, part_number, body, crc)?;
+            Ok(Part { etag, digest, crc })
+        })
     }
 
     /// Completes the upload once every part is in, and checks the object the server made: the
     /// ETag of the parts' MD5s, or else all the bytes written (a HEAD).
     fn complete(&mut self) -> io::Result<()> {
         let multipart = self.multipart.as_mut().expect("a multipart upload");
-        while multipart.in_flight > 0 {
-            multipart.collect_one()?;
-        }
+        let parts = multipart.parts.all_done()?;
         let client = &*self.client;
         let key = self.key.as_str();
         let upload_id = &*multipart.upload_id;
-        let parts: Vec<&Part> = multipart
-            .done
-            .iter()
-            .map(|p| p.as_ref().expect("every part ended"))
-            .collect();
         let action = || {
             client.service.bucket.complete_multipart_upload(
                 client.service.credentials.as_ref(),
@@ -1387,7 +1307,7 @@ impl Drop for Upload<'_> {
             return;
         }
         // A part that ends after the abort could leave the upload behind on some stores.
-        multipart.settle();
+        multipart.parts.settle();
         let client = &*self.client;
         let (key, upload_id) = (self.key.as_str(), &*multipart.upload_id);
         let url = || {

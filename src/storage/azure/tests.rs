@@ -159,10 +159,12 @@ fn azure_passes_the_conformance_suite_and_uploads_in_checked_blocks() {
     );
 }
 
-/// A checkpoint load reads a blob in `part_size` ranges, `parts_in_flight` of them fetched
-/// ahead together (seen at the server through a proxy that counts what it answers at once).
+/// A checkpoint save sends a large blob's blocks together, up to `parts_in_flight`, and commits
+/// them in order; a checkpoint load reads a blob in `part_size` ranges, `parts_in_flight` of them
+/// fetched ahead together (both seen at the server through a proxy that counts what it answers
+/// at once).
 #[test]
-fn azure_reads_a_blob_in_order_ranges_ahead() {
+fn azure_writes_blocks_together_and_reads_ranges_ahead() {
     let server = server("azure-ahead");
     let proxy = FaultProxy::start(server.addr(), FaultPlan::default()).unwrap();
     let azure = storage(
@@ -171,6 +173,13 @@ fn azure_reads_a_blob_in_order_ranges_ahead() {
         &["part_size=5242880", "parts_in_flight=3"],
     );
     azure.check_access(true).unwrap();
+    crate::storage::conformance::writes_parts_together(
+        "azure",
+        &azure,
+        (5 << 20, 3),
+        &|| proxy.reset_peak(),
+        &|| proxy.peak_in_flight(),
+    );
     crate::storage::conformance::reads_in_order_ranges_ahead(
         "azure",
         &azure,

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use self::settings::{Auth, Settings, Signer};
 use super::checked::{self, hex, md5_of, Expected, Written};
+use super::download::{not_mappable, take_answer, Span};
 use super::http::{self, Client, RequestError, Response, Take, TLS_REFUSED};
 use super::parts::PartsInFlight;
 use super::requests::{RequestCounts, RequestKind};
@@ -180,66 +181,19 @@ impl AzureStorage {
 
     /// GETs `span` of the blob `blob` into `buf`; a range that starts past the end gives no
     /// bytes.
-    fn fetch(
-        &self,
-        blob: &str,
-        span: Option<(u64, usize)>,
-        buf: &mut IoBuffer,
-    ) -> io::Result<RangeRead> {
-        if let Some((_, 0)) = span {
+    fn fetch(&self, blob: &str, span: Span, buf: &mut IoBuffer) -> io::Result<RangeRead> {
+        if span.is_empty() {
             buf.resize_for_writing(0)?;
             return Ok(RangeRead::default());
         }
         let url = self.url(Some(blob), &[]);
         let headers = span
-            .map(|(offset, len)| {
-                let last = offset + len as u64 - 1;
-                ("x-ms-range", format!("bytes={offset}-{last}"))
-            })
+            .range_header()
+            .map(|range| ("x-ms-range", range))
             .into_iter()
             .collect();
-        let kind = if span.is_some() {
-            RequestKind::RangedGet
-        } else {
-            RequestKind::Get
-        };
-        let mut take = |response: &mut Response| -> io::Result<usize> {
-            match (response.status, span) {
-                // A range that starts past the end (or any range of an empty blob).
-                (416, _) => {
-                    let _ = response.text();
-                    buf.resize_for_writing(0)?;
-                    Ok(0)
-                }
-                (206, Some((offset, _))) => {
-                    let first = response
-                        .header("content-range")
-                        .and_then(|r| r.strip_prefix("bytes "))
-                        .and_then(|r| r.split_once('-'))
-                        .and_then(|(first, _)| first.parse::<u64>().ok());
-                    if first != Some(offset) {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "asked for bytes from {offset}, the answer's Content-Range is {:?}",
-                                response.header("content-range")
-                            ),
-                        ));
-                    }
-                    read_body(response, buf)
-                }
-                (_, None) => read_body(response, buf),
-                // A whole blob for a range: a server that ignores ranges.
-                (_, Some((offset, len))) => {
-                    let whole = read_body(response, buf)?;
-                    let start = (offset as usize).min(whole);
-                    let end = start.saturating_add(len).min(whole);
-                    let kept = buf.as_slice()[start..end].to_vec();
-                    buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
-                    Ok(kept.len())
-                }
-            }
-        };
+        let kind = span.kind();
+        let mut take = |response: &mut Response| take_answer(response, span, buf).map(|(n, _)| n);
         let len = self.send(
             kind,
             blob,
@@ -376,39 +330,13 @@ fn encode(text: &str, query: bool) -> String {
     out
 }
 
-/// Reads the answer's body into `buf`, checking it has as many bytes as it announced.
-fn read_body(response: &mut Response, buf: &mut IoBuffer) -> io::Result<usize> {
-    match response.content_length() {
-        Some(len) => {
-            let len = usize::try_from(len).map_err(|_| io::Error::other("body too large"))?;
-            let target = buf.resize_for_writing(len)?;
-            let mut body = response.body();
-            body.read_exact(target)?;
-            let mut more = [0u8; 1];
-            if body.read(&mut more)? != 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the body is longer than its Content-Length {len}"),
-                ));
-            }
-            Ok(len)
-        }
-        None => {
-            let mut whole = Vec::new();
-            response.body().read_to_end(&mut whole)?;
-            buf.resize_for_writing(whole.len())?.copy_from_slice(&whole);
-            Ok(whole.len())
-        }
-    }
-}
-
 impl Storage for AzureStorage {
     fn describe(&self, key: &str) -> String {
         self.object(&self.key(key))
     }
 
     fn read_all(&self, key: &str, buf: &mut IoBuffer) -> io::Result<RangeRead> {
-        self.fetch(&self.key(key), None, buf)
+        self.fetch(&self.key(key), Span::Whole, buf)
     }
 
     fn read_range(
@@ -418,7 +346,7 @@ impl Storage for AzureStorage {
         len: usize,
         buf: &mut IoBuffer,
     ) -> io::Result<RangeRead> {
-        self.fetch(&self.key(key), Some((offset, len)), buf)
+        self.fetch(&self.key(key), Span::Range(offset, len), buf)
     }
 
     /// Up to `window.reads` ranges (and `window.bytes`) are fetched at once, each by its own
@@ -433,18 +361,12 @@ impl Storage for AzureStorage {
     ) -> io::Result<()> {
         let blob = self.key(key);
         super::ranged::read_ranges_by_requests(ranges, window, buf, each, &|range, buf| {
-            self.fetch(&blob, Some(range), buf)
+            self.fetch(&blob, Span::Range(range.0, range.1), buf)
         })
     }
 
     fn map_range(&self, key: &str, _offset: u64, _len: usize) -> io::Result<Mapped> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{} cannot be mapped into memory: it is a blob, not a file",
-                self.describe(key)
-            ),
-        ))
+        Err(not_mappable(self.describe(key)))
     }
 
     /// One List Blobs of at most one name: the endpoint answers, the credentials are taken, the
@@ -563,7 +485,9 @@ impl Storage for AzureStorage {
         let object = self.object(&blob).to_string();
         let this = self.clone();
         Ok(Box::new(super::ranged::Pieces::new(
-            Arc::new(move |range, buf: &mut IoBuffer| this.fetch(&blob, Some(range), buf)),
+            Arc::new(move |(offset, len), buf: &mut IoBuffer| {
+                this.fetch(&blob, Span::Range(offset, len), buf)
+            }),
             object,
             size,
             self.part_size,

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::checked::{self, hex, Expected, Written};
+use super::download::{not_mappable, take_answer, Span};
 use super::http::{Client, Limits, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
@@ -194,16 +195,6 @@ fn encode(text: &str) -> String {
     out
 }
 
-/// What a download asks for.
-#[derive(Debug, Clone, Copy)]
-enum Span {
-    Whole,
-    /// `len` bytes from `offset`.
-    Range(u64, usize),
-    /// The last `len` bytes.
-    Suffix(usize),
-}
-
 impl GcsStorage {
     /// The bucket and folder `folder` of the configuration (a path below the bucket
     /// `storage.storage_root`, or `gs://bucket/path`), for about `concurrency` threads making
@@ -320,72 +311,18 @@ impl GcsStorage {
         span: Span,
         buf: &mut IoBuffer,
     ) -> io::Result<(RangeRead, Option<u64>)> {
-        if let Span::Range(_, 0) | Span::Suffix(0) = span {
+        if span.is_empty() {
             buf.resize_for_writing(0)?;
             return Ok((RangeRead::default(), None));
         }
         let url = self.object_url(name, &[("alt", "media")]);
-        let range = match span {
-            Span::Whole => None,
-            Span::Range(offset, len) => Some(format!("bytes={offset}-{}", offset + len as u64 - 1)),
-            Span::Suffix(len) => Some(format!("bytes=-{len}")),
-        };
-        let kind = if range.is_some() {
-            RequestKind::RangedGet
-        } else {
-            RequestKind::Get
-        };
-        let mut take = |response: &mut Response| -> io::Result<(usize, Option<u64>)> {
-            let content_range = response.header("content-range").map(str::to_string);
-            let total = content_range
-                .as_deref()
-                .and_then(|r| r.rsplit_once('/'))
-                .and_then(|(_, t)| t.parse::<u64>().ok());
-            let first = content_range
-                .as_deref()
-                .and_then(|r| r.strip_prefix("bytes "))
-                .and_then(|r| r.split_once('-'))
-                .and_then(|(f, _)| f.parse::<u64>().ok());
-            match (response.status, span) {
-                (416, _) => {
-                    let _ = response.text();
-                    buf.resize_for_writing(0)?;
-                    Ok((0, total))
-                }
-                (206, Span::Range(..) | Span::Suffix(_)) => {
-                    let expected = match span {
-                        Span::Range(offset, _) => Some(offset),
-                        Span::Suffix(len) => total.map(|t| t - (len as u64).min(t)),
-                        Span::Whole => None,
-                    };
-                    if first.is_none() || first != expected {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("asked for {span:?}, the answer's Content-Range is {content_range:?}"),
-                        ));
-                    }
-                    Ok((read_body(response, buf)?, total))
-                }
-                (_, Span::Whole) => {
-                    let len = read_body(response, buf)?;
-                    Ok((len, Some(len as u64)))
-                }
-                // The whole object for a part: a server that ignores ranges.
-                (_, part) => {
-                    let whole = read_body(response, buf)?;
-                    let (start, len) = match part {
-                        Span::Range(offset, len) => ((offset as usize).min(whole), len),
-                        Span::Suffix(len) => (whole - len.min(whole), whole),
-                        Span::Whole => (0, whole),
-                    };
-                    let end = start.saturating_add(len).min(whole);
-                    let kept = buf.as_slice()[start..end].to_vec();
-                    buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
-                    Ok((kept.len(), Some(whole as u64)))
-                }
-            }
-        };
-        let headers = range.map(|r| ("range", r)).into_iter().collect();
+        let kind = span.kind();
+        let mut take = |response: &mut Response| take_answer(response, span, buf);
+        let headers = span
+            .range_header()
+            .map(|r| ("range", r))
+            .into_iter()
+            .collect();
         let (len, size) = self.send(
             kind,
             name,
@@ -534,32 +471,6 @@ fn is_generation(tag: &str) -> bool {
     !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit()) && tag != "0"
 }
 
-/// Reads the answer's body into `buf`, checking it has as many bytes as it announced.
-fn read_body(response: &mut Response, buf: &mut IoBuffer) -> io::Result<usize> {
-    match response.content_length() {
-        Some(len) => {
-            let len = usize::try_from(len).map_err(|_| io::Error::other("body too large"))?;
-            let target = buf.resize_for_writing(len)?;
-            let mut body = response.body();
-            body.read_exact(target)?;
-            let mut more = [0u8; 1];
-            if body.read(&mut more)? != 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the body is longer than its Content-Length {len}"),
-                ));
-            }
-            Ok(len)
-        }
-        None => {
-            let mut whole = Vec::new();
-            response.body().read_to_end(&mut whole)?;
-            buf.resize_for_writing(whole.len())?.copy_from_slice(&whole);
-            Ok(whole.len())
-        }
-    }
-}
-
 impl Storage for GcsStorage {
     fn describe(&self, key: &str) -> String {
         self.object(&self.key(key))
@@ -599,13 +510,7 @@ impl Storage for GcsStorage {
     }
 
     fn map_range(&self, key: &str, _offset: u64, _len: usize) -> io::Result<Mapped> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{} cannot be mapped into memory: it is an object, not a file",
-                self.describe(key)
-            ),
-        ))
+        Err(not_mappable(self.describe(key)))
     }
 
     /// One list of at most one name: the endpoint answers, the token is taken, the bucket exists

@@ -12,6 +12,8 @@ mod buffer;
 mod checked;
 #[cfg(test)]
 mod conformance;
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+mod download;
 mod fs_type;
 #[cfg(feature = "gcs")]
 mod gcs;

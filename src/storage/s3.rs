@@ -32,6 +32,7 @@ use rusty_s3::{Method, S3Action};
 
 use self::client::{xml_field, Client, Request, RequestError, SIGNATURE_LIFETIME, TLS_REFUSED};
 use super::checked::{self, hex, md5_of, Expected, Stored, Written};
+use super::download::{not_mappable, take_answer, Span};
 use super::parts::PartsInFlight;
 use super::requests::{RequestCounts, RequestKind};
 use super::{
@@ -542,7 +543,7 @@ fn fetch(
     span: Span,
     buf: &mut IoBuffer,
 ) -> io::Result<(RangeRead, Option<u64>)> {
-    if let Span::Range(_, 0) | Span::Suffix(0) = span {
+    if span.is_empty() {
         buf.resize_for_writing(0)?;
         return Ok((RangeRead::default(), None));
     }
@@ -553,69 +554,21 @@ fn fetch(
             .get_object(client.service.credentials.as_ref(), key)
             .sign(SIGNATURE_LIFETIME)
     };
-    let range = match span {
-        Span::Whole => None,
-        Span::Range(offset, len) => Some(format!("bytes={offset}-{}", offset + len as u64 - 1)),
-        Span::Suffix(len) => Some(format!("bytes=-{len}")),
-    };
     let request = Request {
-        kind: if range.is_some() {
-            RequestKind::RangedGet
-        } else {
-            RequestKind::Get
-        },
+        kind: span.kind(),
         object: key,
         method: Method::Get.to_str(),
         url: &url,
-        headers: range.map(|r| ("range", r)).into_iter().collect(),
+        headers: span
+            .range_header()
+            .map(|r| ("range", r))
+            .into_iter()
+            .collect(),
         body: None,
         // A range that starts past the end.
         also_accept: &[416],
     };
-    let mut take = |response: &mut client::Response| -> io::Result<(usize, Option<u64>)> {
-        let content_range = response.header("content-range").map(ContentRange::parse);
-        match (response.status, span) {
-            (416, _) => {
-                buf.resize_for_writing(0)?;
-                Ok((0, content_range.and_then(|r| r.total)))
-            }
-            (206, Span::Range(..) | Span::Suffix(_)) => {
-                let range = content_range.unwrap_or_default();
-                let expected = match span {
-                    Span::Range(offset, _) => Some(offset),
-                    Span::Suffix(len) => range.total.map(|t| t - (len as u64).min(t)),
-                    Span::Whole => None,
-                };
-                if range.first.is_none() || range.first != expected {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "asked for {span:?}, the answer's Content-Range is {:?}",
-                            response.header("content-range")
-                        ),
-                    ));
-                }
-                Ok((read_body(response, buf)?, range.total))
-            }
-            // Whole: asked so, or a server that ignores ranges.
-            (_, Span::Whole) => {
-                let len = read_body(response, buf)?;
-                Ok((len, Some(len as u64)))
-            }
-            (_, part) => {
-                let whole = read_body(response, buf)?;
-                let (start, len) = match part {
-                    Span::Range(offset, len) => ((offset as usize).min(whole), len),
-                    Span::Suffix(len) => (whole - len.min(whole), whole),
-                    Span::Whole => (0, whole),
-                };
-                let end = start.saturating_add(len).min(whole);
-                let kept = buf.as_slice()[start..end].to_vec();
-                buf.resize_for_writing(kept.len())?.copy_from_slice(&kept);
-                Ok((kept.len(), Some(whole as u64)))
-            }
-        }
-    };
+    let mut take = |response: &mut client::Response| take_answer(response, span, buf);
     let (len, size) = client.send(&request, &mut take, |&(n, _)| n as u64)?;
     let read = RangeRead {
         start: 0,
@@ -629,64 +582,6 @@ fn fetch(
 fn request_code(error: &io::Error) -> Option<&str> {
     let failure = error.get_ref()?.downcast_ref::<RequestError>()?;
     Some(failure.code.as_str())
-}
-
-/// What a GET asks for.
-#[derive(Debug, Clone, Copy)]
-enum Span {
-    Whole,
-    /// `len` bytes from `offset`.
-    Range(u64, usize),
-    /// The last `len` bytes.
-    Suffix(usize),
-}
-
-/// A `Content-Range: bytes first-last/total` header (`bytes */total` for a refused range).
-#[derive(Debug, Default, Clone, Copy)]
-struct ContentRange {
-    first: Option<u64>,
-    total: Option<u64>,
-}
-
-impl ContentRange {
-    fn parse(header: &str) -> ContentRange {
-        let Some((range, total)) = header
-            .strip_prefix("bytes ")
-            .and_then(|r| r.split_once('/'))
-        else {
-            return ContentRange::default();
-        };
-        ContentRange {
-            first: range.split_once('-').and_then(|(f, _)| f.parse().ok()),
-            total: total.parse().ok(),
-        }
-    }
-}
-
-/// Reads the answer's body into `buf`, checking it has as many bytes as it announced.
-fn read_body(response: &mut client::Response, buf: &mut IoBuffer) -> io::Result<usize> {
-    match response.content_length() {
-        Some(len) => {
-            let len = usize::try_from(len).map_err(|_| io::Error::other("body too large"))?;
-            let target = buf.resize_for_writing(len)?;
-            let mut body = response.body();
-            body.read_exact(target)?;
-            let mut more = [0u8; 1];
-            if body.read(&mut more)? != 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the body is longer than its Content-Length {len}"),
-                ));
-            }
-            Ok(len)
-        }
-        None => {
-            let mut whole = Vec::new();
-            response.body().read_to_end(&mut whole)?;
-            buf.resize_for_writing(whole.len())?.copy_from_slice(&whole);
-            Ok(whole.len())
-        }
-    }
 }
 
 impl Storage for S3Storage {
@@ -729,13 +624,7 @@ impl Storage for S3Storage {
     }
 
     fn map_range(&self, key: &str, _offset: u64, _len: usize) -> io::Result<Mapped> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{} cannot be mapped into memory: it is an object, not a file",
-                self.describe(key)
-            ),
-        ))
+        Err(not_mappable(self.describe(key)))
     }
 
     /// Every endpoint is asked: one that does not answer is named before the run starts.

@@ -1382,6 +1382,58 @@ fn damaged_npz_files_fail_the_run_naming_the_file() {
         .says(&[&victim.display().to_string(), "CRC"]);
 }
 
+/// `native_dali` over tfrecord finds its records through DLIO's index files, as DALI does: a
+/// missing index, one that lists another number of records than the dataset has per file, or one
+/// that is not `offset length` lines fails the run (exit 1), naming the index file.
+#[test]
+fn native_dali_names_a_missing_or_damaged_tfrecord_index() {
+    let tmp = Scratch::new("native-dali-index");
+    let words = with(
+        &tiny(&tmp, "out", 4),
+        &[
+            "++workload.dataset.format=tfrecord",
+            "++workload.dataset.num_samples_per_file=3",
+            "++workload.dataset.record_length_bytes=4096",
+            "++workload.dataset.record_length_bytes_stdev=0",
+            "++workload.reader.data_loader=native_dali",
+            "++workload.reader.batch_size=2",
+        ],
+    );
+    generate(&tmp, &words);
+    run_quiet(&tmp.path, 1, &words).ok();
+    let index = tmp.join("data").join("index/train/img_1_of_4.tfrecord.idx");
+    let clean = std::fs::read_to_string(&index).unwrap();
+    assert_eq!(clean.lines().count(), 3, "{clean}");
+    let two_records: String = clean.lines().take(2).map(|l| format!("{l}\n")).collect();
+    for (damage, says) in [
+        (
+            None,
+            vec![
+                "cannot read the DALI index file",
+                "generate the dataset again",
+            ],
+        ),
+        (
+            Some(two_records),
+            vec!["lists 2 records, the dataset has 3 per file"],
+        ),
+        (
+            Some("0 100\nnot a line\n".to_string()),
+            vec!["line 2 is \"not a line\", not \"offset length\""],
+        ),
+    ] {
+        match &damage {
+            None => std::fs::remove_file(&index).unwrap(),
+            Some(text) => std::fs::write(&index, text).unwrap(),
+        }
+        let mut says = says;
+        says.push("index/train/img_1_of_4.tfrecord.idx");
+        run_quiet(&tmp.path, 1, &words).fails(1).says(&says);
+        std::fs::write(&index, &clean).unwrap();
+    }
+    run_quiet(&tmp.path, 1, &words).ok();
+}
+
 #[test]
 fn total_training_steps_caps_steps_and_too_many_is_a_usage_error() {
     let tmp = Scratch::new("total-steps");

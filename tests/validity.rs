@@ -589,16 +589,26 @@ fn plan_preview_matches_what_the_run_read() {
 #[test]
 fn native_dali_runs_pass_the_audit_and_a_changed_stream_fails_it() {
     let tmp = Scratch::new("native-dali-audit");
-    for (format, samples_per_file, shuffles) in [
-        ("npy", 1u64, &["off", "seed"][..]),
-        ("jpeg", 1, &["off"][..]),
-        ("tfrecord", 2, &["off", "seed"][..]),
+    for (format, samples_per_file, shuffles, maps) in [
+        ("npy", 1u64, &["off", "seed"][..], true),
+        ("jpeg", 1, &["off"][..], true),
+        ("tfrecord", 2, &["off", "seed"][..], true),
+        // DLIO's dont_use_mmap: each sample read, not mapped.
+        ("npy", 1, &["off"][..], false),
+        ("jpeg", 1, &["off"][..], false),
+        ("tfrecord", 2, &["seed"][..], false),
     ] {
-        native_dali_audit(&tmp, format, samples_per_file, shuffles);
+        native_dali_audit(&tmp, format, samples_per_file, shuffles, maps);
     }
 }
 
-fn native_dali_audit(tmp: &Scratch, format: &str, samples_per_file: u64, shuffles: &[&str]) {
+fn native_dali_audit(
+    tmp: &Scratch,
+    format: &str,
+    samples_per_file: u64,
+    shuffles: &[&str],
+    maps: bool,
+) {
     let shape = Shape {
         files: 16,
         samples_per_file,
@@ -608,17 +618,20 @@ fn native_dali_audit(tmp: &Scratch, format: &str, samples_per_file: u64, shuffle
     };
     let data = tmp.join(format!("data-{format}"));
     let format_word = format!("++workload.dataset.format={format}");
-    generate_for(
-        &tmp.path,
-        &traced_words(
-            &data,
-            &tmp.join(format!("gen-{format}")),
-            &shape,
-            &[&format_word],
-        ),
-    );
+    if !data.exists() {
+        generate_for(
+            &tmp.path,
+            &traced_words(
+                &data,
+                &tmp.join(format!("gen-{format}")),
+                &shape,
+                &[&format_word],
+            ),
+        );
+    }
+    let mmap_word = format!("++workload.reader.dont_use_mmap={}", !maps);
     for &shuffle in shuffles {
-        let out = tmp.join(format!("run-{format}-{shuffle}"));
+        let out = tmp.join(format!("run-{format}-{shuffle}-{maps}"));
         let shuffle_word = format!("++workload.reader.sample_shuffle={shuffle}");
         let words = traced_words(
             &data,
@@ -629,13 +642,14 @@ fn native_dali_audit(tmp: &Scratch, format: &str, samples_per_file: u64, shuffle
                 "++workload.reader.data_loader=native_dali",
                 "++workload.reader.shuffle_size=4",
                 &shuffle_word,
+                &mmap_word,
                 "++workload.workflow.evaluation=False",
             ],
         );
         let mut args = strings(&["run", "-q", "-n", "2"]);
         args.extend(words);
         launch(DLIO_RS, &tmp.path, &args, &[]).ok();
-        let shuffle = format!("{format} {shuffle}");
+        let shuffle = format!("{format} {shuffle} mapped {maps}");
         let (code, report, ran) = audit(&tmp.path, &out);
         assert_eq!(code, Some(0), "{shuffle}: {report:#}\n{}", ran.context());
         for phase in train_phases(&report) {

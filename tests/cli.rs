@@ -2126,6 +2126,17 @@ fn native_dali_refuses_what_it_cannot_run() {
                 "set odirect False",
             ],
         ),
+        (
+            vec![
+                "++workload.dataset.format=npy",
+                "++workload.storage.throttle.mib_per_second=40",
+            ],
+            vec![
+                "workload.storage.throttle",
+                "native_dali",
+                "++workload.reader.dont_use_mmap=True",
+            ],
+        ),
     ] {
         let mut words = strings(&[
             "run",

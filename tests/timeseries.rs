@@ -149,6 +149,53 @@ fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
     }
 }
 
+/// The native DALI loader over TFRecord starts its reader and `read_threads` operator threads,
+/// which read the pages of the records the kernel was not advised to read ahead (those that do
+/// not start a page) as they parse them: each thread has a meter of its own (one writer per
+/// meter), so the time series counts every byte any of them brought from storage, as report.json
+/// does, and its samples are the traced reads.
+#[test]
+fn every_thread_of_the_native_dali_pipeline_counts_in_its_own_meter() {
+    let tmp = Scratch::new("timeseries_native_dali");
+    let words = throttled_words(
+        &tmp,
+        &[
+            "++workload.storage.throttle.mib_per_second=0",
+            "++workload.storage.throttle.latency_ms=0",
+            "++workload.dataset.format=tfrecord",
+            "++workload.dataset.num_files_train=12",
+            "++workload.dataset.num_samples_per_file=8",
+            "++workload.dataset.record_length_bytes=65536",
+            "++workload.reader.data_loader=native_dali",
+            "++workload.reader.read_threads=3",
+            "++workload.reader.batch_size=4",
+            "++workload.reader.page_cache=evict_after_read",
+            "++workload.train.computation_time=0.01",
+            "++workload.output.trace=True",
+        ],
+    );
+    run_quiet(&tmp.path, 1, &words).ok();
+    let trace = std::fs::read_to_string(tmp.join("out/trace/0.csv")).unwrap();
+    let rows = trace.lines().skip(1).count() as u64;
+    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let runs = of_kind(&lines, "run");
+    assert_contiguous(&runs);
+    assert_eq!(sum(&runs, "/samples"), rows);
+    for run in &runs {
+        // DALI's reader takes one sample at a time.
+        assert!(num(run, "/reads_in_flight") <= 1.0 + 1e-6, "{run}");
+    }
+    let report = read_json(&tmp.join("out/report.json"));
+    let from_storage: u64 = at(&report, "/epochs")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| int(e, "/bytes_from_storage"))
+        .sum();
+    let hosts = of_kind(&lines, "host");
+    assert_eq!(sum(&hosts, "/bytes_from_storage"), from_storage);
+}
+
 #[test]
 fn the_host_s_disk_counts_at_least_what_the_ranks_read_from_it() {
     let tmp = Scratch::new("timeseries_disk");

@@ -786,6 +786,15 @@ impl Config {
                     .to_string(),
             );
         }
+        if self.storage.throttle.is_some() && !self.reader.dont_use_mmap {
+            return refuse(
+                "workload.storage.throttle with data_loader native_dali: DALI's readers map the \
+                 files (reader.dont_use_mmap False), and a mapping's reads would bypass the \
+                 throttle's link; set ++workload.reader.dont_use_mmap=True (DALI then reads \
+                 files with read calls) or drop storage.throttle"
+                    .to_string(),
+            );
+        }
         if self.storage.storage_type.is_object_store() {
             let store = self.storage.storage_type;
             return refuse(format!(

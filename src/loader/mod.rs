@@ -384,8 +384,12 @@ pub fn most_reader_threads(config: &crate::config::Config) -> u64 {
         }
         // DLIO's generators and DALI's workers: at least one.
         DataLoader::Tensorflow | DataLoader::Dali => threads.max(1),
-        // DALI's own reader's thread and the preprocessing stage, whatever `read_threads`.
-        DataLoader::NativeDali => 2,
+        // DALI's own reader's thread and the pipeline's stage: its operators' threads (the
+        // pipeline's `num_threads`) where the format has operators, else the preprocessing's.
+        DataLoader::NativeDali => match config.dataset.format {
+            Format::Jpeg | Format::Png | Format::Tfrecord => 1 + threads.max(1),
+            _ => 2,
+        },
         _ => threads,
     }
 }

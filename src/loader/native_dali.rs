@@ -55,7 +55,7 @@ struct Progress {
     staged: u64,
     /// Batches the trainer took.
     taken: u64,
-    /// Files read and bytes for each step's batch: a read counts for the first batch that
+    /// Samples read and bytes for each step's batch: a read counts for the first batch that
     /// cannot be handed on without it (the last entry: reads past the epoch's batches).
     pulled: Vec<LoadedBatch>,
 }

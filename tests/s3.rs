@@ -851,7 +851,7 @@ fn a_paused_server_shows_as_a_stall_in_the_time_series_while_it_lasts() {
     let stalled = |lines: &[Value]| -> Option<u64> {
         let runs = crate::timeseries::of_kind(lines, "run");
         let last = runs.get(runs.len().checked_sub(5)?..)?;
-        let stuck = int(&last[0], "/reads_in_flight_at_end");
+        let stuck = int(last[0], "/reads_in_flight_at_end");
         let still = last.iter().all(|r| {
             int(r, "/samples") == 0
                 && int(r, "/reads_in_flight_at_end") == stuck

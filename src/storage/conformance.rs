@@ -242,6 +242,64 @@ pub(crate) fn conditional_writes(name: &str, storage: &dyn Storage, has_them: bo
     assert!(!storage.exists(key).unwrap(), "{name}: deleted");
 }
 
+/// An object store's write in parts, with `part_size` 5 MiB: 12 MiB + 3 bytes written in odd
+/// pieces go out as 3 parts (S3's parts, Azure's blocks, GCS's chunks) carrying every byte, with
+/// `control` requests to start, commit or complete them (counted as `multipart`), and read back
+/// whole; a writer dropped midway leaves no object; a ranged read's bytes are counted once.
+/// Returns the object written (`big.bin`), for the store's own checks.
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+pub(crate) fn uploads_in_parts(name: &str, storage: &dyn Storage, control: u64) -> Vec<u8> {
+    use super::RequestKind;
+    let big: Vec<u8> = (0..(12 << 20) + 3).map(|i: u32| (i % 251) as u8).collect();
+    let before = storage
+        .request_counts()
+        .expect("an object store counts its requests");
+    let mut object = storage.create("big.bin").unwrap();
+    for piece in big.chunks(777_777) {
+        object.write(piece).unwrap();
+    }
+    object.finish().unwrap();
+    let mut buf = IoBuffer::new();
+    let read = storage.read_all("big.bin", &mut buf).unwrap();
+    assert!(read.bytes(&buf) == big, "{name}: read back whole");
+    let after = storage.request_counts().unwrap();
+    let count = |kind: RequestKind| {
+        let (a, b) = (after.of(kind), before.of(kind));
+        (a.requests - b.requests, a.bytes - b.bytes)
+    };
+    assert_eq!(
+        count(RequestKind::PartUpload),
+        (3, big.len() as u64),
+        "{name}: 3 parts, every byte"
+    );
+    assert_eq!(count(RequestKind::Multipart).0, control, "{name}: control");
+
+    let mut partial = storage.create("partial.bin").unwrap();
+    partial.write(&big).unwrap();
+    drop(partial);
+    assert!(
+        !storage.exists("partial.bin").unwrap(),
+        "{name}: a dropped writer leaves no object"
+    );
+
+    let before = storage.request_counts().unwrap();
+    storage
+        .read_range("big.bin", 5 << 20, 1000, &mut buf)
+        .unwrap();
+    assert!(
+        buf.as_slice()[..1000] == big[5 << 20..(5 << 20) + 1000],
+        "{name}"
+    );
+    let after = storage.request_counts().unwrap();
+    let ranged = |c: &super::RequestCounts| c.of(RequestKind::RangedGet).bytes;
+    assert_eq!(
+        ranged(&after) - ranged(&before),
+        1000,
+        "{name}: counted once"
+    );
+    big
+}
+
 /// An object store's large write (a checkpoint save): the object written in pieces of any size
 /// goes out in parts of `part` bytes (S3's parts, Azure's blocks), more than one in flight at once
 /// at the server (`server_peak`: a proxy's peak, reset by `reset_peak` before the write) and no

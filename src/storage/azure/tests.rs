@@ -100,46 +100,16 @@ fn azure_passes_the_conformance_suite_and_uploads_in_checked_blocks() {
     crate::storage::conformance::run("azure", &azure);
     crate::storage::conformance::conditional_writes("azure", &azure, true);
 
-    // 12 MiB + 3 bytes: three blocks of 5 MiB, 5 MiB and 2 MiB + 3, written in odd pieces.
-    let big: Vec<u8> = (0..(12 << 20) + 3).map(|i: u32| (i % 251) as u8).collect();
-    let mut object = azure.create("big.bin").unwrap();
-    for piece in big.chunks(777_777) {
-        object.write(piece).unwrap();
-    }
-    object.finish().unwrap();
-    let mut buf = IoBuffer::new();
-    assert_eq!(
-        azure.read_all("big.bin", &mut buf).unwrap().bytes(&buf),
-        &big[..]
-    );
-    let counts = azure.request_counts().unwrap();
-    assert_eq!(counts.of(RequestKind::PartUpload).requests, 3);
-    assert_eq!(counts.of(RequestKind::PartUpload).bytes, big.len() as u64);
-    // The block list.
-    assert_eq!(counts.of(RequestKind::Multipart).requests, 1);
-
-    // A writer dropped midway commits nothing: no blob appears, and one there stays whole.
-    let mut partial = azure.create("partial.bin").unwrap();
-    partial.write(&big).unwrap();
-    drop(partial);
-    assert!(!azure.exists("partial.bin").unwrap());
+    // The block list; a writer dropped midway commits nothing: no blob appears.
+    let big = crate::storage::conformance::uploads_in_parts("azure", &azure, 1);
+    // And a blob there stays whole.
     let mut partial = azure.create("big.bin").unwrap();
     partial.write(&big[..(11 << 20)]).unwrap();
     drop(partial);
     assert_eq!(azure.size("big.bin").unwrap(), big.len() as u64);
 
-    // Every byte of a GET body is counted, once.
-    let before = azure.request_counts().unwrap();
-    azure
-        .read_range("big.bin", 5 << 20, 1000, &mut buf)
-        .unwrap();
-    assert_eq!(buf.as_slice()[..1000], big[5 << 20..(5 << 20) + 1000]);
-    let after = azure.request_counts().unwrap();
-    assert_eq!(
-        after.of(RequestKind::RangedGet).bytes - before.of(RequestKind::RangedGet).bytes,
-        1000
-    );
     // Names with characters a URL must encode, and the describe that names them.
+    let mut buf = IoBuffer::new();
     let odd = "odd name/with spaces+plus&amp%.bin";
     azure.put(odd, b"odd").unwrap();
     assert_eq!(azure.read_all(odd, &mut buf).unwrap().bytes(&buf), b"odd");

@@ -397,6 +397,8 @@ fn run_phase(
         opens_per_sample: crate::loader::opens_per_sample(config, ctx.format),
     };
     let mut compute_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 100);
+    let handoff_time = &config.reader.batch_handoff_time;
+    let mut handoff_rng = time_rng(config.train.seed ^ epoch, rank, phase as u64 + 200);
     let settings = LoaderSettings {
         dali: config.reader.data_loader == DataLoader::Dali,
         dali_depth: config.reader.dali_queue_depth(),
@@ -426,6 +428,12 @@ fn run_phase(
             for step in 0..plan.steps() {
                 let t0 = Instant::now();
                 let batch = loader.next_batch()?;
+                // The framework's own hand-off (`reader.batch_handoff_time`): a real loop's
+                // training thread spends it on every batch, ready or waited for, before the
+                // batch is in hand, so it is load time.
+                if !handoff_time.is_zero() {
+                    sleeper.sleep(handoff_time.draw(&mut handoff_rng));
+                }
                 let loaded = Instant::now();
                 // Training compute is the accelerator's time, the AU of the time series.
                 let training_meters = source.meters.filter(|_| phase == Phase::Train);

@@ -87,6 +87,8 @@ const CASES: &[Case] = &[
     Case { id: "value-compute-absurd", run: "$BIN config workload=default ++workload.train.computation_time=1e30", code: 2, says: &["computation_time", "1e6"] },
     Case { id: "value-poisson-absurd", run: "$BIN config workload=default '++workload.train.computation_time={type: poisson, lam: 1e300}'", code: 2, says: &["computation_time"] },
     Case { id: "value-uniform-overflow", run: "$BIN config workload=default '++workload.reader.preprocess_time={type: uniform, min: -1e308, max: 1e308}'", code: 2, says: &["preprocess_time"] },
+    Case { id: "value-handoff-negative", run: "$BIN config workload=default ++workload.reader.batch_handoff_time=-0.001", code: 2, says: &["batch_handoff_time", "≥ 0"] },
+    Case { id: "value-handoff-absurd", run: "$BIN config workload=default ++workload.reader.batch_handoff_time=1e30", code: 2, says: &["batch_handoff_time", "1e6"] },
     Case { id: "value-gamma-negative", run: "$BIN config workload=default '++workload.train.computation_time={type: gamma, shape: -1, scale: 1}'", code: 2, says: &["computation_time", "shape"] },
     Case { id: "value-checkpoint-pause-absurd", run: "$BIN config workload=default ++workload.checkpoint.time_between_checkpoints=1e300", code: 2, says: &["time_between_checkpoints", "1e6"] },
     Case { id: "value-prefix-escapes", run: "$BIN config workload=default ++workload.dataset.file_prefix=../x", code: 2, says: &["file_prefix", "file name"] },

@@ -632,6 +632,7 @@ const KEYS: &[Key] = &[
     key("reader.shuffle_size", Kind::Count(1, 64)),
     key("reader.read_type", Kind::Choice(&["on_demand", "memory"])),
     key("reader.preprocess_time", Kind::Seconds),
+    key("reader.batch_handoff_time", Kind::Seconds),
     key("reader.odirect", Kind::Bool),
     // Not drop_before_epoch: it drops the page cache of the whole (shared) machine.
     key(

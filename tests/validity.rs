@@ -165,6 +165,57 @@ fn the_same_seed_gives_the_same_plan_and_random_a_different_one() {
     assert_ne!(random, seeded);
 }
 
+/// `reader.batch_handoff_time` is spent on the training thread on every batch, after the batch is
+/// ready and before its compute: each step's load is at least the hand-off, compute is untouched,
+/// and AU can be no more than the window's compute over its compute and hand-offs. The synthetic loader has every batch
+/// ready at once, so without the hand-off its loads are bare hand-overs.
+#[test]
+fn the_batch_handoff_time_is_load_time_on_every_step() {
+    let tmp = Scratch::new("batch-handoff");
+    let shape = Shape {
+        files: 16,
+        samples_per_file: 1,
+        batch: 2,
+        threads: 2,
+        epochs: 1,
+    };
+    let (compute, handoff) = (0.01, 0.02);
+    let out = tmp.join("out");
+    let compute_word = format!("++workload.train.computation_time={compute}");
+    let handoff_word = format!("++workload.reader.batch_handoff_time={handoff}");
+    let mut words = traced_words(
+        &tmp.join("absent"),
+        &out,
+        &shape,
+        &[compute_word.as_str(), handoff_word.as_str()],
+    );
+    words.push("++workload.reader.data_loader=synthetic".into());
+    let ran = run_quiet(&tmp.path, 1, &words);
+    assert_eq!(ran.code, Some(0), "{}", ran.context());
+    let output = read_json(&out.join("0_output.json"));
+    let load = nums(&output, "/1/load/block1");
+    let steps = nums(&output, "/1/compute/block1");
+    assert_eq!(load.len(), 8, "16 samples in batches of 2");
+    for (step, (load, step_compute)) in load.iter().zip(&steps).enumerate() {
+        assert!(
+            *load >= handoff,
+            "step {step}: load {load} s < the hand-off"
+        );
+        assert!(
+            *step_compute >= compute,
+            "step {step}: compute {step_compute} s"
+        );
+    }
+    let au = nums(
+        &read_json(&out.join("summary.json")),
+        "/metric/train_au_percentage",
+    )[0];
+    // DLIO's window: steps 2.., each at least its measured compute plus the hand-off.
+    let computed: f64 = steps[1..].iter().sum();
+    let most = 100.0 * computed / (computed + handoff * (steps.len() - 1) as f64);
+    assert!(au > 0.0 && au <= most, "AU {au} %, at most {most} %");
+}
+
 /// `reader.data_loader: synthetic` follows the run's plan through the same reader threads and
 /// hands the trainer every planned sample once per epoch, the batches a real run reads, without
 /// any storage: its data folder does not exist, nothing is read and AU is measured.

@@ -15,7 +15,7 @@ use super::schema::{
     StorageType, Throttle, TraceFormat, TrainConfig, TransformerShape, VerifyWrites, Workflow,
     MAX_PART_SIZE, MIN_PART_SIZE, NO_AZURE, NO_GCS, NO_OBJECT_STORE, TENSORFLOW_READ_BUFFER,
 };
-use super::time_spec::time_spec;
+use super::time_spec::{own_time_spec, time_spec};
 use super::value::Value;
 use crate::error::{Error, Result};
 
@@ -549,6 +549,7 @@ fn read_sections(f: &mut Fields) -> Sections {
         shuffle_size: f.count("reader.shuffle_size", 1024, 1),
         read_type: f.choice("reader.read_type", ReadType::OnDemand),
         preprocess_time: time_spec(f, "reader.preprocess_time"),
+        batch_handoff_time: own_time_spec(f, "reader.batch_handoff_time"),
         // mlpstorage v3's `--o-direct` asks for it through the storage type.
         odirect: f.bool("reader.odirect", false) || storage.storage_type == StorageType::DirectFs,
         page_cache: f.choice("reader.page_cache", PageCache::Keep),

@@ -381,6 +381,10 @@ pub struct ReaderConfig {
     pub shuffle_size: u64,
     pub read_type: ReadType,
     pub preprocess_time: TimeSpec,
+    /// dlio-rs's own key: the time the framework takes, on the training thread, to hand each
+    /// ready batch to the training loop (spent after the batch is ready, counted in its load
+    /// time); 0 by default: the loop of a framework that costs nothing per step.
+    pub batch_handoff_time: TimeSpec,
     pub odirect: bool,
     pub page_cache: PageCache,
     /// dlio-rs's own key: decode JPEG/PNG samples as PIL does (True), or only read them.

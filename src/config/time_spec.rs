@@ -19,8 +19,25 @@ pub(super) fn time_spec(f: &mut Fields, key: &str) -> TimeSpec {
             None => TimeSpec::ZERO,
         };
     };
-    from_value(value, flat_stdev).unwrap_or_else(|why| {
-        f.fail(key, value, &why);
+    checked(f, key, value.clone(), flat_stdev)
+}
+
+/// The time spec at one of dlio-rs's own keys, which has no old flat form and, having no DLIO
+/// configurations to accept, refuses a negative time rather than taking its absolute value.
+pub(super) fn own_time_spec(f: &mut Fields, key: &str) -> TimeSpec {
+    let Some(value) = f.raw(key).cloned() else {
+        return TimeSpec::ZERO;
+    };
+    let spec = checked(f, key, value.clone(), None);
+    if matches!(spec, TimeSpec::Fixed(seconds) if seconds < 0.0) {
+        f.fail(key, &value, "expected seconds ≥ 0, or a distribution");
+    }
+    spec
+}
+
+fn checked(f: &mut Fields, key: &str, value: Value, flat_stdev: Option<f64>) -> TimeSpec {
+    from_value(&value, flat_stdev).unwrap_or_else(|why| {
+        f.fail(key, &value, &why);
         TimeSpec::ZERO
     })
 }

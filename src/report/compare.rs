@@ -31,7 +31,7 @@ use crate::stats::student::{welch, WelchBound, CONFIDENCE};
 /// Keys of the configuration that make a workload what it is: runs that differ in one (or in
 /// their accelerator count) measure different things, and their figures differ for that alone.
 /// A key stands for the keys below it too (`train.computation_time.mean`).
-pub const WORKLOAD_KEYS: [&str; 11] = [
+pub const WORKLOAD_KEYS: [&str; 12] = [
     "model.name",
     "framework",
     "dataset.format",
@@ -42,6 +42,7 @@ pub const WORKLOAD_KEYS: [&str; 11] = [
     "reader.data_loader",
     "reader.batch_size",
     "reader.read_threads",
+    "reader.batch_handoff_time",
     "train.computation_time",
 ];
 

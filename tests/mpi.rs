@@ -898,7 +898,9 @@ mod with_mpi {
                 "2",
                 "workload=default",
                 "++workload.dataset.format=synthetic",
-                "++workload.dataset.num_files_train=16",
+                // 16 steps of 0.25 s an epoch: the signal, sent when epoch 2 starts, arrives
+                // seconds before the training could end, however slowly mpirun forwards it.
+                "++workload.dataset.num_files_train=64",
                 "++workload.dataset.num_samples_per_file=1",
                 "++workload.reader.batch_size=1",
                 "++workload.train.computation_time=0.25",

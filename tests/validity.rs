@@ -167,8 +167,8 @@ fn the_same_seed_gives_the_same_plan_and_random_a_different_one() {
 
 /// `reader.batch_handoff_time` is spent on the training thread on every batch, after the batch is
 /// ready and before its compute: each step's load is at least the hand-off, compute is untouched,
-/// and AU can be no more than the window's compute over its compute and hand-offs. The synthetic loader has every batch
-/// ready at once, so without the hand-off its loads are bare hand-overs.
+/// and AU can be no more than the window's compute over its compute and hand-offs. The synthetic
+/// loader has every batch ready at once, so without the hand-off its loads are bare hand-overs.
 #[test]
 fn the_batch_handoff_time_is_load_time_on_every_step() {
     let tmp = Scratch::new("batch-handoff");

@@ -109,30 +109,18 @@ fn intervals_are_contiguous_and_sum_to_the_report() {
     assert!((compute_seconds - 2.0 * expected).abs() < 0.05 * expected);
 }
 
-/// Loaders that start more threads than `read_threads` (the TensorFlow pipeline's 3 workers per
-/// read thread, over TFRecord) each count in a meter of their own: the time series' reads are
-/// the trace's rows, its AU never above 100 %, and the run ends.
-#[test]
-fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
-    let tmp = Scratch::new("timeseries_tf_workers");
-    let words = throttled_words(
-        &tmp,
-        &[
-            "++workload.dataset.format=tfrecord",
-            "++workload.dataset.num_files_train=12",
-            "++workload.dataset.num_samples_per_file=8",
-            "++workload.dataset.record_length_bytes=65536",
-            "++workload.reader.data_loader=tensorflow",
-            "++workload.reader.read_threads=2",
-            "++workload.reader.batch_size=4",
-            "++workload.reader.shuffle_size=8",
-            "++workload.train.computation_time=0.02",
-            "++workload.storage.throttle.mib_per_second=40",
-            "++workload.output.trace=True",
-        ],
-    );
-    run_quiet(&tmp.path, 2, &words).ok();
-    let rows: u64 = (0..2)
+/// A TFRecord dataset of 12 files × 8 records of 64 KiB, for the loaders with threads of their own.
+const TFRECORD_12_BY_8: [&str; 4] = [
+    "++workload.dataset.format=tfrecord",
+    "++workload.dataset.num_files_train=12",
+    "++workload.dataset.num_samples_per_file=8",
+    "++workload.dataset.record_length_bytes=65536",
+];
+
+/// The lines of a traced run's time series in `out/`, once its run lines are checked to be
+/// contiguous and to count, as samples, the reads its `ranks` traced.
+fn lines_matching_the_trace(tmp: &Scratch, ranks: usize) -> Vec<Value> {
+    let rows: u64 = (0..ranks)
         .map(|rank| {
             let trace = std::fs::read_to_string(tmp.join(format!("out/trace/{rank}.csv"))).unwrap();
             trace.lines().skip(1).count() as u64
@@ -142,6 +130,28 @@ fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
     let runs = of_kind(&lines, "run");
     assert_contiguous(&runs);
     assert_eq!(sum(&runs, "/samples"), rows);
+    lines
+}
+
+/// Loaders that start more threads than `read_threads` (the TensorFlow pipeline's 3 workers per
+/// read thread, over TFRecord) each count in a meter of their own: the time series' reads are
+/// the trace's rows, its AU never above 100 %, and the run ends.
+#[test]
+fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
+    let tmp = Scratch::new("timeseries_tf_workers");
+    let mut extra = TFRECORD_12_BY_8.to_vec();
+    extra.extend([
+        "++workload.reader.data_loader=tensorflow",
+        "++workload.reader.read_threads=2",
+        "++workload.reader.batch_size=4",
+        "++workload.reader.shuffle_size=8",
+        "++workload.train.computation_time=0.02",
+        "++workload.storage.throttle.mib_per_second=40",
+        "++workload.output.trace=True",
+    ]);
+    run_quiet(&tmp.path, 2, &throttled_words(&tmp, &extra)).ok();
+    let lines = lines_matching_the_trace(&tmp, 2);
+    let runs = of_kind(&lines, "run");
     for run in &runs {
         assert!(num(run, "/au_percent") <= 100.0 + 1e-6, "{run}");
         // 2 ranks × 6 workers at most.
@@ -157,30 +167,22 @@ fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
 #[test]
 fn every_thread_of_the_native_dali_pipeline_counts_in_its_own_meter() {
     let tmp = Scratch::new("timeseries_native_dali");
-    let words = throttled_words(
-        &tmp,
-        &[
-            "++workload.storage.throttle.mib_per_second=0",
-            "++workload.storage.throttle.latency_ms=0",
-            "++workload.dataset.format=tfrecord",
-            "++workload.dataset.num_files_train=12",
-            "++workload.dataset.num_samples_per_file=8",
-            "++workload.dataset.record_length_bytes=65536",
-            "++workload.reader.data_loader=native_dali",
-            "++workload.reader.read_threads=3",
-            "++workload.reader.batch_size=4",
-            "++workload.reader.page_cache=evict_after_read",
-            "++workload.train.computation_time=0.01",
-            "++workload.output.trace=True",
-        ],
-    );
-    run_quiet(&tmp.path, 1, &words).ok();
-    let trace = std::fs::read_to_string(tmp.join("out/trace/0.csv")).unwrap();
-    let rows = trace.lines().skip(1).count() as u64;
-    let lines = lines_of(&tmp.join("out/timeseries.jsonl"));
+    let mut extra = vec![
+        "++workload.storage.throttle.mib_per_second=0",
+        "++workload.storage.throttle.latency_ms=0",
+    ];
+    extra.extend(TFRECORD_12_BY_8);
+    extra.extend([
+        "++workload.reader.data_loader=native_dali",
+        "++workload.reader.read_threads=3",
+        "++workload.reader.batch_size=4",
+        "++workload.reader.page_cache=evict_after_read",
+        "++workload.train.computation_time=0.01",
+        "++workload.output.trace=True",
+    ]);
+    run_quiet(&tmp.path, 1, &throttled_words(&tmp, &extra)).ok();
+    let lines = lines_matching_the_trace(&tmp, 1);
     let runs = of_kind(&lines, "run");
-    assert_contiguous(&runs);
-    assert_eq!(sum(&runs, "/samples"), rows);
     for run in &runs {
         // DALI's reader takes one sample at a time.
         assert!(num(run, "/reads_in_flight") <= 1.0 + 1e-6, "{run}");

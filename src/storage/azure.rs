@@ -34,7 +34,7 @@ use std::sync::Arc;
 use self::settings::{Auth, Settings, Signer};
 use super::checked::{self, hex, md5_of, Expected, Written};
 use super::download::{not_mappable, take_answer, Span};
-use super::http::{self, Client, RequestError, Response, Take, TLS_REFUSED};
+use super::http::{self, Call, Client, RequestError, Response, Take, TLS_REFUSED};
 use super::parts::PartsInFlight;
 use super::requests::{RequestCounts, RequestKind};
 use super::{
@@ -151,32 +151,16 @@ impl AzureStorage {
         text.parse().expect("a URL made of a valid one")
     }
 
-    /// Makes one request, its answer taken by `take`; `received` tells the bytes of its body.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes `call` on `blob` until it is answered, its answer taken by `take`; `received` tells
+    /// the bytes of the answer's body.
     fn send<T>(
         &self,
-        kind: RequestKind,
         blob: &str,
-        method: &'static str,
-        url: &url::Url,
-        headers: Vec<(&'static str, String)>,
-        body: Option<&[u8]>,
-        also_accept: &[u16],
+        call: Call<'_>,
         take: &mut Take<'_, T>,
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
-        let object = self.object(blob);
-        self.client.send_to(
-            kind,
-            &object,
-            method,
-            url,
-            headers,
-            body,
-            also_accept,
-            take,
-            received,
-        )
+        self.client.call(&self.object(blob), call, take, received)
     }
 
     /// GETs `span` of the blob `blob` into `buf`; a range that starts past the end gives no
@@ -195,13 +179,10 @@ impl AzureStorage {
         let kind = span.kind();
         let mut take = |response: &mut Response| take_answer(response, span, buf).map(|(n, _)| n);
         let len = self.send(
-            kind,
             blob,
-            "GET",
-            &url,
-            headers,
-            None,
-            &[416],
+            Call::new(kind, "GET", &url)
+                .headers(headers)
+                .accepting(&[416]),
             &mut take,
             |&n| n as u64,
         )?;
@@ -224,13 +205,8 @@ impl AzureStorage {
             }))
         };
         self.send(
-            RequestKind::Head,
             blob,
-            "HEAD",
-            &url,
-            Vec::new(),
-            None,
-            &[404],
+            Call::new(RequestKind::Head, "HEAD", &url).accepting(&[404]),
             &mut take,
             |_| 0,
         )
@@ -263,13 +239,10 @@ impl AzureStorage {
                     Ok(content_md5(response))
                 };
                 let digest = self.send(
-                    RequestKind::Put,
                     blob,
-                    "PUT",
-                    &url,
-                    blob_headers(),
-                    Some(data),
-                    &[],
+                    Call::new(RequestKind::Put, "PUT", &url)
+                        .headers(blob_headers())
+                        .body(data),
                     &mut take,
                     |_| 0,
                 )?;
@@ -280,32 +253,12 @@ impl AzureStorage {
         )
     }
 
-    /// One request of a held folder's lease ([`super::lease`]), counted as
-    /// [`RequestKind::Lease`], apart from the data's requests.
-    #[allow(clippy::too_many_arguments)]
-    fn lease_request<T>(
-        &self,
-        key: &str,
-        method: &'static str,
-        headers: Vec<(&'static str, String)>,
-        body: Option<&[u8]>,
-        also_accept: &[u16],
-        take: &mut Take<'_, T>,
-        received: impl Fn(&T) -> u64,
-    ) -> io::Result<T> {
+    /// A request on the lease blob of a held folder ([`super::lease`]), counted as
+    /// [`RequestKind::Lease`], apart from the data's requests; and the blob's name.
+    fn lease_call<'a>(&self, key: &str, method: &'static str) -> (String, Call<'a>) {
         let blob = self.key(key);
         let url = self.url(Some(&blob), &[]);
-        self.send(
-            RequestKind::Lease,
-            &blob,
-            method,
-            &url,
-            headers,
-            body,
-            also_accept,
-            take,
-            received,
-        )
+        (blob, Call::new(RequestKind::Lease, method, &url))
     }
 }
 
@@ -383,13 +336,8 @@ impl Storage for AzureStorage {
         );
         let mut take = |response: &mut Response| response.text().map(drop);
         let Err(error) = self.send(
-            RequestKind::List,
             &self.prefix,
-            "GET",
-            &url,
-            Vec::new(),
-            None,
-            &[],
+            Call::new(RequestKind::List, "GET", &url),
             &mut take,
             |_| 0,
         ) else {
@@ -403,14 +351,11 @@ impl Storage for AzureStorage {
                 let url = self.url(None, &[("restype", "container")]);
                 let mut take = |response: &mut Response| response.text().map(drop);
                 match self.send(
-                    RequestKind::CreateBucket,
                     "",
-                    "PUT",
-                    &url,
-                    Vec::new(),
-                    Some(b""),
-                    // Another process of the run made it first.
-                    &[409],
+                    Call::new(RequestKind::CreateBucket, "PUT", &url)
+                        .body(b"")
+                        // Another process of the run made it first.
+                        .accepting(&[409]),
                     &mut take,
                     |_| 0,
                 ) {
@@ -516,13 +461,8 @@ impl Storage for AzureStorage {
             Ok(response.status != 404)
         };
         self.send(
-            RequestKind::Delete,
             &blob,
-            "DELETE",
-            &url,
-            Vec::new(),
-            None,
-            &[404],
+            Call::new(RequestKind::Delete, "DELETE", &url).accepting(&[404]),
             &mut take,
             |_| 0,
         )
@@ -560,12 +500,10 @@ impl Storage for AzureStorage {
             let _ = response.text();
             Ok((!refused).then(|| response.header("etag").unwrap_or("").to_string()))
         };
-        self.lease_request(
-            key,
-            "PUT",
-            headers,
-            Some(data),
-            &[409, 412],
+        let (blob, call) = self.lease_call(key, "PUT");
+        self.send(
+            &blob,
+            call.headers(headers).body(data).accepting(&[409, 412]),
             &mut take,
             |_| 0,
         )
@@ -593,7 +531,8 @@ impl Storage for AzureStorage {
         };
         let received =
             |got: &Option<(Vec<u8>, String)>| got.as_ref().map_or(0, |(b, _)| b.len() as u64);
-        self.lease_request(key, "GET", Vec::new(), None, &[404], &mut take, received)
+        let (blob, call) = self.lease_call(key, "GET");
+        self.send(&blob, call.accepting(&[404]), &mut take, received)
     }
 
     fn delete_if(&self, key: &str, tag: &str) -> io::Result<bool> {
@@ -602,7 +541,13 @@ impl Storage for AzureStorage {
             Ok(response.status < 300)
         };
         let headers = vec![("if-match", tag.to_string())];
-        self.lease_request(key, "DELETE", headers, None, &[404, 412], &mut take, |_| 0)
+        let (blob, call) = self.lease_call(key, "DELETE");
+        self.send(
+            &blob,
+            call.headers(headers).accepting(&[404, 412]),
+            &mut take,
+            |_| 0,
+        )
     }
 
     fn list_dir(&self, prefix: &str, each: &mut dyn FnMut(&str, EntryKind)) -> io::Result<()> {
@@ -626,13 +571,8 @@ impl Storage for AzureStorage {
             let url = self.url(None, &query);
             let mut take = |response: &mut Response| response.text();
             let text = self.send(
-                RequestKind::List,
                 &folder,
-                "GET",
-                &url,
-                Vec::new(),
-                None,
-                &[],
+                Call::new(RequestKind::List, "GET", &url),
                 &mut take,
                 |_| 0,
             )?;
@@ -771,13 +711,10 @@ impl Upload<'_> {
         let url = storage.url(Some(&self.blob), &[("comp", "blocklist")]);
         let mut take = |response: &mut Response| response.text().map(drop);
         storage.send(
-            RequestKind::Multipart,
             &self.blob,
-            "PUT",
-            &url,
-            vec![("content-type", "application/xml".to_string())],
-            Some(body.as_bytes()),
-            &[],
+            Call::new(RequestKind::Multipart, "PUT", &url)
+                .headers(vec![("content-type", "application/xml".to_string())])
+                .body(body.as_bytes()),
             &mut take,
             |_| 0,
         )?;
@@ -894,13 +831,11 @@ fn put_block(
                 }
             };
             let answer = storage.send(
-                RequestKind::PartUpload,
                 blob,
-                "PUT",
-                &url,
-                headers.clone(),
-                Some(block),
-                if md5.is_some() { &[400] } else { &[] },
+                Call::new(RequestKind::PartUpload, "PUT", &url)
+                    .headers(headers.clone())
+                    .body(block)
+                    .accepting(if md5.is_some() { &[400] } else { &[] }),
                 &mut take,
                 |_| 0,
             )?;

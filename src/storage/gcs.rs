@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::checked::{self, hex, Expected, Written};
 use super::download::{not_mappable, take_answer, Span};
-use super::http::{Client, Limits, RequestError, Response, Service, Take};
+use super::http::{Call, Client, Limits, RequestError, Response, Service, Take};
 use super::requests::{RequestCounts, RequestKind};
 use super::{
     Accounting, Condition, EntryKind, IoBuffer, Mapped, ObjectReader, ObjectWriter, OnRange,
@@ -275,32 +275,16 @@ impl GcsStorage {
         self.url(&format!("upload/storage/v1/b/{}/o", self.bucket), query)
     }
 
-    /// Makes one request, its answer taken by `take`; `received` tells the bytes of its body.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes `call` on `name` until it is answered, its answer taken by `take`; `received` tells
+    /// the bytes of the answer's body.
     fn send<T>(
         &self,
-        kind: RequestKind,
         name: &str,
-        method: &'static str,
-        url: &url::Url,
-        headers: Vec<(&'static str, String)>,
-        body: Option<&[u8]>,
-        also_accept: &[u16],
+        call: Call<'_>,
         take: &mut Take<'_, T>,
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
-        let object = self.object(name);
-        self.client.send_to(
-            kind,
-            &object,
-            method,
-            url,
-            headers,
-            body,
-            also_accept,
-            take,
-            received,
-        )
+        self.client.call(&self.object(name), call, take, received)
     }
 
     /// Downloads `span` of the object `name` into `buf`; a range that starts past the end gives
@@ -324,13 +308,10 @@ impl GcsStorage {
             .into_iter()
             .collect();
         let (len, size) = self.send(
-            kind,
             name,
-            "GET",
-            &url,
-            headers,
-            None,
-            &[416],
+            Call::new(kind, "GET", &url)
+                .headers(headers)
+                .accepting(&[416]),
             &mut take,
             |&(n, _)| n as u64,
         )?;
@@ -354,13 +335,8 @@ impl GcsStorage {
             Ok(Some(size_and_generation(&text)?))
         };
         self.send(
-            RequestKind::Head,
             name,
-            "GET",
-            &url,
-            Vec::new(),
-            None,
-            &[404],
+            Call::new(RequestKind::Head, "GET", &url).accepting(&[404]),
             &mut take,
             |_| 0,
         )
@@ -390,45 +366,18 @@ impl GcsStorage {
             &mut || {
                 let mut take = |response: &mut Response| stored_of(&response.text()?);
                 let (size, digest) = self.send(
-                    RequestKind::Put,
                     name,
-                    "POST",
-                    &url,
-                    vec![("content-type", "application/octet-stream".to_string())],
-                    Some(data),
-                    &[],
+                    Call::new(RequestKind::Put, "POST", &url)
+                        .headers(vec![(
+                            "content-type",
+                            "application/octet-stream".to_string(),
+                        )])
+                        .body(data),
                     &mut take,
                     |_| 0,
                 )?;
                 checked::compare(&expected, Some(size), digest, &mut || Ok(Some(size)))
             },
-        )
-    }
-
-    /// One request of a held folder's lease ([`super::lease`]), counted as
-    /// [`RequestKind::Lease`].
-    #[allow(clippy::too_many_arguments)]
-    fn lease_request<T>(
-        &self,
-        name: &str,
-        method: &'static str,
-        url: &url::Url,
-        headers: Vec<(&'static str, String)>,
-        body: Option<&[u8]>,
-        also_accept: &[u16],
-        take: &mut Take<'_, T>,
-        received: impl Fn(&T) -> u64,
-    ) -> io::Result<T> {
-        self.send(
-            RequestKind::Lease,
-            name,
-            method,
-            url,
-            headers,
-            body,
-            also_accept,
-            take,
-            received,
         )
     }
 }
@@ -522,13 +471,8 @@ impl Storage for GcsStorage {
         );
         let mut take = |response: &mut Response| response.text().map(drop);
         let Err(error) = self.send(
-            RequestKind::List,
             &self.prefix,
-            "GET",
-            &url,
-            Vec::new(),
-            None,
-            &[],
+            Call::new(RequestKind::List, "GET", &url),
             &mut take,
             |_| 0,
         ) else {
@@ -546,14 +490,12 @@ impl Storage for GcsStorage {
                 let body = serde_json::json!({ "name": bucket }).to_string();
                 let mut take = |response: &mut Response| response.text().map(drop);
                 self.send(
-                    RequestKind::CreateBucket,
                     "",
-                    "POST",
-                    &url,
-                    vec![("content-type", "application/json".to_string())],
-                    Some(body.as_bytes()),
-                    // Another process of the run made it first.
-                    &[409],
+                    Call::new(RequestKind::CreateBucket, "POST", &url)
+                        .headers(vec![("content-type", "application/json".to_string())])
+                        .body(body.as_bytes())
+                        // Another process of the run made it first.
+                        .accepting(&[409]),
                     &mut take,
                     |_| 0,
                 )
@@ -658,13 +600,8 @@ impl Storage for GcsStorage {
             Ok(response.status != 404)
         };
         self.send(
-            RequestKind::Delete,
             &name,
-            "DELETE",
-            &url,
-            Vec::new(),
-            None,
-            &[404],
+            Call::new(RequestKind::Delete, "DELETE", &url).accepting(&[404]),
             &mut take,
             |_| 0,
         )
@@ -708,13 +645,12 @@ impl Storage for GcsStorage {
             }
             Ok(Some(size_and_generation(&text)?.1))
         };
-        self.lease_request(
+        self.send(
             &name,
-            "POST",
-            &url,
-            headers,
-            Some(&body),
-            &[412],
+            Call::new(RequestKind::Lease, "POST", &url)
+                .headers(headers)
+                .body(&body)
+                .accepting(&[412]),
             &mut take,
             |_| 0,
         )
@@ -747,13 +683,9 @@ impl Storage for GcsStorage {
         };
         let received =
             |got: &Option<(Vec<u8>, String)>| got.as_ref().map_or(0, |(b, _)| b.len() as u64);
-        self.lease_request(
+        self.send(
             &name,
-            "GET",
-            &url,
-            Vec::new(),
-            None,
-            &[404],
+            Call::new(RequestKind::Lease, "GET", &url).accepting(&[404]),
             &mut take,
             received,
         )
@@ -776,13 +708,9 @@ impl Storage for GcsStorage {
             let _ = response.text();
             Ok(response.status < 300)
         };
-        self.lease_request(
+        self.send(
             &name,
-            "DELETE",
-            &url,
-            Vec::new(),
-            None,
-            &[404, 412],
+            Call::new(RequestKind::Lease, "DELETE", &url).accepting(&[404, 412]),
             &mut take,
             |_| 0,
         )
@@ -807,13 +735,8 @@ impl Storage for GcsStorage {
             let url = self.url(&format!("storage/v1/b/{}/o", self.bucket), &query);
             let mut take = |response: &mut Response| response.text();
             let text = self.send(
-                RequestKind::List,
                 &folder,
-                "GET",
-                &url,
-                Vec::new(),
-                None,
-                &[],
+                Call::new(RequestKind::List, "GET", &url),
                 &mut take,
                 |_| 0,
             )?;
@@ -903,16 +826,13 @@ impl Upload<'_> {
             })
         };
         storage.send(
-            RequestKind::Multipart,
             &self.name,
-            "POST",
-            &url,
-            vec![(
-                "x-upload-content-type",
-                "application/octet-stream".to_string(),
-            )],
-            Some(b""),
-            &[],
+            Call::new(RequestKind::Multipart, "POST", &url)
+                .headers(vec![(
+                    "x-upload-content-type",
+                    "application/octet-stream".to_string(),
+                )])
+                .body(b""),
             &mut take,
             |_| 0,
         )
@@ -971,13 +891,11 @@ impl Upload<'_> {
             md5::Digest::update(md5, chunk);
         }
         let stored_digest = storage.send(
-            RequestKind::PartUpload,
             &name,
-            "PUT",
-            &session,
-            vec![("content-range", range)],
-            Some(chunk),
-            &[308],
+            Call::new(RequestKind::PartUpload, "PUT", &session)
+                .headers(vec![("content-range", range)])
+                .body(chunk)
+                .accepting(&[308]),
             &mut take,
             |_| 0,
         )?;
@@ -1043,14 +961,9 @@ impl Drop for Upload<'_> {
         };
         let mut take = |response: &mut Response| response.text().map(drop);
         let _ = self.storage.send(
-            RequestKind::Multipart,
             &self.name,
-            "DELETE",
-            session,
-            Vec::new(),
-            None,
             // GCS answers a cancelled session with 499.
-            &[499],
+            Call::new(RequestKind::Multipart, "DELETE", session).accepting(&[499]),
             &mut take,
             |_| 0,
         );

@@ -238,6 +238,50 @@ pub struct Request<'a> {
     pub also_accept: &'a [u16],
 }
 
+/// A request to a URL that stays the same for every attempt (the stores whose URLs carry no
+/// signature: Azure, GCS): its kind, method and URL, then what it has besides, as
+/// `Call::new(kind, "PUT", url).headers(h).body(data).accepting(&[409])`.
+#[cfg(any(feature = "azure", feature = "gcs"))]
+pub struct Call<'a> {
+    kind: RequestKind,
+    method: &'static str,
+    url: url::Url,
+    headers: Vec<(&'static str, String)>,
+    body: Option<&'a [u8]>,
+    also_accept: &'a [u16],
+}
+
+#[cfg(any(feature = "azure", feature = "gcs"))]
+impl<'a> Call<'a> {
+    /// A request with no headers and no body, answered by 2xx alone.
+    pub fn new(kind: RequestKind, method: &'static str, url: &url::Url) -> Call<'a> {
+        Call {
+            kind,
+            method,
+            url: url.clone(),
+            headers: Vec::new(),
+            body: None,
+            also_accept: &[],
+        }
+    }
+
+    pub fn headers(mut self, headers: Vec<(&'static str, String)>) -> Call<'a> {
+        self.headers = headers;
+        self
+    }
+
+    pub fn body(mut self, body: &'a [u8]) -> Call<'a> {
+        self.body = Some(body);
+        self
+    }
+
+    /// Statuses besides 2xx that the caller takes as answers.
+    pub fn accepting(mut self, statuses: &'a [u16]) -> Call<'a> {
+        self.also_accept = statuses;
+        self
+    }
+}
+
 pub struct Client<S> {
     agent: ureq::Agent,
     pub service: S,
@@ -330,34 +374,28 @@ impl<S: Service> Client<S> {
         counts
     }
 
-    /// Makes a request to the fixed `url` for `object` (as failures name it) until it is answered,
-    /// its answer taken by `take`; the bytes of the body sent are counted with those `received`
-    /// of the answer. The calls of the stores whose URLs carry no signature (Azure, GCS).
+    /// Makes `call` for `object` (as failures name it) until it is answered, its answer taken by
+    /// `take`; the bytes of the body sent are counted with those `received` of the answer. The
+    /// calls of the stores whose URLs carry no signature (Azure, GCS).
     #[cfg(any(feature = "azure", feature = "gcs"))]
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_to<T>(
+    pub fn call<T>(
         &self,
-        kind: RequestKind,
         object: &str,
-        method: &'static str,
-        url: &url::Url,
-        headers: Vec<(&'static str, String)>,
-        body: Option<&[u8]>,
-        also_accept: &[u16],
+        call: Call<'_>,
         take: &mut Take<'_, T>,
         received: impl Fn(&T) -> u64,
     ) -> io::Result<T> {
-        let at = || url.clone();
+        let at = || call.url.clone();
         let request = Request {
-            kind,
+            kind: call.kind,
             object,
-            method,
+            method: call.method,
             url: &at,
-            headers,
-            body,
-            also_accept,
+            headers: call.headers,
+            body: call.body,
+            also_accept: call.also_accept,
         };
-        let sent = body.map_or(0, |b| b.len() as u64);
+        let sent = call.body.map_or(0, |b| b.len() as u64);
         self.send(&request, take, |answer| sent + received(answer))
     }
 

@@ -28,9 +28,9 @@
 //! to the framework's own hand-off per step on this host, which benches/fidelity/handoff.py (the
 //! tool a user has) measures once per case before the rounds: the real loop over the cold dataset
 //! on the capped device at 3.0 × the batch's time (past every row, so that every batch is ready),
-//! the median load of steps 2... `DLIO_BENCH_ROUNDS`
-//! rounds (default 3); in each, the real loop, both dlio-rs runs and DLIO run one after the
-//! other, who goes first rotating from round to round. One epoch each, no evaluation, no checkpoint. Every column's AU
+//! three runs, the median of their median loads of steps 2... `DLIO_BENCH_ROUNDS` rounds (default
+//! 3); in each, the real loop, both dlio-rs runs and DLIO run one after the other, who goes first
+//! rotating from round to round. One epoch each, no evaluation, no checkpoint. Every column's AU
 //! is DLIO's: the compute of steps 2.. over the block's time less the first step's (the real
 //! loops count it as DLIO's main.py and statscounter.py do, benches/fidelity/common.py); dlio-rs
 //! and DLIO's from their summary.json (`metric.train_au_percentage`). Target per row, by the

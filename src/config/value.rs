@@ -767,6 +767,9 @@ fn needs_quotes(s: &str) -> bool {
         || !matches!(resolve_plain(s), Ok(Value::Str(_)))
         || s.starts_with(|c: char| " -?:,[]{}#&*!|>'\"%@`~".contains(c))
         || s.ends_with([' ', ':'])
+        // In a flow collection yaml-rust2 refuses a plain scalar whose last word is `-` (the `-`
+        // is then followed by `,`, `]` or `}`), which PyYAML reads.
+        || s.ends_with(" -")
         || s.contains(": ")
         || s.contains(" #")
         || s.contains([',', '[', ']', '{', '}'])
@@ -893,6 +896,15 @@ mod tests {
         let v = Value::from_yaml(text).unwrap();
         let again = Value::from_yaml(&v.to_yaml()).unwrap();
         assert_eq!(v, again);
+    }
+
+    /// A string whose last word is `-` inside a flow collection (found by the grammar fuzz test:
+    /// written plain, yaml-rust2 refused `{_: $ -}`).
+    #[test]
+    fn a_string_ending_in_a_lone_dash_reads_back_from_a_flow_collection() {
+        let item = Value::Map(vec![("_".into(), Value::Str("$ -".into()))]);
+        let v = Value::Map(vec![("root".into(), Value::List(vec![item]))]);
+        assert_eq!(Value::from_yaml(&v.to_yaml()), Ok(v));
     }
 
     #[test]

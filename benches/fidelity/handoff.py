@@ -67,15 +67,21 @@ def one_run(framework, folder, rest):
             return json.load(f)["load_seconds"][1:]
 
 
+def usage_error(message):
+    """A usage error: the message on stderr, exit 2 (a failed measurement exits 1)."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     args = sys.argv[1:]
     runs = 3
     if args[:1] == ["--runs"]:
         if len(args) < 2 or not args[1].isdigit() or int(args[1]) < 1:
-            sys.exit("handoff.py: --runs takes a whole number of runs, 1 or more")
+            usage_error("handoff.py: --runs takes a whole number of runs, 1 or more")
         runs, args = int(args[1]), args[2:]
     if len(args) < 6 or args[0] not in LOOPS:
-        sys.exit(__doc__)
+        usage_error(__doc__)
     framework, folder, rest = args[0], args[1], args[2:]
     compute = float(rest[3])
     medians = []

@@ -83,7 +83,10 @@ def main():
     if len(args) < 6 or args[0] not in LOOPS:
         usage_error(__doc__)
     framework, folder, rest = args[0], args[1], args[2:]
-    compute = float(rest[3])
+    try:
+        compute = float(rest[3])
+    except ValueError:
+        usage_error(f"handoff.py: COMPUTE_SECONDS is {rest[3]!r}; give seconds a step, as 0.5")
     medians = []
     for run in range(1, runs + 1):
         loads = one_run(framework, folder, rest)

@@ -399,8 +399,10 @@ fn files_smaller_than_configured_are_flagged_and_marked_in_the_table() {
 /// 8 reader threads ask for the whole epoch (8 × 4 KiB) at once through a link with 500 ms of
 /// latency per request: the first step, left out of DLIO's window, waits the latency, and the
 /// other 7 find their samples read (32 KiB take 2 ms at 16 MiB/s), so DLIO's nominal rate (7
-/// samples in ~7 × 2 ms) is some 30 × the bytes read over the epoch (~0.5 s): flagged, marked in
-/// the table, and said with report.json's own figures.
+/// samples in ~7 × 10 ms) is some 7 × the bytes read over the epoch (~0.6 s): flagged, marked in
+/// the table, and said with report.json's own figures. The compute is 10 ms, not less: with 8
+/// threads on a busy 2-core host a sleep of 2 ms ends some 0.2 ms late, which is `compute_late`'s
+/// 5 % and would add a reason this test is not about.
 #[test]
 fn a_nominal_rate_above_the_bytes_read_is_flagged() {
     let _serial = serial();
@@ -408,7 +410,7 @@ fn a_nominal_rate_above_the_bytes_read_is_flagged() {
     let words = with(
         &npy_words(&tmp, 8, 4096),
         &[
-            "++workload.train.computation_time=0.002",
+            "++workload.train.computation_time=0.01",
             "++workload.reader.read_threads=8",
             "++workload.storage.throttle.mib_per_second=16",
             "++workload.storage.throttle.latency_ms=500",

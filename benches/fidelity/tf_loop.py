@@ -3,7 +3,8 @@ dlio_benchmark/reader/tf_reader.py builds it, `list_files(shuffle=False)` → `s
 `TFRecordDataset(buffer_size=transfer_size, num_parallel_reads=read_threads)` →
 `shuffle(shuffle_size, seed)` → `batch(drop_remainder=True)` → `map(parse,
 num_parallel_calls=computation_threads)` → `repeat` → `take(steps)` → `prefetch(prefetch_size)`,
-iterated with `time.sleep(compute)` per step as the accelerator.
+built before the clock starts and iterated with `time.sleep(compute)` per step as the
+accelerator (common.train: DLIO's accounting).
 
 usage: tf_loop.py OUT.json FOLDER BATCH READ_THREADS PREFETCH_SIZE COMPUTE_SECONDS
        SAMPLES_PER_FILE SHUFFLE_SIZE SEED COMPUTATION_THREADS
@@ -16,7 +17,7 @@ import sys
 
 import tensorflow as tf
 
-from common import Epoch, report
+from common import report, train
 
 
 def main():
@@ -35,7 +36,7 @@ def main():
         tf.io.parse_example(serialized=serialized, features=features)
         return image
 
-    epoch = Epoch()
+    # Built before the clock starts, as DLIO's TFDataLoader.read() builds it before the epoch.
     names = tf.data.Dataset.list_files(files, shuffle=False).shard(num_shards=1, index=0)
     # DLIO's transfer_size is None by default: TensorFlow's own buffer.
     dataset = tf.data.TFRecordDataset(filenames=names, buffer_size=None, num_parallel_reads=threads)
@@ -48,11 +49,7 @@ def main():
     )
     steps = math.floor(len(files) / batch * per_file)
     dataset = dataset.repeat().take(steps).prefetch(buffer_size=prefetch)
-    epoch.start_loading()
-    for _batch in dataset:
-        epoch.step(compute)
-        epoch.start_loading()
-    report(epoch.finish(batch), out)
+    report(train(dataset, steps, compute, batch), out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@
 //! rounds (default 3); in each, the real loop, both dlio-rs runs and DLIO run one after the
 //! other, who goes first rotating from round to round. One epoch each, no evaluation, no checkpoint. Every column's AU
 //! is DLIO's: the compute of steps 2.. over the block's time less the first step's (the real
-//! loops count it as DLIO's main.py and statscounter.py do, benches/fidelity/common.py); dlio-rs
+//! loops count it as DLIO's main.py and statscounter.py do, benches/fidelity/common.py: the
+//! loader built before the block, the block ended after the last step's compute, before the
+//! iterator is left, so tf.data's teardown is outside it as it is outside DLIO's); dlio-rs
 //! and DLIO's from their summary.json (`metric.train_au_percentage`). Target per row, by the
 //! medians: both dlio-rs runs within 2 points of the real loop, and dlio-rs with the host's
 //! hand-off no farther from it than DLIO.

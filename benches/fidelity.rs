@@ -30,14 +30,14 @@
 //! on the capped device at the compute-bound row's compute (2.0 × the batch's time, so that every
 //! batch is ready), three runs, the median of their median loads of steps 2... `DLIO_BENCH_ROUNDS`
 //! rounds (default 3); in each, the real loop, both dlio-rs runs and DLIO run one after the
-//! other, who goes first rotating from round to round. One epoch each, no evaluation, no checkpoint. Every column's AU
-//! is DLIO's: the compute of steps 2.. over the block's time less the first step's (the real
-//! loops count it as DLIO's main.py and statscounter.py do, benches/fidelity/common.py: the
-//! loader built before the block, the block ended after the last step's compute, before the
-//! iterator is left, so tf.data's teardown is outside it as it is outside DLIO's); dlio-rs
-//! and DLIO's from their summary.json (`metric.train_au_percentage`). Target per row, by the
-//! medians: both dlio-rs runs within 2 points of the real loop, and dlio-rs with the host's
-//! hand-off no farther from it than DLIO.
+//! other, who goes first rotating from round to round. One epoch each, no evaluation, no
+//! checkpoint. Every column's AU is DLIO's: the compute of steps 2.. over the block's time less
+//! the first step's (the real loops count it as DLIO's main.py and statscounter.py do,
+//! benches/fidelity/common.py: the loader built before the block, the block ended after the last
+//! step's compute, before the iterator is left, so tf.data's teardown is outside it as it is
+//! outside DLIO's); dlio-rs and DLIO's from their summary.json (`metric.train_au_percentage`).
+//! Target per row, by the medians: both dlio-rs runs within 2 points of the real loop, and
+//! dlio-rs with the host's hand-off no farther from it than DLIO.
 //!
 //! The Python side lives in a venv the benchmark owns (`DLIO_FIDELITY_VENV`, default
 //! target/fidelity-venv), filled once: tensorflow-cpu, torch, numpy, and dlio-benchmark 2.0.0

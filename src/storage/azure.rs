@@ -213,13 +213,10 @@ impl AzureStorage {
     }
 
     fn size_of(&self, blob: &str) -> io::Result<u64> {
-        match self.properties(blob)? {
-            Some((size, _)) => Ok(size),
-            None => Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} does not exist", self.object(blob)),
-            )),
-        }
+        let (size, _) = self
+            .properties(blob)?
+            .ok_or_else(|| super::not_found(self.object(blob)))?;
+        Ok(size)
     }
 
     /// Put Blob: the whole blob in one request, checked (`verify_writes`, [`checked`]) by the

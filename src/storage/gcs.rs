@@ -343,13 +343,10 @@ impl GcsStorage {
     }
 
     fn size_of(&self, name: &str) -> io::Result<u64> {
-        match self.metadata(name)? {
-            Some((size, _)) => Ok(size),
-            None => Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} does not exist", self.object(name)),
-            )),
-        }
+        let (size, _) = self
+            .metadata(name)?
+            .ok_or_else(|| super::not_found(self.object(name)))?;
+        Ok(size)
     }
 
     /// A simple upload: the whole object in one request, checked (`verify_writes`,

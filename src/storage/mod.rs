@@ -411,6 +411,12 @@ fn conditions_unsupported(what: &str) -> io::Error {
     )
 }
 
+/// An object store's answer that `object` (as its store names it) is not there.
+#[cfg(any(feature = "s3", feature = "azure", feature = "gcs"))]
+fn not_found(object: String) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{object} does not exist"))
+}
+
 /// The bytes of one object being written, in order.
 pub trait ObjectWriter {
     fn write(&mut self, bytes: &[u8]) -> io::Result<()>;

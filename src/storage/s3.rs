@@ -667,12 +667,8 @@ impl Storage for S3Storage {
 
     fn size(&self, key: &str) -> io::Result<u64> {
         let full = self.key(key);
-        self.head(&full)?.ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} does not exist", self.object(&full)),
-            )
-        })
+        self.head(&full)?
+            .ok_or_else(|| super::not_found(self.object(&full)))
     }
 
     fn create(&self, key: &str) -> io::Result<Box<dyn ObjectWriter + '_>> {
@@ -698,12 +694,9 @@ impl Storage for S3Storage {
 
     fn open_sequential(&self, key: &str) -> io::Result<Box<dyn ObjectReader + '_>> {
         let full = self.key(key);
-        let size = self.head(&full)?.ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} does not exist", self.object(&full)),
-            )
-        })?;
+        let size = self
+            .head(&full)?
+            .ok_or_else(|| super::not_found(self.object(&full)))?;
         let client = Arc::clone(self.client());
         let object = client.name(&full);
         let fetch_range = move |(offset, len), buf: &mut IoBuffer| {

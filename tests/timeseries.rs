@@ -117,9 +117,11 @@ const TFRECORD_12_BY_8: [&str; 4] = [
     "++workload.dataset.record_length_bytes=65536",
 ];
 
-/// The lines of a traced run's time series in `out/`, once its run lines are checked to be
-/// contiguous and to count, as samples, the reads its `ranks` traced.
-fn lines_matching_the_trace(tmp: &Scratch, ranks: usize) -> Vec<Value> {
+/// Runs `extra` (traced) on `ranks` ranks and returns its time series' lines, once its run
+/// lines are checked to be contiguous, to count as samples the reads its ranks traced, to keep
+/// AU at 100 % at most, and to have at most `most_in_flight` reads in flight at any time.
+fn traced_run(tmp: &Scratch, ranks: usize, extra: &[&str], most_in_flight: f64) -> Vec<Value> {
+    run_quiet(&tmp.path, ranks, &throttled_words(tmp, extra)).ok();
     let rows: u64 = (0..ranks)
         .map(|rank| {
             let trace = std::fs::read_to_string(tmp.join(format!("out/trace/{rank}.csv"))).unwrap();
@@ -130,6 +132,13 @@ fn lines_matching_the_trace(tmp: &Scratch, ranks: usize) -> Vec<Value> {
     let runs = of_kind(&lines, "run");
     assert_contiguous(&runs);
     assert_eq!(sum(&runs, "/samples"), rows);
+    for run in &runs {
+        assert!(num(run, "/au_percent") <= 100.0 + 1e-6, "{run}");
+        assert!(
+            num(run, "/reads_in_flight") <= most_in_flight + 1e-6,
+            "{run}"
+        );
+    }
     lines
 }
 
@@ -149,14 +158,8 @@ fn every_worker_of_the_tensorflow_pipeline_counts_in_its_own_meter() {
         "++workload.storage.throttle.mib_per_second=40",
         "++workload.output.trace=True",
     ]);
-    run_quiet(&tmp.path, 2, &throttled_words(&tmp, &extra)).ok();
-    let lines = lines_matching_the_trace(&tmp, 2);
-    let runs = of_kind(&lines, "run");
-    for run in &runs {
-        assert!(num(run, "/au_percent") <= 100.0 + 1e-6, "{run}");
-        // 2 ranks × 6 workers at most.
-        assert!(num(run, "/reads_in_flight") <= 12.0 + 1e-6, "{run}");
-    }
+    // 2 ranks × 6 workers at most.
+    traced_run(&tmp, 2, &extra, 12.0);
 }
 
 /// The native DALI loader over TFRecord starts its reader and `read_threads` operator threads,
@@ -180,13 +183,8 @@ fn every_thread_of_the_native_dali_pipeline_counts_in_its_own_meter() {
         "++workload.train.computation_time=0.01",
         "++workload.output.trace=True",
     ]);
-    run_quiet(&tmp.path, 1, &throttled_words(&tmp, &extra)).ok();
-    let lines = lines_matching_the_trace(&tmp, 1);
-    let runs = of_kind(&lines, "run");
-    for run in &runs {
-        // DALI's reader takes one sample at a time.
-        assert!(num(run, "/reads_in_flight") <= 1.0 + 1e-6, "{run}");
-    }
+    // DALI's reader takes one sample at a time.
+    let lines = traced_run(&tmp, 1, &extra, 1.0);
     let report = read_json(&tmp.join("out/report.json"));
     let from_storage: u64 = at(&report, "/epochs")
         .as_array()

@@ -37,7 +37,14 @@
 //! step's compute, before the iterator is left, so tf.data's teardown is outside it as it is
 //! outside DLIO's); dlio-rs and DLIO's from their summary.json (`metric.train_au_percentage`).
 //! Target per row, by the medians: both dlio-rs runs within 2 points of the real loop, and
-//! dlio-rs with the host's hand-off no farther from it than DLIO.
+//! dlio-rs with the host's hand-off not farther from it than DLIO. "Farther" is decided by the
+//! rounds, not by the two medians alone: the row gives how much farther dlio-rs + hand-off is
+//! (the difference of the two distances, negative when nearer) with its 95 % bootstrap interval
+//! (the rounds drawn again whole, 10 000 times), and calls dlio-rs nearer or farther only when the
+//! interval lies on one side of 0. Where DLIO (which runs the real framework's loader itself) is
+//! as near as the real loop's own rounds can tell, the two medians' order is a draw of the rounds
+//! (on the 2-core VM, differences of 0.03–0.3 points against rounds that spread 0.5–1.0); the row
+//! says "not told apart", and more rounds narrow the interval around 0, they do not order it.
 //!
 //! The Python side lives in a venv the benchmark owns (`DLIO_FIDELITY_VENV`, default
 //! target/fidelity-venv), filled once: tensorflow-cpu, torch, numpy, and dlio-benchmark 2.0.0
@@ -53,6 +60,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 const KIB: u64 = 1024;
 const MIB_U: u64 = 1 << 20;
@@ -542,6 +551,49 @@ impl Row {
     fn med(&self, tool: usize, f: impl Fn(&Run) -> f64) -> f64 {
         median(self.runs[tool].iter().map(f).collect())
     }
+
+    /// How much farther from the real loop's median AU dlio-rs with the hand-off is than DLIO
+    /// (negative: nearer), over the rounds `picked` (indices, repeats allowed).
+    fn farther_than_dlio(&self, picked: &[usize]) -> f64 {
+        let au = |tool: usize| median(picked.iter().map(|&i| self.runs[tool][i].au).collect());
+        let real = au(0);
+        (au(2) - real).abs() - (au(3) - real).abs()
+    }
+
+    /// [`Row::farther_than_dlio`] over the rounds measured, and its 95 % interval by the
+    /// bootstrap: the rounds drawn again with replacement, whole (a round's four runs ran side
+    /// by side on the host of that moment, so they stay together), [`RESAMPLES`] times.
+    fn farther_than_dlio_interval(&self) -> (f64, f64, f64) {
+        let rounds = self.runs[0].len();
+        let all: Vec<usize> = (0..rounds).collect();
+        // Seeded: the same rounds give the same interval.
+        let mut rng = SmallRng::seed_from_u64(SEED);
+        let mut draws: Vec<f64> = (0..RESAMPLES)
+            .map(|_| {
+                let picked: Vec<usize> = (0..rounds).map(|_| rng.random_range(0..rounds)).collect();
+                self.farther_than_dlio(&picked)
+            })
+            .collect();
+        draws.sort_by(f64::total_cmp);
+        let at = |q: f64| draws[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+        (self.farther_than_dlio(&all), at(0.025), at(0.975))
+    }
+}
+
+/// Bootstrap resamples of a row's rounds.
+const RESAMPLES: usize = 10_000;
+
+/// Where dlio-rs with the host's hand-off stands against DLIO, by the 95 % interval of how much
+/// farther from the real loop it is: the rounds tell the two apart only when the interval is all
+/// on one side of 0.
+fn standing(low: f64, high: f64) -> &'static str {
+    if high < 0.0 {
+        "nearer"
+    } else if low > 0.0 {
+        "farther"
+    } else {
+        "not told apart"
+    }
 }
 
 fn bench_case(case: &Case, dir: &Path) -> bool {
@@ -640,21 +692,23 @@ fn bench_case(case: &Case, dir: &Path) -> bool {
         setup.handoff_word
     );
     println!(
-        "\n| compute (s/step) | AU real | AU dlio-rs | AU dlio-rs + hand-off | AU DLIO | \\|dlio-rs − real\\| | \\|dlio-rs + hand-off − real\\| | \\|DLIO − real\\| | samples/s real / dlio-rs / + hand-off / DLIO | verdict |"
+        "\n| compute (s/step) | AU real | AU dlio-rs | AU dlio-rs + hand-off | AU DLIO | \\|dlio-rs − real\\| | \\|dlio-rs + hand-off − real\\| | \\|DLIO − real\\| | + hand-off farther than DLIO by [95 % interval] | samples/s real / dlio-rs / + hand-off / DLIO | verdict |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut ok = true;
     for row in &rows {
         let au = |t| row.med(t, |r| r.au);
         let sps = |t| row.med(t, |r| r.samples_per_second);
         let (real, rs, calibrated, dlio) = (au(0), au(1), au(2), au(3));
         let gap = |au: f64| (au - real).abs();
-        // Target: both dlio-rs columns within 2 points; with the host's hand-off, no farther
-        // from the real loop than DLIO.
-        let pass = gap(rs) <= 2.0 && gap(calibrated) <= 2.0 && gap(calibrated) <= gap(dlio);
+        let (farther, low, high) = row.farther_than_dlio_interval();
+        let standing = standing(low, high);
+        // Target: both dlio-rs columns within 2 points; with the host's hand-off, not farther
+        // from the real loop than DLIO by what the rounds can tell apart.
+        let pass = gap(rs) <= 2.0 && gap(calibrated) <= 2.0 && standing != "farther";
         ok &= pass;
         println!(
-            "| {} {:.3} | {real:.2} | {rs:.2} | {calibrated:.2} | {dlio:.2} | {:.2} | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} / {:.1} | {} |",
+            "| {} {:.3} | {real:.2} | {rs:.2} | {calibrated:.2} | {dlio:.2} | {:.2} | {:.2} | {:.2} | {farther:+.2} [{low:+.2}, {high:+.2}] {standing} | {:.1} / {:.1} / {:.1} / {:.1} | {} |",
             row.label,
             row.compute,
             gap(rs),

@@ -586,13 +586,30 @@ const RESAMPLES: usize = 10_000;
 /// Where dlio-rs with the host's hand-off stands against DLIO, by the 95 % interval of how much
 /// farther from the real loop it is: the rounds tell the two apart only when the interval is all
 /// on one side of 0.
-fn standing(low: f64, high: f64) -> &'static str {
-    if high < 0.0 {
-        "nearer"
-    } else if low > 0.0 {
-        "farther"
-    } else {
-        "not told apart"
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    Nearer,
+    Farther,
+    NotToldApart,
+}
+
+impl Standing {
+    fn of(low: f64, high: f64) -> Standing {
+        if high < 0.0 {
+            Standing::Nearer
+        } else if low > 0.0 {
+            Standing::Farther
+        } else {
+            Standing::NotToldApart
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Standing::Nearer => "nearer",
+            Standing::Farther => "farther",
+            Standing::NotToldApart => "not told apart",
+        }
     }
 }
 
@@ -702,13 +719,13 @@ fn bench_case(case: &Case, dir: &Path) -> bool {
         let (real, rs, calibrated, dlio) = (au(0), au(1), au(2), au(3));
         let gap = |au: f64| (au - real).abs();
         let (farther, low, high) = row.farther_than_dlio_interval();
-        let standing = standing(low, high);
+        let standing = Standing::of(low, high);
         // Target: both dlio-rs columns within 2 points; with the host's hand-off, not farther
         // from the real loop than DLIO by what the rounds can tell apart.
-        let pass = gap(rs) <= 2.0 && gap(calibrated) <= 2.0 && standing != "farther";
+        let pass = gap(rs) <= 2.0 && gap(calibrated) <= 2.0 && standing != Standing::Farther;
         ok &= pass;
         println!(
-            "| {} {:.3} | {real:.2} | {rs:.2} | {calibrated:.2} | {dlio:.2} | {:.2} | {:.2} | {:.2} | {farther:+.2} [{low:+.2}, {high:+.2}] {standing} | {:.1} / {:.1} / {:.1} / {:.1} | {} |",
+            "| {} {:.3} | {real:.2} | {rs:.2} | {calibrated:.2} | {dlio:.2} | {:.2} | {:.2} | {:.2} | {farther:+.2} [{low:+.2}, {high:+.2}] {} | {:.1} / {:.1} / {:.1} / {:.1} | {} |",
             row.label,
             row.compute,
             gap(rs),
@@ -718,6 +735,7 @@ fn bench_case(case: &Case, dir: &Path) -> bool {
             sps(1),
             sps(2),
             sps(3),
+            standing.name(),
             verdict(pass)
         );
     }

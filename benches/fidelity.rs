@@ -43,8 +43,10 @@
 //! (the rounds drawn again whole, 10 000 times), and calls dlio-rs nearer or farther only when the
 //! interval lies on one side of 0. Where DLIO (which runs the real framework's loader itself) is
 //! as near as the real loop's own rounds can tell, the two medians' order is a draw of the rounds
-//! (on the 2-core VM, differences of 0.03–0.3 points against rounds that spread 0.5–1.0); the row
+//! (on the 2-core VM, differences of 0.01–0.3 points against rounds that spread 0.5–2.6); the row
 //! says "not told apart", and more rounds narrow the interval around 0, they do not order it.
+//! Where the two are equally near, a row still reads "farther" one time in 40 (one run of six
+//! rows in about seven): a single miss is a reason to run again, not a verdict.
 //!
 //! The Python side lives in a venv the benchmark owns (`DLIO_FIDELITY_VENV`, default
 //! target/fidelity-venv), filled once: tensorflow-cpu, torch, numpy, and dlio-benchmark 2.0.0
@@ -560,12 +562,11 @@ impl Row {
         (au(2) - real).abs() - (au(3) - real).abs()
     }
 
-    /// [`Row::farther_than_dlio`] over the rounds measured, and its 95 % interval by the
-    /// bootstrap: the rounds drawn again with replacement, whole (a round's four runs ran side
-    /// by side on the host of that moment, so they stay together), [`RESAMPLES`] times.
-    fn farther_than_dlio_interval(&self) -> (f64, f64, f64) {
+    /// The 95 % interval of [`Row::farther_than_dlio`] by the bootstrap: the rounds drawn again
+    /// with replacement, whole (a round's four runs ran side by side on the host of that moment,
+    /// so they stay together), [`RESAMPLES`] times. Of one round, the interval is its point.
+    fn farther_than_dlio_interval(&self) -> (f64, f64) {
         let rounds = self.runs[0].len();
-        let all: Vec<usize> = (0..rounds).collect();
         // Seeded: the same rounds give the same interval.
         let mut rng = SmallRng::seed_from_u64(SEED);
         let mut draws: Vec<f64> = (0..RESAMPLES)
@@ -576,7 +577,7 @@ impl Row {
             .collect();
         draws.sort_by(f64::total_cmp);
         let at = |q: f64| draws[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
-        (self.farther_than_dlio(&all), at(0.025), at(0.975))
+        (at(0.025), at(0.975))
     }
 }
 
@@ -718,7 +719,8 @@ fn bench_case(case: &Case, dir: &Path) -> bool {
         let sps = |t| row.med(t, |r| r.samples_per_second);
         let (real, rs, calibrated, dlio) = (au(0), au(1), au(2), au(3));
         let gap = |au: f64| (au - real).abs();
-        let (farther, low, high) = row.farther_than_dlio_interval();
+        let farther = gap(calibrated) - gap(dlio);
+        let (low, high) = row.farther_than_dlio_interval();
         let standing = Standing::of(low, high);
         // Target: both dlio-rs columns within 2 points; with the host's hand-off, not farther
         // from the real loop than DLIO by what the rounds can tell apart.

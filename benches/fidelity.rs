@@ -615,6 +615,8 @@ impl Standing {
 }
 
 fn bench_case(case: &Case, dir: &Path) -> bool {
+    // Read first: a bad value is refused before minutes of set-up and hand-off measurement.
+    let rounds = rounds(3);
     // Absolute: every measured run works in its own folder.
     let dir = &std::path::absolute(dir).expect("the benchmark's data folder");
     let venv = PathBuf::from(
@@ -665,7 +667,6 @@ fn bench_case(case: &Case, dir: &Path) -> bool {
     let batch_s = (case.batch * case.record_bytes) as f64 / (mib_s * MIB_U) as f64;
     let handoff_compute = (HANDOFF_FRACTION * batch_s * 1000.0).round() / 1000.0;
     setup.handoff_word = setup.measure_handoff(handoff_compute);
-    let rounds = rounds(3);
     println!(
         "\n## {}: {} ({:.0} MiB, {} steps), cap {mib_s} MiB/s ({:.3} s per batch), {rounds} round(s)",
         case.name,

@@ -113,10 +113,15 @@ pub fn verdict(ok: bool) -> &'static str {
     }
 }
 
-/// Measured rounds: `default`, or `DLIO_BENCH_ROUNDS` (a noisy disk may need more).
+/// Measured rounds: `default`, or `DLIO_BENCH_ROUNDS` (a noisy disk may need more). A value that
+/// is not a whole number of 1 or more is a usage error (exit 2), not the default in silence:
+/// the figures would not be of the rounds asked for, and none would have no median.
 pub fn rounds(default: usize) -> usize {
-    std::env::var("DLIO_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(default)
+    match std::env::var("DLIO_BENCH_ROUNDS") {
+        Err(_) => default,
+        Ok(value) => value.trim().parse().ok().filter(|&n| n >= 1).unwrap_or_else(|| {
+            eprintln!("DLIO_BENCH_ROUNDS={value:?}: give the rounds to measure, a whole number of 1 or more");
+            std::process::exit(2);
+        }),
+    }
 }
